@@ -1,0 +1,28 @@
+-- Give a job up: drop it, or keep it in the capped archive. Used for final
+-- failures and for quarantined (undecodable or unknown) entries.
+-- Returns 1, or 0 when the claim is stale (nothing is written).
+-- KEYS[1] node claims hash, KEYS[2] archive zset, KEYS[3] archive entries,
+-- KEYS[4] attempts hash, KEYS[5] discarded metric
+-- ARGV[1] token ('' when the job is not claimed), ARGV[2] job id, ARGV[3] now ms,
+-- ARGV[4] archive record JSON, ARGV[5] max entries, ARGV[6] max age ms,
+-- ARGV[7] '1' to archive, '0' to drop
+if ARGV[1] ~= '' and redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then return 0 end
+redis.call('HDEL', KEYS[4], ARGV[2])
+redis.call('INCR', KEYS[5])
+if ARGV[7] ~= '1' then return 1 end
+local now = tonumber(ARGV[3])
+redis.call('ZADD', KEYS[2], now, ARGV[2])
+redis.call('HSET', KEYS[3], ARGV[2], ARGV[4])
+-- Trim by age, then by count, a bounded amount per call so one discard never
+-- blocks Redis for long; later discards finish the trim.
+local old = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now - tonumber(ARGV[6]), 'LIMIT', 0, 500)
+local excess = redis.call('ZCARD', KEYS[2]) - #old - tonumber(ARGV[5])
+if excess > 0 then
+  local more = redis.call('ZRANGE', KEYS[2], #old, #old + math.min(excess, 500) - 1)
+  for _, id in ipairs(more) do old[#old + 1] = id end
+end
+if #old > 0 then
+  redis.call('ZREM', KEYS[2], unpack(old))
+  redis.call('HDEL', KEYS[3], unpack(old))
+end
+return 1

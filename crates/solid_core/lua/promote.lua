@@ -1,0 +1,35 @@
+-- Move due planned and retrying jobs to their channels. Safe when several
+-- nodes run it at once: each member is removed and pushed inside this one
+-- atomic script, so it is promoted exactly once.
+-- KEYS[1] planned zset, KEYS[2] retrying zset, KEYS[3] doorbell,
+-- KEYS[4] archive entries (for malformed members)
+-- ARGV[1] now ms, ARGV[2] max members per set, ARGV[3] key prefix
+-- Returns {promoted, next due ms or -1}
+local now = tonumber(ARGV[1])
+local moved, rang = 0, false
+for k = 1, 2 do
+  local items = redis.call('ZRANGEBYSCORE', KEYS[k], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
+  for _, m in ipairs(items) do
+    redis.call('ZREM', KEYS[k], m)
+    local sep = string.find(m, '|', 1, true)
+    if sep then
+      if redis.call('LPUSH', ARGV[3] .. 'channel:' .. string.sub(m, 1, sep - 1), string.sub(m, sep + 1)) == 1 then
+        rang = true
+      end
+      moved = moved + 1
+    else
+      redis.call('HSET', KEYS[4], 'malformed:' .. redis.sha1hex(m),
+        cjson.encode({ reason = 'malformed planned entry (no channel)', raw = m, discarded_ms = now }))
+    end
+  end
+end
+if rang then redis.call('PUBLISH', KEYS[3], 'ready') end
+local next_due = -1
+for k = 1, 2 do
+  local first = redis.call('ZRANGE', KEYS[k], 0, 0, 'WITHSCORES')
+  if first[2] then
+    local s = tonumber(first[2])
+    if next_due < 0 or s < next_due then next_due = s end
+  end
+end
+return {moved, next_due}

@@ -1,0 +1,140 @@
+//! Redis connections: a small checkout pool for request/response callers
+//! (enqueue, failure handling) and a reconnecting connection with backoff for
+//! the dispatcher's long-lived threads.
+
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use redis::{Client, Connection};
+
+use crate::error::{Error, Result};
+
+/// How long to wait for a TCP connect, and for any reply. A reply slower than
+/// this is treated as a broken connection and retried elsewhere.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
+/// Idle connections kept per pool; more callers at once simply connect.
+const POOL_KEEP: usize = 32;
+
+#[derive(Clone)]
+pub struct Connector {
+    client: Client,
+    url: String,
+}
+
+impl Connector {
+    pub fn new(url: &str) -> Result<Self> {
+        let client = Client::open(url).map_err(|e| Error::Invalid(format!("invalid Redis URL {url:?}: {e}")))?;
+        Ok(Connector { client, url: url.to_owned() })
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    pub fn connect(&self) -> Result<Connection> {
+        let conn = self
+            .client
+            .get_connection_with_timeout(CONNECT_TIMEOUT)
+            .map_err(|e| Error::Connection(format!("{} ({})", e, self.url)))?;
+        conn.set_read_timeout(Some(IO_TIMEOUT)).map_err(Error::from)?;
+        conn.set_write_timeout(Some(IO_TIMEOUT)).map_err(Error::from)?;
+        Ok(conn)
+    }
+}
+
+/// A checkout pool. The lock is held only to pop or push a connection, never
+/// during I/O, so concurrent callers (one per worker Ractor) do not serialize.
+pub struct Pool {
+    connector: Connector,
+    idle: Mutex<Vec<Connection>>,
+}
+
+impl Pool {
+    pub fn new(connector: Connector) -> Self {
+        Pool { connector, idle: Mutex::new(Vec::new()) }
+    }
+
+    pub fn connector(&self) -> &Connector {
+        &self.connector
+    }
+
+    /// Runs `f` on a pooled connection. A connection that saw a connection
+    /// error is dropped, not returned; the error is returned to the caller,
+    /// who decides whether retrying is safe.
+    pub fn with<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
+        let popped = self.idle.lock().pop();
+        let mut conn = match popped {
+            Some(c) => c,
+            None => self.connector.connect()?,
+        };
+        let out = f(&mut conn);
+        let broken = matches!(&out, Err(e) if e.is_connection());
+        if !broken {
+            let mut idle = self.idle.lock();
+            if idle.len() < POOL_KEEP {
+                idle.push(conn);
+            }
+        }
+        out
+    }
+}
+
+/// One connection owned by one thread, re-established with capped
+/// exponential backoff after a failure.
+pub struct Reconnecting {
+    connector: Connector,
+    conn: Option<Connection>,
+    failures: u32,
+    next_attempt: Instant,
+}
+
+/// Reconnect delays: 50 ms doubling up to 2 s.
+const RECONNECT_MIN: Duration = Duration::from_millis(50);
+const RECONNECT_MAX: Duration = Duration::from_secs(2);
+
+impl Reconnecting {
+    pub fn new(connector: Connector) -> Self {
+        Reconnecting { connector, conn: None, failures: 0, next_attempt: Instant::now() }
+    }
+
+    pub fn is_connected(&self) -> bool {
+        self.conn.is_some()
+    }
+
+    /// How long until the next connection attempt is allowed.
+    pub fn backoff_remaining(&self) -> Duration {
+        self.next_attempt.saturating_duration_since(Instant::now())
+    }
+
+    pub fn run<T>(&mut self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
+        if self.conn.is_none() {
+            if Instant::now() < self.next_attempt {
+                return Err(Error::Connection("reconnect backoff in progress".into()));
+            }
+            match self.connector.connect() {
+                Ok(c) => self.conn = Some(c),
+                Err(e) => {
+                    self.note_failure();
+                    return Err(e);
+                }
+            }
+        }
+        let out = f(self.conn.as_mut().expect("connected"));
+        match &out {
+            Err(e) if e.is_connection() => {
+                self.conn = None;
+                self.note_failure();
+            }
+            _ => self.failures = 0,
+        }
+        out
+    }
+
+    fn note_failure(&mut self) {
+        self.failures = self.failures.saturating_add(1);
+        let exp = self.failures.min(10) - 1;
+        let delay = (RECONNECT_MIN * (1u32 << exp)).min(RECONNECT_MAX);
+        self.next_attempt = Instant::now() + delay;
+    }
+}

@@ -1,0 +1,562 @@
+//! The I/O side of a worker node. Rust threads claim jobs, settle them and
+//! keep the node alive; workers (Ruby Ractors or threads) only call
+//! [`Dispatcher::next_job`] and one settle method per job.
+//!
+//! Threads of one node:
+//! - fetcher: claims in batches bounded by free prefetch credits;
+//! - acker: batches completions into one script call;
+//! - heartbeat: refreshes the node key, promotes due jobs, recovers dead nodes;
+//! - subscriber: turns doorbell messages into local wake-ups.
+//!
+//! Workers never share a Ruby object or a lock on the hot path: jobs reach
+//! them through a lock-free channel, and completions leave the same way.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{bounded, select, unbounded, Receiver, RecvTimeoutError, Sender};
+use parking_lot::Mutex;
+
+use crate::backoff;
+use crate::channel_order::{ChannelOrder, ChannelSelector};
+use crate::claim::{ClaimToken, ClaimedJob};
+use crate::connection::{Connector, Pool, Reconnecting};
+use crate::doorbell::{run_subscriber, Bells};
+use crate::error::{Error, Result};
+use crate::keyspace::Keyspace;
+use crate::now_ms;
+use crate::store::{ArchivePolicy, FailureCount, Store, MAX_BATCH};
+
+#[derive(Debug, Clone)]
+pub struct DispatcherConfig {
+    pub redis_url: String,
+    pub namespace: String,
+    pub node_id: String,
+    pub channels: Vec<(String, u32)>,
+    pub order: ChannelOrder,
+    /// Jobs claimed ahead of the workers. Each running or waiting job holds
+    /// one credit; the fetcher claims only as many jobs as it has credits.
+    pub prefetch: usize,
+    pub heartbeat_interval: Duration,
+    /// How long a node's heartbeat key lives. A node silent for this long is
+    /// dead: any other node moves its claims back to their channels.
+    pub node_ttl: Duration,
+    /// JSON stored in the node key (host, pid, concurrency...).
+    pub description: String,
+    pub archive: ArchivePolicy,
+}
+
+impl DispatcherConfig {
+    pub fn validate(&self) -> Result<()> {
+        if self.prefetch == 0 {
+            return Err(Error::Invalid("prefetch must be at least 1".into()));
+        }
+        if self.node_ttl <= self.heartbeat_interval {
+            return Err(Error::Invalid("node_ttl must be longer than heartbeat_interval".into()));
+        }
+        ChannelSelector::new(self.channels.clone(), self.order).map(|_| ())
+    }
+}
+
+pub enum NextJob {
+    Job(ClaimedJob),
+    /// Nothing arrived in time (or the wait was interrupted); ask again.
+    Empty,
+    /// The node is stopping: do not ask again.
+    Stopped,
+}
+
+enum AckMsg {
+    Done(ClaimToken, String),
+    Flush(Sender<()>),
+}
+
+/// Counters exposed for observation; never used for decisions.
+#[derive(Default)]
+pub struct Stats {
+    pub claimed: AtomicU64,
+    pub completed: AtomicU64,
+    pub failed: AtomicU64,
+    pub stale: AtomicU64,
+    pub quarantined: AtomicU64,
+    pub recovered: AtomicU64,
+    pub promoted: AtomicU64,
+    pub redis_errors: AtomicU64,
+}
+
+struct Shared {
+    cfg: DispatcherConfig,
+    store: Store,
+    pool: Pool,
+    bells: Arc<Bells>,
+    /// Claiming has stopped; workers get `Stopped`.
+    stopping: AtomicBool,
+    /// Background threads must exit.
+    closed: Arc<AtomicBool>,
+    heartbeat_closed: AtomicBool,
+    inflight: AtomicUsize,
+    stats: Stats,
+}
+
+pub struct Dispatcher {
+    shared: Arc<Shared>,
+    jobs_rx: Receiver<ClaimedJob>,
+    credits_tx: Sender<()>,
+    acks_tx: Sender<AckMsg>,
+    /// Dropped on stop: every `select!` on `stop_rx` fires at once.
+    stop_tx: Mutex<Option<Sender<()>>>,
+    stop_rx: Receiver<()>,
+    threads: Mutex<Vec<(&'static str, JoinHandle<()>)>>,
+}
+
+pub fn log(level: &str, msg: &str) {
+    eprintln!("[solid-jobs] {level} {msg}");
+}
+
+impl Dispatcher {
+    /// Registers the node (one heartbeat, so the first claim is accepted) and
+    /// starts the threads. Fails fast when Redis cannot be reached.
+    pub fn start(cfg: DispatcherConfig) -> Result<Self> {
+        cfg.validate()?;
+        let connector = Connector::new(&cfg.redis_url)?;
+        let mut store = Store::new(Keyspace::new(&cfg.namespace));
+        store.archive = cfg.archive;
+        let pool = Pool::new(connector.clone());
+        let names: Vec<&str> = cfg.channels.iter().map(|(n, _)| n.as_str()).collect();
+        let ttl = cfg.node_ttl.as_millis() as u64;
+        pool.with(|c| store.heartbeat(c, &cfg.node_id, ttl, &cfg.description, &names))?;
+
+        let (jobs_tx, jobs_rx) = unbounded();
+        let (credits_tx, credits_rx) = unbounded();
+        for _ in 0..cfg.prefetch {
+            credits_tx.send(()).expect("receiver alive");
+        }
+        let (acks_tx, acks_rx) = unbounded();
+        let (stop_tx, stop_rx) = bounded(0);
+        let shared = Arc::new(Shared {
+            cfg,
+            store,
+            pool,
+            bells: Arc::new(Bells::default()),
+            stopping: AtomicBool::new(false),
+            closed: Arc::new(AtomicBool::new(false)),
+            heartbeat_closed: AtomicBool::new(false),
+            inflight: AtomicUsize::new(0),
+            stats: Stats::default(),
+        });
+
+        let mut threads = Vec::new();
+        let spawn = |name: &'static str, f: Box<dyn FnOnce() + Send>| -> JoinHandle<()> {
+            std::thread::Builder::new().name(format!("solid-jobs-{name}")).spawn(f).expect("spawn dispatcher thread")
+        };
+        {
+            let (bells, closed, doorbell) = (shared.bells.clone(), shared.closed.clone(), shared.store.keys.doorbell());
+            threads.push(("subscriber", spawn("subscriber", Box::new(move || run_subscriber(connector, doorbell, bells, closed)))));
+        }
+        {
+            let s = shared.clone();
+            let stop = stop_rx.clone();
+            threads.push(("fetcher", spawn("fetcher", Box::new(move || fetch_loop(&s, jobs_tx, credits_rx, stop)))));
+        }
+        {
+            let s = shared.clone();
+            threads.push(("acker", spawn("acker", Box::new(move || ack_loop(&s, acks_rx)))));
+        }
+        {
+            let s = shared.clone();
+            threads.push(("heartbeat", spawn("heartbeat", Box::new(move || heartbeat_loop(&s)))));
+        }
+        Ok(Dispatcher {
+            shared,
+            jobs_rx,
+            credits_tx,
+            acks_tx,
+            stop_tx: Mutex::new(Some(stop_tx)),
+            stop_rx,
+            threads: Mutex::new(threads),
+        })
+    }
+
+    pub fn node_id(&self) -> &str {
+        &self.shared.cfg.node_id
+    }
+
+    pub fn stats(&self) -> &Stats {
+        &self.shared.stats
+    }
+
+    pub fn inflight(&self) -> usize {
+        self.shared.inflight.load(Ordering::Acquire)
+    }
+
+    pub fn is_stopping(&self) -> bool {
+        self.shared.stopping.load(Ordering::Acquire)
+    }
+
+    /// Blocks up to `timeout` for the next job. `interrupted` is polled every
+    /// 100 ms so a caller that released the GVL can be woken by its
+    /// unblocking function.
+    pub fn next_job(&self, timeout: Duration, interrupted: &AtomicBool) -> NextJob {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.is_stopping() {
+                return NextJob::Stopped;
+            }
+            let slice = deadline.saturating_duration_since(Instant::now()).min(Duration::from_millis(100));
+            select! {
+                recv(self.jobs_rx) -> job => match job {
+                    Ok(job) => {
+                        if self.is_stopping() {
+                            // Still recorded as claimed in Redis: shutdown requeues it.
+                            return NextJob::Stopped;
+                        }
+                        self.shared.inflight.fetch_add(1, Ordering::AcqRel);
+                        let _ = self.credits_tx.send(());
+                        return NextJob::Job(job);
+                    }
+                    Err(_) => return NextJob::Stopped,
+                },
+                recv(self.stop_rx) -> _ => return NextJob::Stopped,
+                default(slice) => {}
+            }
+            if interrupted.load(Ordering::Acquire) || Instant::now() >= deadline {
+                return NextJob::Empty;
+            }
+        }
+    }
+
+    /// The task returned: complete the claim (batched, asynchronous). The job
+    /// stays claimed in Redis until the batch is written, so a crash before
+    /// then reruns it: at-least-once.
+    pub fn complete(&self, job: &ClaimedJob) {
+        let _ = self.acks_tx.send(AckMsg::Done(job.token, job.envelope.id.clone()));
+        self.settled();
+    }
+
+    /// Counts a failure of a claimed job; the caller then retries or discards.
+    pub fn record_failure(&self, job: &ClaimedJob, error_class: &str, message: &str) -> Result<FailureCount> {
+        let s = &self.shared;
+        let out = s.pool.with(|c| s.store.record_failure(c, &s.cfg.node_id, job.token, &job.envelope.id, error_class, message));
+        if out.is_ok() {
+            s.stats.failed.fetch_add(1, Ordering::Relaxed);
+        }
+        out
+    }
+
+    /// Schedules a retry after `delay`; settles the job.
+    pub fn retry(&self, job: &ClaimedJob, delay: Duration) -> Result<()> {
+        let s = &self.shared;
+        let due = now_ms() + delay.as_millis() as u64;
+        let out = s.pool.with(|c| s.store.retry(c, &s.cfg.node_id, job, due));
+        self.settled();
+        self.note_stale(&out);
+        out
+    }
+
+    /// Gives the job up (archived with `record`, or dropped); settles the job.
+    pub fn discard(&self, job: &ClaimedJob, record: &serde_json::Value, archive: bool) -> Result<()> {
+        let s = &self.shared;
+        let out = s.pool.with(|c| s.store.discard(c, &s.cfg.node_id, Some(job.token), &job.envelope.id, record, archive));
+        self.settled();
+        self.note_stale(&out);
+        out
+    }
+
+    /// Quarantines a job that cannot run here (unknown task...); settles it.
+    pub fn quarantine(&self, job: &ClaimedJob, reason: &str) -> Result<()> {
+        let s = &self.shared;
+        let out = s.pool.with(|c| s.store.quarantine(c, &s.cfg.node_id, job.token, &job.channel, &job.raw, reason));
+        if out.is_ok() {
+            s.stats.quarantined.fetch_add(1, Ordering::Relaxed);
+        }
+        self.settled();
+        self.note_stale(&out);
+        out
+    }
+
+    /// Settles a job without writing anything: it stays claimed and is
+    /// requeued at shutdown or recovered (used when settling itself failed).
+    pub fn abandon(&self, _job: &ClaimedJob) {
+        self.settled();
+    }
+
+    fn settled(&self) {
+        self.shared.inflight.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    fn note_stale(&self, out: &Result<()>) {
+        if let Err(Error::StaleClaim(t)) = out {
+            self.shared.stats.stale.fetch_add(1, Ordering::Relaxed);
+            log("WARN", &format!("claim {t} was stale when settled: the job was recovered and may run elsewhere; nothing was changed"));
+        }
+    }
+
+    /// Stops claiming. Workers get `Stopped` on their next call; jobs
+    /// already handed out keep running.
+    pub fn stop_claiming(&self) {
+        self.shared.stopping.store(true, Ordering::Release);
+        self.stop_tx.lock().take();
+        self.shared.bells.ring_all();
+    }
+
+    /// Waits until no handed-out job is unsettled, or `timeout` passes.
+    pub fn wait_idle(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while self.inflight() > 0 {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        true
+    }
+
+    /// Completes the shutdown: flushes completions, then moves every claim
+    /// still held (unstarted prefetched jobs, and tasks still running when
+    /// the timeout expired) back to the head of its channel, deregisters the
+    /// node and joins the threads. Returns the number of jobs requeued.
+    ///
+    /// Order matters: completions are written before the requeue, or a job
+    /// that finished would be requeued and run twice.
+    pub fn shutdown(&self, flush_timeout: Duration) -> Result<u64> {
+        self.stop_claiming();
+        let (tx, rx) = bounded(1);
+        let _ = self.acks_tx.send(AckMsg::Flush(tx));
+        if rx.recv_timeout(flush_timeout).is_err() {
+            log("WARN", "completions could not be written before shutdown; those jobs stay claimed and will be recovered");
+        }
+        // Stop heartbeating before deregistering, or a late heartbeat would
+        // re-create the node key after the requeue removed it.
+        self.shared.heartbeat_closed.store(true, Ordering::Release);
+        self.shared.bells.ring_all();
+        self.join(&["heartbeat", "fetcher"]);
+        let s = &self.shared;
+        let mut attempt = 0;
+        let requeued = loop {
+            match s.pool.with(|c| s.store.requeue_node(c, &s.cfg.node_id, false)) {
+                Ok(n) => break Ok(n.unwrap_or(0)),
+                Err(e) if e.is_connection() && attempt < 5 => {
+                    attempt += 1;
+                    std::thread::sleep(Duration::from_millis(100 * attempt));
+                }
+                Err(e) => break Err(e),
+            }
+        };
+        s.closed.store(true, Ordering::Release);
+        s.bells.ring_all();
+        self.join(&["acker", "subscriber"]);
+        requeued
+    }
+
+    fn join(&self, names: &[&str]) {
+        let mut threads = self.threads.lock();
+        let mut keep = Vec::new();
+        for (name, handle) in threads.drain(..) {
+            if names.contains(&name) {
+                let _ = handle.join();
+            } else {
+                keep.push((name, handle));
+            }
+        }
+        *threads = keep;
+    }
+}
+
+impl Drop for Dispatcher {
+    fn drop(&mut self) {
+        self.shared.stopping.store(true, Ordering::Release);
+        self.shared.heartbeat_closed.store(true, Ordering::Release);
+        self.shared.closed.store(true, Ordering::Release);
+        self.stop_tx.lock().take();
+        self.shared.bells.ring_all();
+    }
+}
+
+/// How long an idle fetcher waits for a doorbell before looking anyway.
+/// With a live subscription nothing can be missed, so the safety net is the
+/// heartbeat, which reports ready work; without one, poll every second.
+const IDLE_POLL_UNSUBSCRIBED: Duration = Duration::from_secs(1);
+
+fn fetch_loop(s: &Shared, jobs_tx: Sender<ClaimedJob>, credits_rx: Receiver<()>, stop_rx: Receiver<()>) {
+    let mut selector = ChannelSelector::new(s.cfg.channels.clone(), s.cfg.order).expect("validated at start");
+    let mut conn = Reconnecting::new(s.pool.connector().clone());
+    let mut credits = 0usize;
+    while !s.stopping.load(Ordering::Acquire) {
+        if credits == 0 {
+            select! {
+                recv(credits_rx) -> c => if c.is_ok() { credits += 1 } else { return },
+                recv(stop_rx) -> _ => return,
+            }
+        }
+        while credits < MAX_BATCH && credits_rx.try_recv().is_ok() {
+            credits += 1;
+        }
+        let seen = s.bells.ready.epoch();
+        let order = selector.next_order();
+        let names: Vec<&str> = order.iter().map(|&i| selector.names()[i].as_str()).collect();
+        match conn.run(|c| s.store.claim(c, &s.cfg.node_id, &names, credits)) {
+            Ok(batch) => {
+                let empty = batch.is_empty();
+                for m in batch.malformed {
+                    log("WARN", &format!("quarantining undecodable entry from channel {}: {}", m.channel, m.reason));
+                    match conn.run(|c| s.store.quarantine(c, &s.cfg.node_id, m.token, &m.channel, &m.raw, &m.reason)) {
+                        Ok(()) => {
+                            s.stats.quarantined.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(e) => log("WARN", &format!("quarantine failed ({e}); the entry stays claimed and will be requeued")),
+                    }
+                }
+                s.stats.claimed.fetch_add(batch.jobs.len() as u64, Ordering::Relaxed);
+                credits -= batch.jobs.len();
+                for job in batch.jobs {
+                    if jobs_tx.send(job).is_err() {
+                        return;
+                    }
+                }
+                if empty {
+                    let wait = if s.bells.subscribed.load(Ordering::Acquire) { Duration::from_secs(3600) } else { IDLE_POLL_UNSUBSCRIBED };
+                    s.bells.ready.wait_past(seen, wait);
+                }
+            }
+            Err(e) => {
+                s.stats.redis_errors.fetch_add(1, Ordering::Relaxed);
+                if matches!(&e, Error::Redis(m) if m.contains("NODE_EXPIRED")) {
+                    log("WARN", "node heartbeat expired (was this process paused?); re-registering");
+                    let names: Vec<&str> = s.cfg.channels.iter().map(|(n, _)| n.as_str()).collect();
+                    let _ = conn.run(|c| s.store.heartbeat(c, &s.cfg.node_id, s.cfg.node_ttl.as_millis() as u64, &s.cfg.description, &names));
+                } else if !e.is_connection() || conn.is_connected() {
+                    log("WARN", &format!("claim failed: {e}"));
+                }
+                let pause = conn.backoff_remaining().max(Duration::from_millis(50));
+                let _ = stop_rx.recv_timeout(pause);
+            }
+        }
+    }
+}
+
+fn ack_loop(s: &Shared, acks_rx: Receiver<AckMsg>) {
+    let mut conn = Reconnecting::new(s.pool.connector().clone());
+    let mut batch: Vec<(ClaimToken, String)> = Vec::new();
+    let mut flushes: Vec<Sender<()>> = Vec::new();
+    loop {
+        let first = match acks_rx.recv_timeout(Duration::from_millis(200)) {
+            Ok(m) => Some(m),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => return,
+        };
+        let mut next = first;
+        while let Some(msg) = next.take() {
+            match msg {
+                AckMsg::Done(t, id) => batch.push((t, id)),
+                AckMsg::Flush(reply) => flushes.push(reply),
+            }
+            if batch.len() < MAX_BATCH {
+                next = acks_rx.try_recv().ok();
+            }
+        }
+        // Completions are retried until written: dropping one would rerun a
+        // finished job after recovery.
+        while !batch.is_empty() {
+            match conn.run(|c| s.store.ack(c, &s.cfg.node_id, &batch)) {
+                Ok(stale) => {
+                    s.stats.completed.fetch_add((batch.len() - stale.len()) as u64, Ordering::Relaxed);
+                    if !stale.is_empty() {
+                        s.stats.stale.fetch_add(stale.len() as u64, Ordering::Relaxed);
+                        log("WARN", &format!("{} completion(s) rejected as stale (claims {:?} were recovered); nothing was changed", stale.len(), stale));
+                    }
+                    batch.clear();
+                }
+                Err(e) => {
+                    s.stats.redis_errors.fetch_add(1, Ordering::Relaxed);
+                    if !e.is_connection() {
+                        log("WARN", &format!("completing claims failed: {e}; retrying"));
+                    }
+                    if s.closed.load(Ordering::Acquire) {
+                        return;
+                    }
+                    std::thread::sleep(conn.backoff_remaining().max(Duration::from_millis(50)));
+                }
+            }
+        }
+        for reply in flushes.drain(..) {
+            let _ = reply.send(());
+        }
+        if s.closed.load(Ordering::Acquire) && acks_rx.is_empty() {
+            return;
+        }
+    }
+}
+
+/// Most due jobs promoted per script call; a larger backlog is promoted in
+/// consecutive calls without waiting.
+const PROMOTE_LIMIT: usize = 500;
+
+fn heartbeat_loop(s: &Shared) {
+    let mut conn = Reconnecting::new(s.pool.connector().clone());
+    let names: Vec<&str> = s.cfg.channels.iter().map(|(n, _)| n.as_str()).collect();
+    let ttl = s.cfg.node_ttl.as_millis() as u64;
+    let mut next_beat = Instant::now() + s.cfg.heartbeat_interval;
+    let mut next_due = Instant::now();
+    while !s.heartbeat_closed.load(Ordering::Acquire) {
+        let seen = s.bells.planned.epoch();
+        let now = Instant::now();
+        if now >= next_beat {
+            match conn.run(|c| s.store.heartbeat(c, &s.cfg.node_id, ttl, &s.cfg.description, &names)) {
+                Ok((ready, dead)) => {
+                    next_beat = now + s.cfg.heartbeat_interval;
+                    if ready {
+                        s.bells.ready.ring();
+                    }
+                    for node in dead {
+                        if let Ok(Some(n)) = conn.run(|c| s.store.requeue_node(c, &node, true)) {
+                            s.stats.recovered.fetch_add(n, Ordering::Relaxed);
+                            if n > 0 {
+                                log("WARN", &format!("recovered {n} job(s) claimed by dead node {node}"));
+                            }
+                        }
+                    }
+                }
+                Err(_) => {
+                    s.stats.redis_errors.fetch_add(1, Ordering::Relaxed);
+                    next_beat = now + conn.backoff_remaining().max(Duration::from_millis(100));
+                }
+            }
+        }
+        if now >= next_due {
+            match conn.run(|c| s.store.promote(c, PROMOTE_LIMIT)) {
+                Ok((moved, next)) => {
+                    s.stats.promoted.fetch_add(moved, Ordering::Relaxed);
+                    next_due = if moved as usize >= PROMOTE_LIMIT {
+                        now
+                    } else {
+                        match next {
+                            Some(ms) => now + Duration::from_millis(ms.saturating_sub(now_ms())),
+                            None => now + Duration::from_secs(3600),
+                        }
+                    };
+                }
+                Err(_) => {
+                    s.stats.redis_errors.fetch_add(1, Ordering::Relaxed);
+                    next_due = now + conn.backoff_remaining().max(Duration::from_millis(100));
+                }
+            }
+        }
+        // A subscription outage may hide a `planned` ring: re-check due work
+        // at every heartbeat then.
+        if !s.bells.subscribed.load(Ordering::Acquire) {
+            next_due = next_due.min(next_beat);
+        }
+        let wake = next_beat.min(next_due);
+        let wait = wake.saturating_duration_since(Instant::now());
+        if s.bells.planned.wait_past(seen, wait) {
+            next_due = Instant::now();
+        }
+    }
+}
+
+/// The default retry delay for the `failures`-th failure.
+pub fn default_backoff(failures: u32) -> Duration {
+    backoff::delay(failures)
+}

@@ -1,0 +1,150 @@
+//! The persisted job envelope: exactly seven JSON fields. Attempts, claims and
+//! planning data live in other keys so the envelope never changes while a job
+//! waits, which keeps a list entry byte-identical from enqueue to claim.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+
+/// Longest channel name accepted; channel names are also used inside keys.
+pub const MAX_CHANNEL_LEN: usize = 100;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Envelope {
+    pub id: String,
+    pub task: String,
+    pub arguments: Value,
+    pub channel: String,
+    pub max_failures: u32,
+    pub created_ms: u64,
+    pub queued_ms: u64,
+}
+
+impl Envelope {
+    /// A new envelope with a fresh UUID; `queued_ms` is when it becomes ready
+    /// (later than `created_ms` for planned jobs).
+    pub fn build(task: &str, arguments: Value, channel: &str, max_failures: u32, created_ms: u64, queued_ms: u64) -> Result<Self> {
+        let env = Envelope {
+            id: uuid::Uuid::new_v4().to_string(),
+            task: task.to_owned(),
+            arguments,
+            channel: channel.to_owned(),
+            max_failures,
+            created_ms,
+            queued_ms,
+        };
+        env.validate()?;
+        Ok(env)
+    }
+
+    pub fn encode(&self) -> String {
+        // Serializing a Value tree with string keys cannot fail.
+        serde_json::to_string(self).expect("envelope serializes")
+    }
+
+    /// Decodes and validates an envelope written by any producer.
+    pub fn decode(raw: &str) -> Result<Self> {
+        let env: Envelope = serde_json::from_str(raw).map_err(|e| Error::Envelope(e.to_string()))?;
+        env.validate()?;
+        Ok(env)
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        uuid::Uuid::parse_str(&self.id).map_err(|_| Error::Envelope(format!("id {:?} is not a UUID", self.id)))?;
+        validate_task_name(&self.task).map_err(|e| Error::Envelope(e.to_string()))?;
+        if !self.arguments.is_array() {
+            return Err(Error::Envelope("arguments must be a JSON array".into()));
+        }
+        validate_channel(&self.channel).map_err(|e| Error::Envelope(e.to_string()))?;
+        Ok(())
+    }
+}
+
+/// Channel names appear in Redis keys and in `channel|...` records, so they
+/// are limited to a conservative alphabet.
+pub fn validate_channel(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= MAX_CHANNEL_LEN
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::Invalid(format!(
+            "invalid channel name {name:?}: use 1-{MAX_CHANNEL_LEN} characters from A-Z a-z 0-9 _ - ."
+        )))
+    }
+}
+
+/// A task name is a Ruby constant path such as `Billing::Invoice`.
+pub fn validate_task_name(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.split("::").all(|seg| {
+            let mut chars = seg.chars();
+            matches!(chars.next(), Some(c) if c.is_ascii_uppercase()) && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::Invalid(format!("invalid task name {name:?}: expected a Ruby constant path")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn sample() -> Envelope {
+        Envelope::build("Billing::Invoice", json!([42, "x", {"a": [1.5, null, true]}]), "critical", 10, 1000, 2000).unwrap()
+    }
+
+    #[test]
+    fn round_trips_exactly_seven_fields() {
+        let env = sample();
+        let raw = env.encode();
+        let v: Value = serde_json::from_str(&raw).unwrap();
+        let mut keys: Vec<_> = v.as_object().unwrap().keys().cloned().collect();
+        keys.sort();
+        assert_eq!(keys, ["arguments", "channel", "created_ms", "id", "max_failures", "queued_ms", "task"]);
+        assert_eq!(Envelope::decode(&raw).unwrap(), env);
+    }
+
+    #[test]
+    fn accepts_other_producers_in_the_same_shape() {
+        let raw = r#"{ "task": "Foo", "id": "0d9f5a0e-7c1e-4c36-9a43-9b1f3a1c2d4e", "channel": "default",
+                       "arguments": [], "queued_ms": 5, "created_ms": 4, "max_failures": 3 }"#;
+        let env = Envelope::decode(raw).unwrap();
+        assert_eq!(env.task, "Foo");
+        assert_eq!(env.max_failures, 3);
+    }
+
+    #[test]
+    fn rejects_wrong_shapes_with_a_reason() {
+        let cases = [
+            ("not json", "expected"),
+            (r#"{"id":"x","task":"Foo","arguments":[],"channel":"d","max_failures":1,"created_ms":1,"queued_ms":1}"#, "not a UUID"),
+            (r#"{"id":"0d9f5a0e-7c1e-4c36-9a43-9b1f3a1c2d4e","task":"foo","arguments":[],"channel":"d","max_failures":1,"created_ms":1,"queued_ms":1}"#, "task name"),
+            (r#"{"id":"0d9f5a0e-7c1e-4c36-9a43-9b1f3a1c2d4e","task":"Foo","arguments":{},"channel":"d","max_failures":1,"created_ms":1,"queued_ms":1}"#, "array"),
+            (r#"{"id":"0d9f5a0e-7c1e-4c36-9a43-9b1f3a1c2d4e","task":"Foo","arguments":[],"channel":"a b","max_failures":1,"created_ms":1,"queued_ms":1}"#, "channel"),
+            (r#"{"id":"0d9f5a0e-7c1e-4c36-9a43-9b1f3a1c2d4e","task":"Foo","arguments":[],"channel":"d","max_failures":1,"created_ms":1}"#, "queued_ms"),
+            (r#"{"id":"0d9f5a0e-7c1e-4c36-9a43-9b1f3a1c2d4e","task":"Foo","arguments":[],"channel":"d","max_failures":1,"created_ms":1,"queued_ms":1,"extra":1}"#, "unknown field"),
+        ];
+        for (raw, needle) in cases {
+            let err = Envelope::decode(raw).unwrap_err().to_string();
+            assert!(err.contains(needle), "{raw}: {err}");
+        }
+    }
+
+    #[test]
+    fn channel_and_task_names() {
+        assert!(validate_channel("critical-1.eu_west").is_ok());
+        assert!(validate_channel("").is_err());
+        assert!(validate_channel("a|b").is_err());
+        assert!(validate_channel(&"x".repeat(101)).is_err());
+        assert!(validate_task_name("A::B2_c").is_ok());
+        assert!(validate_task_name("A::").is_err());
+        assert!(validate_task_name("::A").is_err());
+    }
+}

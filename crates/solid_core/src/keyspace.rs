@@ -1,0 +1,114 @@
+//! Every Redis key SolidJobs uses. `docs/keyspace.md` documents each one;
+//! keep the two in step. All keys share one namespace prefix so an operator
+//! can find (and a test can delete) everything with one pattern.
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Keyspace {
+    prefix: String,
+}
+
+impl Default for Keyspace {
+    fn default() -> Self {
+        Keyspace::new("solid_jobs")
+    }
+}
+
+impl Keyspace {
+    pub fn new(namespace: &str) -> Self {
+        Keyspace { prefix: format!("{namespace}:") }
+    }
+
+    /// The namespace with its trailing colon; Lua scripts that derive channel
+    /// keys from records stored inside Redis receive it as an argument.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    fn key(&self, suffix: &str) -> String {
+        format!("{}{}", self.prefix, suffix)
+    }
+
+    /// LIST of ready envelopes. Producers LPUSH; claims RPOP (oldest first);
+    /// requeue RPUSHes, so requeued work is the next to run.
+    pub fn channel(&self, name: &str) -> String {
+        self.key(&format!("channel:{name}"))
+    }
+    /// SET of every channel name ever written to.
+    pub fn channels(&self) -> String {
+        self.key("channels")
+    }
+    /// ZSET of `channel|envelope` scored by due time (ms): scheduled jobs.
+    pub fn planned(&self) -> String {
+        self.key("planned")
+    }
+    /// ZSET of `channel|envelope` scored by due time (ms): failed jobs waiting to retry.
+    pub fn retrying(&self) -> String {
+        self.key("retrying")
+    }
+    /// HASH job id -> JSON failure record (failures, first/last failure ms, last error).
+    pub fn attempts(&self) -> String {
+        self.key("attempts")
+    }
+    /// ZSET of archived (discarded) job ids scored by discard time (ms).
+    pub fn archive(&self) -> String {
+        self.key("archive")
+    }
+    /// HASH job id -> JSON archive record (envelope, reason, error).
+    pub fn archive_entries(&self) -> String {
+        self.key("archive:entries")
+    }
+    /// HASH claim token -> `channel|claimed_ms|envelope` for one node.
+    pub fn claims(&self, node_id: &str) -> String {
+        self.key(&format!("claims:{node_id}"))
+    }
+    /// STRING with a TTL: the node's heartbeat and description.
+    pub fn node(&self, node_id: &str) -> String {
+        self.key(&format!("node:{node_id}"))
+    }
+    /// SET of node ids that may hold claims.
+    pub fn nodes(&self) -> String {
+        self.key("nodes")
+    }
+    /// STRING counter: the source of monotonically increasing claim tokens.
+    pub fn fence(&self) -> String {
+        self.key("fence")
+    }
+    /// STRING counter of a metric (`processed`, `failed`, `discarded`, `stale`...).
+    pub fn metric(&self, name: &str) -> String {
+        self.key(&format!("metric:{name}"))
+    }
+    /// Pub/sub channel: `ready` when a channel list goes from empty to
+    /// non-empty, `planned` when a new earliest due time is written.
+    pub fn doorbell(&self) -> String {
+        self.key("doorbell")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_key_is_namespaced() {
+        let k = Keyspace::default();
+        for key in [
+            k.channel("critical"),
+            k.channels(),
+            k.planned(),
+            k.retrying(),
+            k.attempts(),
+            k.archive(),
+            k.archive_entries(),
+            k.claims("n1"),
+            k.node("n1"),
+            k.nodes(),
+            k.fence(),
+            k.metric("processed"),
+            k.doorbell(),
+        ] {
+            assert!(key.starts_with("solid_jobs:"), "{key}");
+        }
+        assert_eq!(k.channel("critical"), "solid_jobs:channel:critical");
+        assert_eq!(Keyspace::new("t1").claims("n"), "t1:claims:n");
+    }
+}

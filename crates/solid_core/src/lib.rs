@@ -1,0 +1,31 @@
+//! SolidJobs engine core.
+//!
+//! Everything here runs without a Ruby VM and is tested with `cargo test`:
+//! the envelope codec, the Redis keyspace, the atomic Lua scripts that move a
+//! job between states, the default backoff, channel ordering, and the
+//! [`dispatcher::Dispatcher`] whose Rust threads do all Redis I/O for a worker
+//! node. The magnus crate under `ext/` only converts values and maps errors.
+
+pub mod backoff;
+pub mod channel_order;
+pub mod claim;
+pub mod connection;
+pub mod dispatcher;
+pub mod doorbell;
+pub mod envelope;
+pub mod error;
+pub mod keyspace;
+pub mod scripts;
+pub mod store;
+
+pub use claim::{ClaimToken, ClaimedJob};
+pub use envelope::Envelope;
+pub use error::{Error, Result};
+
+/// Milliseconds since the Unix epoch, the only clock unit stored in Redis.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,294 @@
+//! Typed wrappers over the Lua scripts: one method per state transition, each
+//! one round trip. Callers bring the connection, so the same code serves the
+//! pooled request/response path and the dispatcher's own threads.
+
+use redis::{Connection, Value};
+
+use crate::claim::{ClaimToken, ClaimedJob};
+use crate::envelope::Envelope;
+use crate::error::{Error, Result};
+use crate::keyspace::Keyspace;
+use crate::now_ms;
+use crate::scripts::Scripts;
+
+/// Most envelopes sent in one script call: Lua's `unpack` has a stack limit,
+/// and a bounded call keeps Redis responsive for everyone else.
+pub const MAX_BATCH: usize = 1000;
+
+/// Limits of the archive of discarded jobs.
+#[derive(Debug, Clone, Copy)]
+pub struct ArchivePolicy {
+    pub max_entries: u64,
+    pub max_age_ms: u64,
+}
+
+impl Default for ArchivePolicy {
+    fn default() -> Self {
+        ArchivePolicy { max_entries: 10_000, max_age_ms: 30 * 24 * 3600 * 1000 }
+    }
+}
+
+/// A claimed entry that could not be decoded: it is quarantined, not run.
+#[derive(Debug, Clone)]
+pub struct Malformed {
+    pub token: ClaimToken,
+    pub channel: String,
+    pub raw: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Default)]
+pub struct ClaimBatch {
+    pub jobs: Vec<ClaimedJob>,
+    pub malformed: Vec<Malformed>,
+}
+
+impl ClaimBatch {
+    pub fn len(&self) -> usize {
+        self.jobs.len() + self.malformed.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FailureCount {
+    pub failures: u32,
+    pub first_failure_ms: u64,
+}
+
+pub struct Store {
+    pub keys: Keyspace,
+    scripts: Scripts,
+    pub archive: ArchivePolicy,
+}
+
+impl Store {
+    pub fn new(keys: Keyspace) -> Self {
+        Store { keys, scripts: Scripts::default(), archive: ArchivePolicy::default() }
+    }
+
+    /// Pushes ready envelopes (all for one channel), in chunks of MAX_BATCH.
+    pub fn enqueue(&self, conn: &mut Connection, channel: &str, envelopes: &[String]) -> Result<()> {
+        for chunk in envelopes.chunks(MAX_BATCH) {
+            let mut inv = self.scripts.enqueue.prepare_invoke();
+            inv.key(self.keys.channel(channel)).key(self.keys.channels()).key(self.keys.doorbell()).arg(channel);
+            for e in chunk {
+                inv.arg(e);
+            }
+            let _: i64 = inv.invoke(conn)?;
+        }
+        Ok(())
+    }
+
+    /// Plans envelopes (all for one channel) for `due_ms`.
+    pub fn schedule(&self, conn: &mut Connection, channel: &str, due_ms: u64, envelopes: &[String]) -> Result<()> {
+        for chunk in envelopes.chunks(MAX_BATCH) {
+            let mut inv = self.scripts.schedule.prepare_invoke();
+            inv.key(self.keys.planned()).key(self.keys.channels()).key(self.keys.doorbell()).arg(due_ms).arg(channel);
+            for e in chunk {
+                inv.arg(e);
+            }
+            let _: i64 = inv.invoke(conn)?;
+        }
+        Ok(())
+    }
+
+    /// Claims up to `max` jobs for `node_id` from `channels` in that order.
+    pub fn claim(&self, conn: &mut Connection, node_id: &str, channels: &[&str], max: usize) -> Result<ClaimBatch> {
+        let now = now_ms();
+        let mut inv = self.scripts.claim.prepare_invoke();
+        inv.key(self.keys.claims(node_id)).key(self.keys.fence()).key(self.keys.node(node_id));
+        for c in channels {
+            inv.key(self.keys.channel(c));
+        }
+        inv.arg(max.min(MAX_BATCH)).arg(now);
+        for c in channels {
+            inv.arg(*c);
+        }
+        let flat: Vec<Value> = inv.invoke(conn)?;
+        let mut batch = ClaimBatch::default();
+        for triple in flat.chunks(3) {
+            let (token, channel, raw): (ClaimToken, String, String) = match triple {
+                [t, c, r] => (redis::from_redis_value(t)?, redis::from_redis_value(c)?, redis::from_redis_value(r)?),
+                _ => return Err(Error::Redis("claim script returned a partial record".into())),
+            };
+            match Envelope::decode(&raw) {
+                Ok(envelope) => batch.jobs.push(ClaimedJob { token, channel, raw, envelope, claimed_ms: now }),
+                Err(e) => batch.malformed.push(Malformed { token, channel, raw, reason: e.to_string() }),
+            }
+        }
+        Ok(batch)
+    }
+
+    /// Completes claims; returns the stale tokens (rejected, nothing changed).
+    pub fn ack(&self, conn: &mut Connection, node_id: &str, done: &[(ClaimToken, String)]) -> Result<Vec<ClaimToken>> {
+        let mut stale = Vec::new();
+        for chunk in done.chunks(MAX_BATCH) {
+            let mut inv = self.scripts.ack.prepare_invoke();
+            inv.key(self.keys.claims(node_id))
+                .key(self.keys.attempts())
+                .key(self.keys.metric("processed"))
+                .key(self.keys.metric("stale"));
+            for (token, id) in chunk {
+                inv.arg(*token).arg(id);
+            }
+            let s: Vec<ClaimToken> = inv.invoke(conn)?;
+            stale.extend(s);
+        }
+        Ok(stale)
+    }
+
+    /// Counts one failure of a claimed job.
+    pub fn record_failure(
+        &self,
+        conn: &mut Connection,
+        node_id: &str,
+        token: ClaimToken,
+        job_id: &str,
+        error_class: &str,
+        message: &str,
+    ) -> Result<FailureCount> {
+        let v: Value = self
+            .scripts
+            .record_failure
+            .key(self.keys.claims(node_id))
+            .key(self.keys.attempts())
+            .key(self.keys.metric("failed"))
+            .arg(token)
+            .arg(job_id)
+            .arg(now_ms())
+            .arg(error_class)
+            .arg(message)
+            .invoke(conn)?;
+        match v {
+            Value::Int(-1) => Err(Error::StaleClaim(token)),
+            other => {
+                let (failures, first_failure_ms): (u32, u64) = redis::from_redis_value(&other)?;
+                Ok(FailureCount { failures, first_failure_ms })
+            }
+        }
+    }
+
+    /// Moves a claimed job to the retry set, due at `due_ms`. The envelope is
+    /// rewritten with `queued_ms = due_ms` so latency counts from readiness.
+    pub fn retry(&self, conn: &mut Connection, node_id: &str, job: &ClaimedJob, due_ms: u64) -> Result<()> {
+        let mut env = job.envelope.clone();
+        env.queued_ms = due_ms;
+        let member = format!("{}|{}", job.channel, env.encode());
+        let ok: i64 = self
+            .scripts
+            .retry
+            .key(self.keys.claims(node_id))
+            .key(self.keys.retrying())
+            .key(self.keys.doorbell())
+            .arg(job.token)
+            .arg(due_ms)
+            .arg(member)
+            .invoke(conn)?;
+        if ok == 1 {
+            Ok(())
+        } else {
+            Err(Error::StaleClaim(job.token))
+        }
+    }
+
+    /// Gives a job up. `token` is `None` for an entry that is not claimed.
+    /// With `archive` false the job is dropped without a trace but a metric.
+    pub fn discard(
+        &self,
+        conn: &mut Connection,
+        node_id: &str,
+        token: Option<ClaimToken>,
+        job_id: &str,
+        record: &serde_json::Value,
+        archive: bool,
+    ) -> Result<()> {
+        let ok: i64 = self
+            .scripts
+            .discard
+            .key(self.keys.claims(node_id))
+            .key(self.keys.archive())
+            .key(self.keys.archive_entries())
+            .key(self.keys.attempts())
+            .key(self.keys.metric("discarded"))
+            .arg(token.map(|t| t.to_string()).unwrap_or_default())
+            .arg(job_id)
+            .arg(now_ms())
+            .arg(record.to_string())
+            .arg(self.archive.max_entries)
+            .arg(self.archive.max_age_ms)
+            .arg(if archive { "1" } else { "0" })
+            .invoke(conn)?;
+        if ok == 1 {
+            Ok(())
+        } else {
+            Err(Error::StaleClaim(token.unwrap_or_default()))
+        }
+    }
+
+    /// Quarantines a claimed entry that cannot run, keeping it with a reason.
+    pub fn quarantine(&self, conn: &mut Connection, node_id: &str, token: ClaimToken, channel: &str, raw: &str, reason: &str) -> Result<()> {
+        let id = serde_json::from_str::<serde_json::Value>(raw)
+            .ok()
+            .and_then(|v| v.get("id").and_then(|i| i.as_str()).map(str::to_owned))
+            .filter(|id| uuid::Uuid::parse_str(id).is_ok())
+            .unwrap_or_else(|| format!("quarantined-{}", uuid::Uuid::new_v4()));
+        let record = serde_json::json!({
+            "id": id, "channel": channel, "reason": reason, "raw": raw,
+            "discarded_ms": now_ms(), "kind": "quarantined",
+        });
+        self.discard(conn, node_id, Some(token), &id, &record, true)
+    }
+
+    /// Promotes due planned and retrying jobs; returns (moved, next due ms).
+    pub fn promote(&self, conn: &mut Connection, limit: usize) -> Result<(u64, Option<u64>)> {
+        let (moved, next): (u64, i64) = self
+            .scripts
+            .promote
+            .key(self.keys.planned())
+            .key(self.keys.retrying())
+            .key(self.keys.doorbell())
+            .key(self.keys.archive_entries())
+            .arg(now_ms())
+            .arg(limit)
+            .arg(self.keys.prefix())
+            .invoke(conn)?;
+        Ok((moved, u64::try_from(next).ok()))
+    }
+
+    /// Requeues every claim of `node_id` at the head of its channel. With
+    /// `only_if_dead`, does nothing (returns None) while the node heartbeats.
+    pub fn requeue_node(&self, conn: &mut Connection, node_id: &str, only_if_dead: bool) -> Result<Option<u64>> {
+        let n: i64 = self
+            .scripts
+            .requeue
+            .key(self.keys.claims(node_id))
+            .key(self.keys.node(node_id))
+            .key(self.keys.nodes())
+            .key(self.keys.doorbell())
+            .key(self.keys.archive_entries())
+            .arg(self.keys.prefix())
+            .arg(node_id)
+            .arg(if only_if_dead { "recover" } else { "shutdown" })
+            .arg(now_ms())
+            .invoke(conn)?;
+        Ok(u64::try_from(n).ok())
+    }
+
+    /// Refreshes a heartbeat. Returns whether any served channel has ready
+    /// jobs, and the ids of registered nodes whose heartbeat has expired.
+    pub fn heartbeat(&self, conn: &mut Connection, node_id: &str, ttl_ms: u64, description: &str, channels: &[&str]) -> Result<(bool, Vec<String>)> {
+        let mut inv = self.scripts.heartbeat.prepare_invoke();
+        inv.key(self.keys.node(node_id)).key(self.keys.nodes());
+        for c in channels {
+            inv.key(self.keys.channel(c));
+        }
+        inv.arg(node_id).arg(ttl_ms).arg(description).arg(self.keys.prefix());
+        let out: Vec<Value> = inv.invoke(conn)?;
+        let ready = matches!(out.first(), Some(Value::Int(1)));
+        let dead = out.iter().skip(1).map(redis::from_redis_value).collect::<redis::RedisResult<Vec<String>>>()?;
+        Ok((ready, dead))
+    }
+}

@@ -1,0 +1,203 @@
+//! The Lua scripts against a real Redis: each state transition, fencing,
+//! recovery and promotion.
+
+mod support;
+
+use redis::Commands;
+use serde_json::json;
+use solid_core::keyspace::Keyspace;
+use solid_core::store::Store;
+use solid_core::{now_ms, Envelope, Error};
+use support::RedisServer;
+
+fn env(task: &str, channel: &str, n: i64) -> Envelope {
+    Envelope::build(task, json!([n]), channel, 3, now_ms(), now_ms()).unwrap()
+}
+
+fn register(store: &Store, c: &mut redis::Connection, node: &str) {
+    store.heartbeat(c, node, 60_000, "{}", &["default"]).unwrap();
+}
+
+#[test]
+fn enqueue_claim_ack_round_trip() {
+    let redis = RedisServer::start();
+    let mut c = redis.conn();
+    let store = Store::new(Keyspace::default());
+    let envs: Vec<String> = (0..5).map(|i| env("Foo", "default", i).encode()).collect();
+    store.enqueue(&mut c, "default", &envs).unwrap();
+    assert_eq!(c.llen::<_, i64>("solid_jobs:channel:default").unwrap(), 5);
+    assert!(c.sismember::<_, _, bool>("solid_jobs:channels", "default").unwrap());
+
+    register(&store, &mut c, "n1");
+    let batch = store.claim(&mut c, "n1", &["default"], 3).unwrap();
+    assert_eq!(batch.jobs.len(), 3);
+    // FIFO: the first enqueued is the first claimed.
+    assert_eq!(batch.jobs[0].raw, envs[0]);
+    let tokens: Vec<u64> = batch.jobs.iter().map(|j| j.token).collect();
+    assert!(tokens.windows(2).all(|w| w[1] == w[0] + 1), "{tokens:?}");
+    assert_eq!(c.hlen::<_, i64>("solid_jobs:claims:n1").unwrap(), 3);
+
+    let done: Vec<(u64, String)> = batch.jobs.iter().map(|j| (j.token, j.envelope.id.clone())).collect();
+    assert!(store.ack(&mut c, "n1", &done).unwrap().is_empty());
+    assert_eq!(c.hlen::<_, i64>("solid_jobs:claims:n1").unwrap(), 0);
+    assert_eq!(c.get::<_, i64>("solid_jobs:metric:processed").unwrap(), 3);
+    // Acking twice is stale and changes nothing.
+    assert_eq!(store.ack(&mut c, "n1", &done[..1]).unwrap(), vec![tokens[0]]);
+    assert_eq!(c.get::<_, i64>("solid_jobs:metric:processed").unwrap(), 3);
+}
+
+#[test]
+fn claim_visits_channels_in_order_and_requires_a_live_node() {
+    let redis = RedisServer::start();
+    let mut c = redis.conn();
+    let store = Store::new(Keyspace::default());
+    store.enqueue(&mut c, "a", &[env("Foo", "a", 1).encode()]).unwrap();
+    store.enqueue(&mut c, "b", &[env("Foo", "b", 2).encode(), env("Foo", "b", 3).encode()]).unwrap();
+    let err = store.claim(&mut c, "ghost", &["a"], 1).unwrap_err();
+    assert!(matches!(&err, Error::Redis(m) if m.contains("NODE_EXPIRED")), "{err:?}");
+    register(&store, &mut c, "n1");
+    let batch = store.claim(&mut c, "n1", &["b", "a"], 10).unwrap();
+    let channels: Vec<&str> = batch.jobs.iter().map(|j| j.channel.as_str()).collect();
+    assert_eq!(channels, ["b", "b", "a"]);
+}
+
+#[test]
+fn malformed_entries_are_reported_for_quarantine() {
+    let redis = RedisServer::start();
+    let mut c = redis.conn();
+    let store = Store::new(Keyspace::default());
+    let _: () = c.lpush("solid_jobs:channel:default", "{not json").unwrap();
+    register(&store, &mut c, "n1");
+    let batch = store.claim(&mut c, "n1", &["default"], 10).unwrap();
+    assert!(batch.jobs.is_empty());
+    let m = &batch.malformed[0];
+    store.quarantine(&mut c, "n1", m.token, &m.channel, &m.raw, &m.reason).unwrap();
+    assert_eq!(c.hlen::<_, i64>("solid_jobs:claims:n1").unwrap(), 0);
+    let entries: Vec<String> = c.hvals("solid_jobs:archive:entries").unwrap();
+    assert_eq!(entries.len(), 1);
+    let rec: serde_json::Value = serde_json::from_str(&entries[0]).unwrap();
+    assert_eq!(rec["raw"], "{not json");
+    assert!(rec["reason"].as_str().unwrap().contains("invalid envelope"));
+}
+
+#[test]
+fn failure_retry_and_discard_are_fenced() {
+    let redis = RedisServer::start();
+    let mut c = redis.conn();
+    let store = Store::new(Keyspace::default());
+    let e = env("Foo", "default", 1);
+    store.enqueue(&mut c, "default", &[e.encode()]).unwrap();
+    register(&store, &mut c, "n1");
+    let job = store.claim(&mut c, "n1", &["default"], 1).unwrap().jobs.remove(0);
+    let f = store.record_failure(&mut c, "n1", job.token, &e.id, "RuntimeError", "boom").unwrap();
+    assert_eq!(f.failures, 1);
+    let due = now_ms() + 60_000;
+    store.retry(&mut c, "n1", &job, due).unwrap();
+    assert_eq!(c.zcard::<_, i64>("solid_jobs:retrying").unwrap(), 1);
+    // The claim is gone: a second settle is stale and writes nothing.
+    assert_eq!(store.retry(&mut c, "n1", &job, due).unwrap_err(), Error::StaleClaim(job.token));
+    assert_eq!(store.record_failure(&mut c, "n1", job.token, &e.id, "X", "y").unwrap_err(), Error::StaleClaim(job.token));
+    assert_eq!(c.zcard::<_, i64>("solid_jobs:retrying").unwrap(), 1);
+
+    // Move the retry to "now", promote, claim again: the failure count carries over.
+    let members: Vec<String> = c.zrange("solid_jobs:retrying", 0, -1).unwrap();
+    let _: () = c.zadd("solid_jobs:retrying", &members[0], 0).unwrap();
+    let (moved, next) = store.promote(&mut c, 100).unwrap();
+    assert_eq!((moved, next), (1, None));
+    let job2 = store.claim(&mut c, "n1", &["default"], 1).unwrap().jobs.remove(0);
+    assert_eq!(job2.envelope.id, e.id);
+    assert_eq!(job2.envelope.queued_ms, due);
+    assert!(job2.token > job.token);
+    let f = store.record_failure(&mut c, "n1", job2.token, &e.id, "RuntimeError", "boom").unwrap();
+    assert_eq!(f.failures, 2);
+    let rec = json!({"id": e.id, "reason": "failed"});
+    store.discard(&mut c, "n1", Some(job2.token), &e.id, &rec, true).unwrap();
+    assert_eq!(c.zcard::<_, i64>("solid_jobs:archive").unwrap(), 1);
+    assert!(!c.hexists::<_, _, bool>("solid_jobs:attempts", &e.id).unwrap());
+    assert_eq!(store.discard(&mut c, "n1", Some(job2.token), &e.id, &rec, true).unwrap_err(), Error::StaleClaim(job2.token));
+}
+
+#[test]
+fn archive_is_capped_by_count() {
+    let redis = RedisServer::start();
+    let mut c = redis.conn();
+    let mut store = Store::new(Keyspace::default());
+    store.archive.max_entries = 3;
+    for i in 0..5 {
+        let id = format!("id-{i}");
+        store.discard(&mut c, "n1", None, &id, &json!({"id": id}), true).unwrap();
+    }
+    let ids: Vec<String> = c.zrange("solid_jobs:archive", 0, -1).unwrap();
+    assert_eq!(ids, ["id-2", "id-3", "id-4"]);
+    assert_eq!(c.hlen::<_, i64>("solid_jobs:archive:entries").unwrap(), 3);
+}
+
+#[test]
+fn schedule_and_promote_only_due_jobs() {
+    let redis = RedisServer::start();
+    let mut c = redis.conn();
+    let store = Store::new(Keyspace::default());
+    let now = now_ms();
+    store.schedule(&mut c, "default", now - 1, &[env("Foo", "default", 1).encode()]).unwrap();
+    store.schedule(&mut c, "default", now + 600_000, &[env("Foo", "default", 2).encode()]).unwrap();
+    let (moved, next) = store.promote(&mut c, 100).unwrap();
+    assert_eq!(moved, 1);
+    assert_eq!(next, Some(now + 600_000));
+    assert_eq!(c.llen::<_, i64>("solid_jobs:channel:default").unwrap(), 1);
+}
+
+#[test]
+fn recovery_requeues_a_dead_nodes_claims_at_the_head_exactly_once() {
+    let redis = RedisServer::start();
+    let mut c = redis.conn();
+    let store = Store::new(Keyspace::default());
+    let envs: Vec<String> = (0..4).map(|i| env("Foo", "default", i).encode()).collect();
+    store.enqueue(&mut c, "default", &envs).unwrap();
+    register(&store, &mut c, "dead");
+    let claimed = store.claim(&mut c, "dead", &["default"], 3).unwrap();
+    // Alive: recovery refuses.
+    assert_eq!(store.requeue_node(&mut c, "dead", true).unwrap(), None);
+    let _: () = c.del("solid_jobs:node:dead").unwrap();
+    // Several scanners at once: exactly one moves the claims.
+    let url = redis.url();
+    let results: Vec<Option<u64>> = (0..4)
+        .map(|_| {
+            let url = url.clone();
+            std::thread::spawn(move || {
+                let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+                Store::new(Keyspace::default()).requeue_node(&mut c, "dead", true).unwrap()
+            })
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|h| h.join().unwrap())
+        .collect();
+    let total: u64 = results.iter().map(|r| r.unwrap_or(0)).sum();
+    assert_eq!(total, 3, "{results:?}");
+    assert_eq!(c.llen::<_, i64>("solid_jobs:channel:default").unwrap(), 4);
+    assert!(!c.sismember::<_, _, bool>("solid_jobs:nodes", "dead").unwrap());
+    // The recovered jobs are next, in their original order, then the unclaimed one.
+    register(&store, &mut c, "n2");
+    let again = store.claim(&mut c, "n2", &["default"], 4).unwrap();
+    let order: Vec<&str> = again.jobs.iter().map(|j| j.raw.as_str()).collect();
+    assert_eq!(order, [envs[0].as_str(), &envs[1], &envs[2], &envs[3]]);
+    // The dead node's late completion is stale.
+    let done: Vec<(u64, String)> = claimed.jobs.iter().map(|j| (j.token, j.envelope.id.clone())).collect();
+    assert_eq!(store.ack(&mut c, "dead", &done).unwrap().len(), 3);
+}
+
+#[test]
+fn heartbeat_reports_ready_work_and_dead_nodes() {
+    let redis = RedisServer::start();
+    let mut c = redis.conn();
+    let store = Store::new(Keyspace::default());
+    let (ready, dead) = store.heartbeat(&mut c, "n1", 60_000, "{}", &["default"]).unwrap();
+    assert!(!ready && dead.is_empty());
+    store.enqueue(&mut c, "default", &[env("Foo", "default", 1).encode()]).unwrap();
+    let _: () = c.sadd("solid_jobs:nodes", "gone").unwrap();
+    let (ready, dead) = store.heartbeat(&mut c, "n1", 60_000, "{}", &["default"]).unwrap();
+    assert!(ready);
+    assert_eq!(dead, ["gone"]);
+    let ttl: i64 = c.pttl("solid_jobs:node:n1").unwrap();
+    assert!(ttl > 50_000 && ttl <= 60_000);
+}

@@ -1,0 +1,3 @@
+use magnus::{Error, Ruby};
+#[magnus::init]
+fn init(_ruby: &Ruby) -> Result<(), Error> { Ok(()) }
