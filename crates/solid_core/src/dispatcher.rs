@@ -245,13 +245,13 @@ impl Dispatcher {
         out
     }
 
-    /// Schedules a retry after `delay`; settles the job.
+    /// Schedules a retry after `delay`; settles the job unless the write
+    /// failed on the connection (then the caller may try again).
     pub fn retry(&self, job: &ClaimedJob, delay: Duration) -> Result<()> {
         let s = &self.shared;
         let due = now_ms() + delay.as_millis() as u64;
         let out = s.pool.with(|c| s.store.retry(c, &s.cfg.node_id, job, due));
-        self.settled();
-        self.note_stale(&out);
+        self.settle_if_final(&out);
         out
     }
 
@@ -259,8 +259,7 @@ impl Dispatcher {
     pub fn discard(&self, job: &ClaimedJob, record: &serde_json::Value, archive: bool) -> Result<()> {
         let s = &self.shared;
         let out = s.pool.with(|c| s.store.discard(c, &s.cfg.node_id, Some(job.token), &job.envelope.id, record, archive));
-        self.settled();
-        self.note_stale(&out);
+        self.settle_if_final(&out);
         out
     }
 
@@ -271,8 +270,7 @@ impl Dispatcher {
         if out.is_ok() {
             s.stats.quarantined.fetch_add(1, Ordering::Relaxed);
         }
-        self.settled();
-        self.note_stale(&out);
+        self.settle_if_final(&out);
         out
     }
 
@@ -286,11 +284,23 @@ impl Dispatcher {
         self.shared.inflight.fetch_sub(1, Ordering::AcqRel);
     }
 
-    fn note_stale(&self, out: &Result<()>) {
-        if let Err(Error::StaleClaim(t)) = out {
-            self.shared.stats.stale.fetch_add(1, Ordering::Relaxed);
-            log("WARN", &format!("claim {t} was stale when settled: the job was recovered and may run elsewhere; nothing was changed"));
+    /// Settles after a write that succeeded or was rejected as stale; after a
+    /// connection error the job stays unsettled so the caller can try again.
+    fn settle_if_final(&self, out: &Result<()>) {
+        match out {
+            Ok(()) => self.settled(),
+            Err(Error::StaleClaim(t)) => {
+                self.shared.stats.stale.fetch_add(1, Ordering::Relaxed);
+                log("WARN", &format!("claim {t} was stale when settled: the job was recovered and may run elsewhere; nothing was changed"));
+                self.settled();
+            }
+            Err(_) => {}
         }
+    }
+
+    /// True when `out` ends the job's claim on this node.
+    pub fn is_final(out: &Result<()>) -> bool {
+        matches!(out, Ok(()) | Err(Error::StaleClaim(_)))
     }
 
     /// Stops claiming. Workers get `Stopped` on their next call; jobs

@@ -19,6 +19,8 @@ pub mod scripts;
 pub mod store;
 
 pub use claim::{ClaimToken, ClaimedJob};
+/// Re-exported so the glue converts replies without its own dependency.
+pub use redis;
 pub use envelope::Envelope;
 pub use error::{Error, Result};
 

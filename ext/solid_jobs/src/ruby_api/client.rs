@@ -1,0 +1,169 @@
+//! `SolidJobs::Native::Client`: the producer side (enqueue, schedule) and a
+//! raw command escape hatch for inspection. One frozen, shareable instance
+//! serves every Ractor; connections come from a checkout pool.
+
+use magnus::{function, method, prelude::*, Error, IntoValue, RArray, RHash, RModule, RString, Ruby, Value};
+use solid_core::connection::{Connector, Pool};
+use solid_core::envelope::{validate_channel, Envelope};
+use solid_core::keyspace::Keyspace;
+use solid_core::now_ms;
+use solid_core::redis;
+use solid_core::store::Store;
+
+use super::envelope_to_ruby;
+use crate::helpers::convert::to_json;
+use crate::helpers::errors::{arg_error, to_ruby as err};
+use crate::helpers::nogvl::without_gvl;
+
+#[magnus::wrap(class = "SolidJobs::Native::Client", free_immediately, size, frozen_shareable)]
+pub struct Client {
+    pool: Pool,
+    store: Store,
+}
+
+impl Client {
+    fn new(url: String, namespace: String) -> Result<Self, Error> {
+        let connector = Connector::new(&url).map_err(err)?;
+        Ok(Client { pool: Pool::new(connector), store: Store::new(Keyspace::new(&namespace)) })
+    }
+
+    fn url(&self) -> String {
+        self.pool.connector().url().to_owned()
+    }
+
+    /// Builds one envelope; `due_ms` nil means ready now.
+    fn build_one(ruby: &Ruby, task: &str, arguments: Value, channel: &str, max_failures: u32, due_ms: Option<u64>, path: &str) -> Result<Envelope, Error> {
+        let args = to_json(ruby, arguments, path)?;
+        if !args.is_array() {
+            return Err(arg_error(format!("{path} must be an Array")));
+        }
+        let now = now_ms();
+        Envelope::build(task, args, channel, max_failures, now, due_ms.unwrap_or(now).max(now)).map_err(err)
+    }
+
+    fn write(&self, channel: &str, due_ms: Option<u64>, raws: Vec<String>) -> Result<(), Error> {
+        validate_channel(channel).map_err(err)?;
+        without_gvl(|_| {
+            self.pool.with(|c| match due_ms {
+                Some(due) if due > now_ms() => self.store.schedule(c, channel, due, &raws),
+                _ => self.store.enqueue(c, channel, &raws),
+            })
+        })?
+        .map_err(err)
+    }
+
+    /// push(task, arguments, channel, max_failures, due_ms) -> id
+    fn push(ruby: &Ruby, rb_self: &Self, task: String, arguments: Value, channel: String, max_failures: u32, due_ms: Option<u64>) -> Result<String, Error> {
+        let env = Self::build_one(ruby, &task, arguments, &channel, max_failures, due_ms, "arguments")?;
+        rb_self.write(&channel, due_ms, vec![env.encode()])?;
+        Ok(env.id)
+    }
+
+    /// push_many(task, [arguments, ...], channel, max_failures, due_ms) -> [id, ...]
+    /// Every argument list is validated before anything is written.
+    fn push_many(ruby: &Ruby, rb_self: &Self, task: String, lists: RArray, channel: String, max_failures: u32, due_ms: Option<u64>) -> Result<Vec<String>, Error> {
+        let mut ids = Vec::with_capacity(lists.len());
+        let mut raws = Vec::with_capacity(lists.len());
+        for (i, args) in lists.into_iter().enumerate() {
+            let env = Self::build_one(ruby, &task, args, &channel, max_failures, due_ms, &format!("arguments of job {i}"))?;
+            raws.push(env.encode());
+            ids.push(env.id);
+        }
+        if !raws.is_empty() {
+            rb_self.write(&channel, due_ms, raws)?;
+        }
+        Ok(ids)
+    }
+
+    /// build(task, arguments, channel, max_failures, due_ms) -> envelope Hash,
+    /// for publication interceptors and the testing modes.
+    fn build(ruby: &Ruby, task: String, arguments: Value, channel: String, max_failures: u32, due_ms: Option<u64>) -> Result<Value, Error> {
+        let env = Self::build_one(ruby, &task, arguments, &channel, max_failures, due_ms, "arguments")?;
+        envelope_to_ruby(&env)
+    }
+
+    /// push_envelopes([envelope Hash, ...], due_ms) -> [id, ...]: writes
+    /// envelopes (possibly changed by interceptors) after validating them.
+    fn push_envelopes(ruby: &Ruby, rb_self: &Self, envelopes: RArray, due_ms: Option<u64>) -> Result<Vec<String>, Error> {
+        let mut by_channel: Vec<(String, Vec<String>)> = Vec::new();
+        let mut ids = Vec::new();
+        for (i, h) in envelopes.into_iter().enumerate() {
+            let json = to_json(ruby, h, &format!("envelope {i}"))?;
+            let env: Envelope = serde_json::from_value(json).map_err(|e| arg_error(format!("envelope {i} has the wrong shape: {e}")))?;
+            env.validate().map_err(err)?;
+            ids.push(env.id.clone());
+            match by_channel.iter_mut().find(|(c, _)| *c == env.channel) {
+                Some((_, v)) => v.push(env.encode()),
+                None => by_channel.push((env.channel.clone(), vec![env.encode()])),
+            }
+        }
+        for (channel, raws) in by_channel {
+            rb_self.write(&channel, due_ms, raws)?;
+        }
+        Ok(ids)
+    }
+
+    /// call([command, arg...]) -> reply: a raw Redis command, for inspection
+    /// tools and tests. Never used on the job path.
+    fn call(rb_self: &Self, args: RArray) -> Result<Value, Error> {
+        let mut parts: Vec<Vec<u8>> = Vec::with_capacity(args.len());
+        for a in args.into_iter() {
+            let s = RString::from_value(a).ok_or_else(|| arg_error("call takes Strings".into()))?;
+            parts.push(unsafe { s.as_slice() }.to_vec());
+        }
+        if parts.is_empty() {
+            return Err(arg_error("call needs a command".into()));
+        }
+        let reply = without_gvl(|_| {
+            rb_self.pool.with(|c| {
+                let mut cmd = redis::cmd(std::str::from_utf8(&parts[0]).unwrap_or("PING"));
+                for p in &parts[1..] {
+                    cmd.arg(p.as_slice());
+                }
+                cmd.query::<redis::Value>(c).map_err(solid_core::Error::from)
+            })
+        })?
+        .map_err(err)?;
+        redis_to_ruby(&reply)
+    }
+}
+
+fn redis_to_ruby(v: &redis::Value) -> Result<Value, Error> {
+    let ruby = Ruby::get().expect("GVL");
+    Ok(match v {
+        redis::Value::Nil => ruby.qnil().as_value(),
+        redis::Value::Int(i) => (*i).into_value_with(&ruby),
+        redis::Value::BulkString(b) => ruby.str_from_slice(b).as_value(),
+        redis::Value::SimpleString(s) => ruby.str_new(s).as_value(),
+        redis::Value::Okay => ruby.str_new("OK").as_value(),
+        redis::Value::Array(items) | redis::Value::Set(items) => {
+            let a = ruby.ary_new_capa(items.len());
+            for i in items {
+                a.push(redis_to_ruby(i)?)?;
+            }
+            a.as_value()
+        }
+        redis::Value::Map(pairs) => {
+            let h = RHash::new();
+            for (k, v) in pairs {
+                h.aset(redis_to_ruby(k)?, redis_to_ruby(v)?)?;
+            }
+            h.as_value()
+        }
+        redis::Value::Double(d) => (*d).into_value_with(&ruby),
+        redis::Value::Boolean(b) => (*b).into_value_with(&ruby),
+        other => ruby.str_new(&format!("{other:?}")).as_value(),
+    })
+}
+
+pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
+    let class = native.define_class("Client", ruby.class_object())?;
+    class.define_singleton_method("new", function!(Client::new, 2))?;
+    class.define_method("url", method!(Client::url, 0))?;
+    class.define_method("push", method!(Client::push, 5))?;
+    class.define_method("push_many", method!(Client::push_many, 5))?;
+    class.define_method("push_envelopes", method!(Client::push_envelopes, 2))?;
+    class.define_method("call", method!(Client::call, 1))?;
+    class.define_singleton_method("build", function!(Client::build, 5))?;
+    Ok(())
+}

@@ -1,0 +1,57 @@
+# frozen_string_literal: true
+
+require "solid_jobs/version"
+require "solid_jobs/errors"
+require "solid_jobs/native"
+require "solid_jobs/ractor_compat"
+require "solid_jobs/log"
+require "solid_jobs/interceptor_chain"
+require "solid_jobs/configuration"
+require "solid_jobs/testing"
+require "solid_jobs/publisher"
+require "solid_jobs/executor"
+require "solid_jobs/failure_policy"
+require "solid_jobs/task"
+require "solid_jobs/worker"
+require "solid_jobs/conductor"
+
+# SolidJobs: background jobs for Ruby with a Rust engine.
+#
+# Producers call `Task.enqueue`; workers run `solid-jobs` (a Conductor with
+# worker Ractors fed by native I/O threads). See README.md and
+# docs/architecture.md.
+module SolidJobs
+  class << self
+    # The process configuration. Frozen (and Ractor-shareable) once a
+    # Conductor starts, so worker Ractors can read it.
+    def config
+      @config ||= Configuration.new
+    end
+
+    def configure
+      raise ConfigurationError, "configuration is frozen: workers have started" if config.frozen?
+
+      yield config
+      config.validate!
+      @client = nil if @client && @client.url != config.redis_url
+      config
+    end
+
+    # The shareable native client. Created in the main Ractor (by the first
+    # enqueue or by the Conductor); worker Ractors read the same instance.
+    def client
+      @client || begin
+        unless Ractor.current == Ractor.main
+          raise Error, "SolidJobs.client is not initialized; it is created in the main Ractor before workers start"
+        end
+        @client = Ractor.make_shareable(Native::Client.new(config.redis_url, config.namespace))
+      end
+    end
+
+    # Replaces configuration and client (tests, forking servers).
+    def reset!
+      @config = Configuration.new
+      @client = nil
+    end
+  end
+end

@@ -1,0 +1,92 @@
+# frozen_string_literal: true
+
+require "optparse"
+
+module SolidJobs
+  # `solid-jobs`: parses flags into the configuration and runs a Conductor.
+  # Bad flags exit 64 (EX_USAGE) with a message; no worker starts.
+  class CLI
+    USAGE_ERROR = 64
+
+    def initialize(argv, out: $stdout, err: $stderr)
+      @argv = argv.dup
+      @out = out
+      @err = err
+    end
+
+    def run
+      options = parse
+      return 0 if options == :exit
+
+      load_app(options[:require])
+      apply(options)
+      Conductor.new.run == :stopped ? 0 : exit_now
+    rescue OptionParser::ParseError, ConfigurationError, UsageError => e
+      @err.puts("solid-jobs: #{e.message}")
+      @err.puts("Run `solid-jobs --help` for usage.")
+      USAGE_ERROR
+    end
+
+    class UsageError < StandardError; end
+
+    private
+
+    # Tasks may still be running (timeout or second signal): their claims
+    # were requeued, so leave without waiting for them.
+    def exit_now
+      $stdout.flush
+      $stderr.flush
+      Kernel.exit!(0)
+    end
+
+    def parse
+      options = {channels: []}
+      parser = OptionParser.new do |o|
+        o.banner = "Usage: solid-jobs [options]"
+        o.separator ""
+        o.on("-r", "--require PATH", "File to require before starting (e.g. ./config/environment)") { |v| options[:require] = v }
+        o.on("-c", "--concurrency N", Integer, "Workers in this process (default #{Configuration::DEFAULTS[:concurrency]})") { |v| options[:concurrency] = v }
+        o.on("--channel NAME[,WEIGHT]", "Channel to work, with an optional weight; repeatable") { |v| options[:channels] << v }
+        o.on("--channel-order ORDER", "weighted (default), priority or shuffle") { |v| options[:channel_order] = v }
+        o.on("--redis-url URL", "Redis URL (default $SOLID_JOBS_REDIS_URL or #{Configuration::DEFAULTS[:redis_url]})") { |v| options[:redis_url] = v }
+        o.on("--execution-mode MODE", "ractor (default) or thread") { |v| options[:execution_mode] = v }
+        o.on("--shutdown-timeout SECONDS", Float, "Seconds running tasks get to finish on TERM") { |v| options[:shutdown_timeout] = v }
+        o.on("--queue NAME", "Not supported: SolidJobs calls them channels") do
+          raise UsageError, "--queue is not an option: SolidJobs works channels; use --channel NAME[,WEIGHT]"
+        end
+        o.on("-v", "--version", "Print the version") do
+          @out.puts("solid-jobs #{VERSION}")
+          return :exit
+        end
+        o.on("-h", "--help", "Show this help") do
+          @out.puts(o)
+          return :exit
+        end
+      end
+      rest = parser.parse(@argv)
+      raise UsageError, "unexpected argument(s): #{rest.join(" ")}" unless rest.empty?
+
+      options
+    end
+
+    def load_app(path)
+      return unless path
+
+      full = File.expand_path(path)
+      candidates = [full, "#{full}.rb", File.join(full, "config", "environment.rb")]
+      file = candidates.find { |f| File.file?(f) } or raise UsageError, "--require #{path}: no such file"
+      require file
+    end
+
+    def apply(options)
+      SolidJobs.configure do |c|
+        c.redis_url = options[:redis_url] if options[:redis_url]
+        c.concurrency = options[:concurrency] if options[:concurrency]
+        c.channels = options[:channels] unless options[:channels].empty?
+        c.channel_order = options[:channel_order] if options[:channel_order]
+        c.execution_mode = options[:execution_mode] if options[:execution_mode]
+        c.shutdown_timeout = options[:shutdown_timeout] if options[:shutdown_timeout]
+      end
+    end
+  end
+end

@@ -1,0 +1,122 @@
+# frozen_string_literal: true
+
+require "json"
+require "securerandom"
+require "socket"
+
+module SolidJobs
+  # Starts and stops one worker node in this process: the native dispatcher
+  # (Rust I/O threads) and `concurrency` workers, each a Ractor or a thread.
+  #
+  # Shutdown (TERM/INT, or #stop): stop claiming, let running tasks finish up
+  # to shutdown_timeout, write completions, then requeue every claim still
+  # held at the head of its channel. A second signal skips the wait.
+  class Conductor
+    attr_reader :node_id, :dispatcher
+
+    def initialize(config = SolidJobs.config)
+      @config = config
+      @node_id = SecureRandom.uuid
+      @workers = []
+    end
+
+    def start
+      @config.validate!
+      SolidJobs.client # created here, in the main Ractor, before workers read it
+      Ractor.make_shareable(@config)
+      @dispatcher = Ractor.make_shareable(build_dispatcher)
+      @started_at = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+      # Ractors print an "experimental" warning on first use; this process
+      # chose Ractors deliberately.
+      Warning[:experimental] = false if @config.execution_mode == :ractor
+      @workers = Array.new(@config.concurrency) { |i| spawn_worker(i + 1) }
+      Log.info("node #{@node_id} started: #{@config.concurrency} #{@config.execution_mode} worker(s), " \
+               "channels #{@config.channels.map { |n, w| "#{n}(#{w})" }.join(", ")} (#{@config.channel_order}), pid #{Process.pid}")
+      self
+    end
+
+    # Graceful stop. Returns true when every running task finished in time.
+    def stop(timeout: @config.shutdown_timeout)
+      return true unless @dispatcher
+
+      @dispatcher.stop_claiming
+      finished = @dispatcher.wait_idle(timeout)
+      requeued = @dispatcher.shutdown(5.0)
+      join_workers if finished
+      Log.info("node #{@node_id} stopped: #{requeued} job(s) requeued" +
+               (finished ? "" : ", #{@dispatcher.inflight} task(s) still running after #{timeout}s were requeued"))
+      finished
+    end
+
+    # Stop at once: requeue everything held, including running tasks.
+    def stop_now
+      stop(timeout: 0)
+    end
+
+    # Runs until TERM or INT. Returns :stopped, or :timeout when tasks were
+    # still running at shutdown_timeout (the caller should exit the process).
+    def run
+      start
+      reader, writer = IO.pipe
+      previous = %w[TERM INT].to_h do |signal|
+        [signal, Signal.trap(signal) { writer.write_nonblock(signal[0], exception: false) }]
+      end
+      IO.select([reader])
+      reader.read_nonblock(16, exception: false)
+      Log.info("stopping: waiting up to #{@config.shutdown_timeout}s for running tasks (signal again to stop at once)")
+      stopper = Thread.new { stop }
+      until stopper.join(0.05)
+        next unless IO.select([reader], nil, nil, 0) && reader.read_nonblock(16, exception: false)
+
+        Log.warn("second signal: requeueing running tasks and exiting now")
+        @dispatcher.stop_claiming
+        @dispatcher.shutdown(1.0)
+        return :timeout
+      end
+      stopper.value ? :stopped : :timeout
+    ensure
+      previous&.each { |signal, handler| Signal.trap(signal, handler || "DEFAULT") }
+    end
+
+    def stats
+      @dispatcher&.stats || {}
+    end
+
+    private
+
+    def build_dispatcher
+      c = @config
+      Native::Dispatcher.new(
+        c.redis_url, c.namespace, @node_id, c.channels.map(&:dup), c.channel_order.to_s, c.effective_prefetch,
+        c.heartbeat_interval.to_f, c.recovery_delay.to_f, description, c.archive_max_entries, c.archive_max_age.to_f
+      )
+    end
+
+    def description
+      JSON.generate(
+        node_id: @node_id, hostname: Socket.gethostname, pid: Process.pid, concurrency: @config.concurrency,
+        execution_mode: @config.execution_mode, channels: @config.channels, started_ms: Publisher.now_ms,
+        version: VERSION, ruby: RUBY_VERSION
+      )
+    end
+
+    def spawn_worker(id)
+      if @config.execution_mode == :ractor
+        RactorCompat.spawn(@dispatcher, id, name: "solid-jobs-worker-#{id}") do |dispatcher, worker_id|
+          SolidJobs::Worker.new(dispatcher, worker_id).run
+        end
+      else
+        Thread.new { Worker.new(@dispatcher, id).run }.tap { |t| t.name = "solid-jobs-worker-#{id}" }
+      end
+    end
+
+    def join_workers
+      @workers.each do |w|
+        w.is_a?(Thread) ? w.join : RactorCompat.join(w)
+      rescue StandardError => e
+        Log.error("worker ended with #{e.class}: #{e.message}")
+      end
+      @workers.clear
+    end
+  end
+end

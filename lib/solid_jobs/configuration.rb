@@ -1,0 +1,164 @@
+# frozen_string_literal: true
+
+module SolidJobs
+  # Process-wide settings. Every setter validates, so a bad value fails at
+  # configure time with a ConfigurationError naming the setting.
+  class Configuration
+    CHANNEL_ORDERS = %i[weighted priority shuffle].freeze
+    EXECUTION_MODES = %i[ractor thread].freeze
+    TASK_OPTION_KEYS = %i[channel max_failures].freeze
+    CHANNEL_NAME = /\A[A-Za-z0-9_.\-]{1,100}\z/
+
+    # Defaults, each with the reason for its value.
+    DEFAULTS = {
+      # Local Redis, database 0; SOLID_JOBS_REDIS_URL replaces this default.
+      redis_url: "redis://127.0.0.1:6379/0",
+      # Every key lives under this prefix (docs/keyspace.md).
+      namespace: "solid_jobs",
+      channels: [["default", 1]],
+      channel_order: :weighted,
+      # Twice the cores of a typical small host; Ractors scale with cores.
+      concurrency: 8,
+      # Below the 30 s most process supervisors wait between TERM and KILL.
+      shutdown_timeout: 25,
+      execution_mode: :ractor,
+      # Sidekiq users expect 25 attempts over a few days (see backoff).
+      default_task_options: {channel: "default", max_failures: 25},
+      # How often a node proves it is alive.
+      heartbeat_interval: 5,
+      # A node silent this long is dead; its claims are recovered by others.
+      recovery_delay: 30,
+      archive_max_entries: 10_000,
+      archive_max_age: 30 * 24 * 3600
+    }.freeze
+
+    attr_reader(*DEFAULTS.keys, :prefetch, :publish_interceptors, :execute_interceptors)
+
+    def initialize
+      DEFAULTS.each { |key, value| instance_variable_set(:"@#{key}", value) }
+      @redis_url = ENV.fetch("SOLID_JOBS_REDIS_URL", DEFAULTS[:redis_url])
+      @prefetch = nil
+      @publish_interceptors = InterceptorChain.new
+      @execute_interceptors = InterceptorChain.new
+    end
+
+    def redis_url=(url)
+      unless url.is_a?(String) && url.match?(%r{\A(redis|rediss|unix)://}i)
+        invalid!(:redis_url, url, "a redis://, rediss:// or unix:// URL")
+      end
+      @redis_url = url
+    end
+
+    def namespace=(value)
+      invalid!(:namespace, value, "a non-empty String without spaces") unless value.is_a?(String) && value.match?(/\A\S+\z/)
+      @namespace = value
+    end
+
+    # Accepts "name", ["name", weight] or "name,weight" entries.
+    def channels=(list)
+      invalid!(:channels, list, "a non-empty Array of channel names or [name, weight] pairs") unless list.is_a?(Array) && !list.empty?
+      normalized = list.map { |entry| self.class.parse_channel(entry) }
+      dupes = normalized.map(&:first).tally.select { |_, n| n > 1 }.keys
+      invalid!(:channels, list, "each channel once (repeated: #{dupes.join(", ")})") unless dupes.empty?
+      @channels = normalized.freeze
+    end
+
+    def self.parse_channel(entry)
+      name, weight = entry.is_a?(String) ? entry.split(",", 2) : Array(entry)
+      name = name.to_s
+      weight = weight.nil? ? 1 : Integer(weight, exception: false)
+      unless name.match?(CHANNEL_NAME) && weight.is_a?(Integer) && weight.positive?
+        raise ConfigurationError,
+          "invalid channel #{entry.inspect}: expected a name of 1-100 characters from A-Z a-z 0-9 _ - . and an optional positive integer weight"
+      end
+      [name.freeze, weight].freeze
+    end
+
+    def channel_order=(value)
+      invalid!(:channel_order, value, "one of #{CHANNEL_ORDERS.join(", ")}") unless CHANNEL_ORDERS.include?(value&.to_sym)
+      @channel_order = value.to_sym
+    end
+
+    def concurrency=(value)
+      invalid!(:concurrency, value, "an Integer from 1 to 1024") unless value.is_a?(Integer) && value.between?(1, 1024)
+      @concurrency = value
+    end
+
+    def prefetch=(value)
+      invalid!(:prefetch, value, "nil or an Integer from 1 to 10000") unless value.nil? || (value.is_a?(Integer) && value.between?(1, 10_000))
+      @prefetch = value
+    end
+
+    # Jobs claimed ahead of the workers: enough to keep every worker busy
+    # while the next claim is in flight, small enough that a stopping node
+    # hands few jobs back.
+    def effective_prefetch
+      @prefetch || [concurrency * 2, 4].max
+    end
+
+    def shutdown_timeout=(value)
+      positive_number!(:shutdown_timeout, value, allow_zero: true)
+      @shutdown_timeout = value
+    end
+
+    def heartbeat_interval=(value)
+      positive_number!(:heartbeat_interval, value)
+      @heartbeat_interval = value
+    end
+
+    def recovery_delay=(value)
+      positive_number!(:recovery_delay, value)
+      @recovery_delay = value
+    end
+
+    def archive_max_entries=(value)
+      invalid!(:archive_max_entries, value, "a positive Integer") unless value.is_a?(Integer) && value.positive?
+      @archive_max_entries = value
+    end
+
+    def archive_max_age=(value)
+      positive_number!(:archive_max_age, value)
+      @archive_max_age = value
+    end
+
+    def execution_mode=(value)
+      invalid!(:execution_mode, value, "one of #{EXECUTION_MODES.join(", ")}") unless EXECUTION_MODES.include?(value&.to_sym)
+      @execution_mode = value.to_sym
+    end
+
+    def default_task_options=(options)
+      invalid!(:default_task_options, options, "a Hash") unless options.is_a?(Hash)
+      @default_task_options = self.class.validate_task_options(DEFAULTS[:default_task_options].merge(options)).freeze
+    end
+
+    def self.validate_task_options(options)
+      unknown = options.keys - TASK_OPTION_KEYS
+      raise ConfigurationError, "unknown task option(s) #{unknown.inspect}; known: #{TASK_OPTION_KEYS.inspect}" unless unknown.empty?
+      if options.key?(:channel) && !options[:channel].to_s.match?(CHANNEL_NAME)
+        raise ConfigurationError, "task option channel #{options[:channel].inspect} is not a valid channel name"
+      end
+      if options.key?(:max_failures) && !(options[:max_failures].is_a?(Integer) && options[:max_failures].between?(1, 1_000_000))
+        raise ConfigurationError, "task option max_failures must be an Integer from 1 to 1000000 (got #{options[:max_failures].inspect})"
+      end
+      options.to_h { |k, v| [k, k == :channel ? v.to_s.freeze : v] }
+    end
+
+    def validate!
+      if recovery_delay <= heartbeat_interval
+        raise ConfigurationError, "recovery_delay (#{recovery_delay}) must be longer than heartbeat_interval (#{heartbeat_interval})"
+      end
+      self
+    end
+
+    private
+
+    def positive_number!(name, value, allow_zero: false)
+      ok = value.is_a?(Numeric) && value.finite? && (allow_zero ? value >= 0 : value.positive?)
+      invalid!(name, value, allow_zero ? "a number of seconds >= 0" : "a positive number of seconds") unless ok
+    end
+
+    def invalid!(name, value, expected)
+      raise ConfigurationError, "invalid #{name} #{value.inspect}: expected #{expected}"
+    end
+  end
+end

@@ -1,0 +1,45 @@
+# frozen_string_literal: true
+
+module SolidJobs
+  # Runs one task through the execution interceptors.
+  module Executor
+    # What execution interceptors receive. `envelope` is built on first use,
+    # so jobs run without interceptors never convert it.
+    class Execution
+      attr_reader :task_class, :arguments, :worker_id
+
+      def initialize(task_class, arguments, worker_id: nil, job: nil, envelope: nil)
+        @task_class = task_class
+        @arguments = arguments
+        @worker_id = worker_id
+        @job = job
+        @envelope = envelope
+      end
+
+      def envelope
+        @envelope ||= @job&.envelope
+      end
+    end
+
+    module_function
+
+    def execute(task_class, arguments, worker_id: nil, job: nil, envelope: nil)
+      execution = Execution.new(task_class, arguments, worker_id: worker_id, job: job, envelope: envelope)
+      SolidJobs.config.execute_interceptors.invoke(execution) do
+        task_class.new.execute_task(*execution.arguments)
+      end
+    end
+
+    # The task class named in an envelope, or a reason it cannot run.
+    def resolve(name)
+      klass = Object.const_get(name)
+      return [klass, nil] if klass.is_a?(Class) && klass.respond_to?(:solid_jobs_task?)
+
+      [nil, "#{name} is not a SolidJobs::Task (include SolidJobs::Task)"]
+    rescue NameError => e
+      [nil, "unknown task #{name}: #{e.message}; is the worker running the code that enqueued it (--require)?"]
+    rescue Ractor::IsolationError => e
+      [nil, "task #{name} cannot be loaded inside a Ractor (#{e.message}); load it eagerly with --require"]
+    end
+  end
+end

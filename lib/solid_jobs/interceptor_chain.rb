@@ -1,0 +1,49 @@
+# frozen_string_literal: true
+
+module SolidJobs
+  # An ordered list of interceptor classes. Each interceptor implements
+  # `around(context)` and yields to continue. Classes (not instances) are
+  # stored so the chain is Ractor-shareable; instances are made per call
+  # inside whichever Ractor runs the job.
+  class InterceptorChain
+    def initialize
+      @entries = []
+    end
+
+    def use(klass, *args)
+      unless klass.is_a?(Class) && klass.method_defined?(:around)
+        raise ConfigurationError, "interceptor #{klass.inspect} must be a class with an instance method around(context)"
+      end
+
+      @entries << [klass, args.freeze].freeze
+      self
+    end
+
+    def empty? = @entries.empty?
+    def size = @entries.size
+    def classes = @entries.map(&:first)
+
+    def freeze
+      @entries.freeze
+      super
+    end
+
+    # Runs the block inside every interceptor's around, first-added outermost.
+    def invoke(context, &block)
+      return yield if @entries.empty?
+
+      run_from(0, context, block)
+    end
+
+    private
+
+    def run_from(index, context, block)
+      return block.call if index == @entries.size
+
+      klass, args = @entries[index]
+      result = nil
+      klass.new(*args).around(context) { result = run_from(index + 1, context, block) }
+      result
+    end
+  end
+end

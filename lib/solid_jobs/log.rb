@@ -1,0 +1,28 @@
+# frozen_string_literal: true
+
+module SolidJobs
+  # Plain line logging to $stderr, usable from any Ractor (a Logger instance
+  # is not shareable). Format: `[solid-jobs] LEVEL message`.
+  module Log
+    LEVELS = {debug: 0, info: 1, warn: 2, error: 3}.freeze
+
+    module_function
+
+    def level
+      LEVELS.fetch((ENV["SOLID_JOBS_LOG_LEVEL"] || "info").downcase.to_sym, 1)
+    end
+
+    def log(severity, message)
+      return if LEVELS.fetch(severity) < level
+
+      $stderr.write("[solid-jobs] #{severity.to_s.upcase} #{message}\n")
+    rescue IOError, SystemCallError
+      nil
+    end
+
+    def debug(message) = log(:debug, message)
+    def info(message) = log(:info, message)
+    def warn(message) = log(:warn, message)
+    def error(message) = log(:error, message)
+  end
+end

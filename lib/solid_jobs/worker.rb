@@ -1,0 +1,106 @@
+# frozen_string_literal: true
+
+module SolidJobs
+  # One worker: a loop in its own Ractor (or thread) that takes jobs from the
+  # native dispatcher, runs them, and settles each one exactly once.
+  #
+  # A job is completed only after `execute_task` returns. A raising task is
+  # recorded and handed to the FailurePolicy; it never ends the loop.
+  class Worker
+    # Seconds a worker waits in native code before re-checking for stop.
+    POLL_SECONDS = 1.0
+    # Backoff while Redis is unreachable during failure handling.
+    REDIS_RETRY_MIN = 0.05
+    REDIS_RETRY_MAX = 2.0
+
+    def initialize(dispatcher, worker_id)
+      @dispatcher = dispatcher
+      @worker_id = worker_id
+    end
+
+    def run
+      while (job = @dispatcher.next_job(POLL_SECONDS)) != false
+        perform(job) if job
+      end
+      Log.debug("worker #{@worker_id} stopped")
+    end
+
+    def perform(job)
+      task_class, reason = Executor.resolve(job.task)
+      return quarantine(job, reason) unless task_class
+
+      begin
+        Executor.execute(task_class, job.arguments, worker_id: @worker_id, job: job)
+      rescue Exception => e # rubocop:disable Lint/RescueException -- any task failure is recorded, never fatal
+        return handle_failure(job, task_class, e)
+      end
+      @dispatcher.complete(job)
+    end
+
+    private
+
+    def handle_failure(job, task_class, error)
+      message = FailureMessage.for(error, job.task)
+      failures, first_ms = with_redis(job) { @dispatcher.record_failure(job, error.class.name.to_s, message) }
+      return unless failures
+
+      action, value = FailurePolicy.decide(task_class, job, error, failures, first_ms)
+      case action
+      when :retry
+        with_redis(job) { @dispatcher.retry(job, value) }
+        Log.warn("#{job.task} #{job.id} failed (#{error.class}: #{message}); failure #{failures}/#{job.max_failures}, retry in #{value.round(1)}s")
+      else
+        with_redis(job) do
+          @dispatcher.discard(job, value.to_s, error.class.name.to_s, message, Array(error.backtrace).first(20), failures, action == :archive)
+        end
+        Log.error("#{job.task} #{job.id} given up after #{failures} failure(s): #{value} (#{error.class}: #{message})")
+      end
+    rescue StaleClaimError => e
+      Log.warn("#{job.task} #{job.id}: #{e.message}")
+      @dispatcher.abandon(job) unless job.settled?
+    end
+
+    def quarantine(job, reason)
+      Log.error("quarantining job #{job.id}: #{reason}")
+      with_redis(job) { @dispatcher.quarantine(job, reason) }
+    rescue StaleClaimError => e
+      Log.warn("job #{job.id}: #{e.message}")
+    end
+
+    # Retries a settling write while Redis is unreachable. If the node stops
+    # first, the job is left claimed: shutdown requeues it, or recovery does.
+    def with_redis(job)
+      delay = REDIS_RETRY_MIN
+      begin
+        yield
+      rescue ConnectionError => e
+        if @dispatcher.stopping?
+          Log.warn("job #{job.id} left claimed for requeue: #{e.message}")
+          @dispatcher.abandon(job) unless job.settled?
+          return nil
+        end
+        sleep(delay)
+        delay = [delay * 2, REDIS_RETRY_MAX].min
+        retry
+      end
+    end
+  end
+
+  # Failure messages that tell the operator what to do.
+  module FailureMessage
+    module_function
+
+    def for(error, task)
+      message = error.message.to_s
+      case error
+      when Ractor::IsolationError
+        "#{message} -- task #{task} cannot run inside a Ractor (it touched non-shareable state); " \
+          "set execution_mode = :thread (or --execution-mode thread) for this worker"
+      when StandardError
+        message
+      else
+        "#{message} (#{error.class} is not a StandardError; the job was still recorded as failed)"
+      end
+    end
+  end
+end
