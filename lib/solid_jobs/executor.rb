@@ -37,7 +37,7 @@ module SolidJobs
 
       [nil, "#{name} is not a SolidJobs::Task (include SolidJobs::Task)"]
     rescue NameError => e
-      [nil, "unknown task #{name}: #{e.message}; is the worker running the code that enqueued it (--require)?"]
+      [nil, "unknown task #{name} (#{e.message.lines.first.strip}); is the worker running the code that enqueued it (--require)?"]
     rescue Ractor::IsolationError => e
       [nil, "task #{name} cannot be loaded inside a Ractor (#{e.message}); load it eagerly with --require"]
     end

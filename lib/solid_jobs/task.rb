@@ -47,7 +47,11 @@ module SolidJobs
 
       # Enqueues one job to run at `time` (a Time, or epoch seconds).
       def schedule_at(time, *arguments)
-        epoch = time.respond_to?(:to_time) ? time.to_time.to_f : time
+        epoch = case time
+                when Time then time.to_f
+                when Numeric then time
+                else time.respond_to?(:to_time) ? time.to_time.to_f : time
+                end
         raise ArgumentError, "schedule_at needs a Time or epoch seconds (got #{time.inspect})" unless epoch.is_a?(Numeric) && epoch.finite?
 
         Publisher.publish(self, [arguments], due_ms: (epoch * 1000).round).first

@@ -1,0 +1,53 @@
+# frozen_string_literal: true
+
+# Jobs for benchmark/throughput.rb, loaded three ways:
+#
+#   * by `sidekiq -r ./benchmark/jobs.rb`      -> Sidekiq workers only
+#   * by `solid-jobs --require ./benchmark/jobs.rb` -> SolidJobs tasks only
+#   * by throughput.rb itself (both libraries loaded) -> both, to enqueue
+#
+# The solid-jobs CLI loads solid_jobs before this file, so a process without
+# SolidJobs is the Sidekiq one; each worker process then loads only its own
+# library and the comparison is not skewed by the other's code.
+
+require_relative "support/cpu_work"
+
+require "sidekiq" unless defined?(SolidJobs)
+
+if defined?(Sidekiq)
+  # Sidekiq logs every job at INFO; at 20k jobs that is a benchmark of the
+  # logger, not of the job system.
+  Sidekiq.configure_server { |config| config.logger.level = Logger::WARN }
+
+  class SidekiqNoop
+    include Sidekiq::Worker
+    sidekiq_options queue: "bench", retry: false
+
+    def perform(_n); end
+  end
+
+  class SidekiqCpu
+    include Sidekiq::Worker
+    sidekiq_options queue: "bench", retry: false
+
+    def perform(iterations)
+      BenchCpu.spin(iterations)
+    end
+  end
+end
+
+if defined?(SolidJobs)
+  class SolidNoop
+    include SolidJobs::Task
+    task_options channel: "bench"
+
+    def execute_task(_n) = nil
+  end
+
+  class SolidCpu
+    include SolidJobs::Task
+    task_options channel: "bench"
+
+    def execute_task(iterations) = BenchCpu.spin(iterations)
+  end
+end

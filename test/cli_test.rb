@@ -1,0 +1,104 @@
+# frozen_string_literal: true
+
+require_relative "test_helper"
+require "open3"
+
+# `solid-jobs` as a real process.
+class CLITest < SolidJobsTest
+  EXE = File.join(SolidJobsTestHelpers::ROOT, "exe", "solid-jobs")
+  APP = File.join(SolidJobsTestHelpers::ROOT, "test", "support", "cli_app.rb")
+
+  def run_cli(*args)
+    Open3.capture3({"SOLID_JOBS_TEST_NAMESPACE" => @namespace}, RbConfig.ruby, EXE, *args)
+  end
+
+  def spawn_worker(*args)
+    log = File.join(@ledger_dir, "worker.log")
+    pid = Process.spawn({"SOLID_JOBS_TEST_NAMESPACE" => @namespace, "SOLID_JOBS_LOG_LEVEL" => "info"}, RbConfig.ruby, EXE, "--require", APP,
+                        "--redis-url", REDIS.url, *args, out: log, err: log)
+    [pid, log]
+  end
+
+  def wait_exit(pid, timeout: 30)
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + timeout
+    loop do
+      _, status = Process.wait2(pid, Process::WNOHANG)
+      return status if status
+      if Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+        Process.kill("KILL", pid)
+        flunk("worker did not exit within #{timeout}s")
+      end
+      sleep 0.05
+    end
+  end
+
+  def test_help_and_version
+    out, _, status = run_cli("--help")
+    assert status.success?
+    assert_match(/Usage: solid-jobs/, out)
+    assert_match(/--channel NAME\[,WEIGHT\]/, out)
+    out, _, status = run_cli("--version")
+    assert status.success?
+    assert_equal "solid-jobs #{SolidJobs::VERSION}\n", out
+  end
+
+  def test_bad_flags_exit_non_zero_with_a_message
+    {
+      %w[--queue default] => /--queue is not an option.*use --channel/,
+      %w[--concurrency many] => /invalid argument: --concurrency many/,
+      %w[--concurrency 0] => /invalid concurrency 0/,
+      %w[--channel a,zero] => /invalid channel "a,zero"/,
+      %w[--execution-mode fork] => /invalid execution_mode "fork"/,
+      %w[--bogus] => /invalid option: --bogus/,
+      %w[--require ./no/such/file] => /no such file/,
+      %w[extra] => /unexpected argument/
+    }.each do |args, pattern|
+      out, err, status = run_cli(*args)
+      assert_equal 64, status.exitstatus, "#{args.join(" ")}: #{err}"
+      assert_match pattern, err, args.join(" ")
+      assert_empty out
+    end
+  end
+
+  def test_runs_jobs_and_stops_gracefully_on_term
+    path = ledger_path
+    CpuTask.enqueue_many(Array.new(30) { |i| [path, "cli-#{i}", 100_000] })
+    pid, log = spawn_worker("--concurrency", "2", "--channel", "default")
+    eventually("30 jobs ran") { ledger_lines.size == 30 }
+    Process.kill("TERM", pid)
+    status = wait_exit(pid)
+    assert_equal 0, status.exitstatus, File.read(log)
+    assert_equal [pid.to_s], ledger_lines.map { |l| l.split[2] }.uniq
+    assert_operator ledger_lines.map { |l| l.split[1] }.uniq.size, :>=, 1
+    assert_equal 0, claims_count
+    assert_empty redis.smembers(key("nodes")), "node deregistered"
+    assert_match(/started: 2 ractor worker\(s\), channels default\(1\)/, File.read(log))
+  end
+
+  def test_int_lets_the_running_task_finish
+    path = ledger_path
+    pid, log = spawn_worker("--concurrency", "1", "--shutdown-timeout", "10")
+    SlowTask.enqueue(path, "slow", 1.0)
+    eventually("task started") { ledger_lines.include?("start slow") }
+    Process.kill("INT", pid)
+    status = wait_exit(pid)
+    assert_equal 0, status.exitstatus, File.read(log)
+    assert_equal "slow", ledger_lines.last.split.first, "the running task finished before exit"
+    assert_equal 0, redis.llen(key("channel:default"))
+    assert_equal 0, claims_count
+  end
+
+  def test_second_signal_requeues_the_running_task_and_exits_at_once
+    path = ledger_path
+    pid, log = spawn_worker("--concurrency", "1", "--shutdown-timeout", "30")
+    SlowTask.enqueue(path, "very-slow", 20)
+    eventually("task started") { ledger_lines.include?("start very-slow") }
+    Process.kill("TERM", pid)
+    eventually("first signal seen") { File.read(log).include?("stopping") }
+    Process.kill("TERM", pid)
+    status = wait_exit(pid, timeout: 10)
+    assert_equal 0, status.exitstatus, File.read(log)
+    assert_equal 1, redis.llen(key("channel:default")), "the running task was requeued"
+    assert_equal 0, claims_count
+  end
+end

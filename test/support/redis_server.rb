@@ -1,0 +1,67 @@
+# frozen_string_literal: true
+
+require "socket"
+require "tmpdir"
+require "fileutils"
+
+# A private redis-server on a free port. Nothing in the suite assumes a
+# running Redis; the process is killed when the suite ends.
+class RedisServer
+  attr_reader :port, :dir
+
+  def self.free_port
+    server = TCPServer.new("127.0.0.1", 0)
+    server.addr[1]
+  ensure
+    server&.close
+  end
+
+  def initialize(port: self.class.free_port, appendonly: false, dir: nil)
+    @port = port
+    @appendonly = appendonly
+    @dir = dir || Dir.mktmpdir("solid-jobs-redis")
+  end
+
+  def url(db = 0) = "redis://127.0.0.1:#{port}/#{db}"
+
+  def start
+    args = ["redis-server", "--port", port.to_s, "--bind", "127.0.0.1", "--save", "", "--dir", dir,
+            "--appendonly", @appendonly ? "yes" : "no", "--appendfsync", "always"]
+    @pid = Process.spawn(*args, out: File::NULL, err: File::NULL)
+    wait_until_ready
+    self
+  end
+
+  def stop(signal = "TERM")
+    return unless @pid
+
+    Process.kill(signal, @pid)
+    Process.wait(@pid)
+  rescue Errno::ESRCH, Errno::ECHILD
+    nil
+  ensure
+    @pid = nil
+  end
+
+  def kill = stop("KILL")
+  def running? = !@pid.nil?
+
+  def cleanup
+    stop
+    FileUtils.rm_rf(dir)
+  end
+
+  private
+
+  def wait_until_ready
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 10
+    begin
+      TCPSocket.new("127.0.0.1", port).close
+    rescue Errno::ECONNREFUSED, Errno::ECONNRESET
+      raise "redis-server did not start on port #{port}" if Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+
+      sleep 0.02
+      retry
+    end
+  end
+end
