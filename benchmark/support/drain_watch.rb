@@ -11,7 +11,10 @@ module Bench
   # first poll that sees the queue empty and, when `claims_pattern` is given
   # (SolidJobs), every claim hash empty too: SolidJobs moves jobs from the
   # list into per-node claim hashes, and a claim is removed only when its job
-  # completed.
+  # completed. Sidekiq has no such record: each of its threads fetches one
+  # job at a time, so when its queue is empty at most `concurrency` jobs are
+  # still running (its processed counter is written only periodically, so it
+  # cannot mark the end).
   #
   # The watcher's own commands are counted, per command name, so they can be
   # taken out of the server's command statistics.
