@@ -23,7 +23,7 @@ module SolidJobs
     def start
       @config.validate!
       SolidJobs.client # created here, in the main Ractor, before workers read it
-      Ractor.make_shareable(@config)
+      share_config
       @dispatcher = Ractor.make_shareable(build_dispatcher)
       @started_at = Process.clock_gettime(Process::CLOCK_MONOTONIC)
       # Ractors print an "experimental" warning on first use; this process
@@ -56,11 +56,11 @@ module SolidJobs
     # Runs until TERM or INT. Returns :stopped, or :timeout when tasks were
     # still running at shutdown_timeout (the caller should exit the process).
     def run
-      start
       reader, writer = IO.pipe
       previous = %w[TERM INT].to_h do |signal|
         [signal, Signal.trap(signal) { writer.write_nonblock(signal[0], exception: false) }]
       end
+      start
       IO.select([reader])
       reader.read_nonblock(16, exception: false)
       Log.info("stopping: waiting up to #{@config.shutdown_timeout}s for running tasks (signal again to stop at once)")
@@ -83,6 +83,13 @@ module SolidJobs
     end
 
     private
+
+    def share_config
+      Ractor.make_shareable(@config)
+    rescue Ractor::Error, TypeError => e
+      raise ConfigurationError, "the configuration must be Ractor-shareable once workers start " \
+                                "(interceptor arguments and default task options are frozen deeply): #{e.message}"
+    end
 
     def build_dispatcher
       c = @config

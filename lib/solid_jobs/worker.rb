@@ -20,7 +20,16 @@ module SolidJobs
 
     def run
       while (job = @dispatcher.next_job(POLL_SECONDS)) != false
-        perform(job) if job
+        next unless job
+
+        begin
+          perform(job)
+        rescue StandardError => e
+          # A bug in settling must not end this worker. The job stays
+          # claimed: shutdown requeues it, or recovery does.
+          Log.error("worker #{@worker_id}: #{e.class}: #{e.message} while settling job #{job.id}; left claimed for requeue")
+          @dispatcher.abandon(job) unless job.settled?
+        end
       end
       Log.debug("worker #{@worker_id} stopped")
     end
