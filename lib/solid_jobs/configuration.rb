@@ -84,16 +84,12 @@ module SolidJobs
       @concurrency = value
     end
 
+    # Unstarted jobs a node keeps claimed for its workers. nil (default):
+    # adaptive, about 10 ms of work per worker from the measured job
+    # duration (up to 512); an Integer fixes the window.
     def prefetch=(value)
       invalid!(:prefetch, value, "nil or an Integer from 1 to 10000") unless value.nil? || (value.is_a?(Integer) && value.between?(1, 10_000))
       @prefetch = value
-    end
-
-    # Jobs claimed ahead of the workers: enough to keep every worker busy
-    # while the next claim is in flight, small enough that a stopping node
-    # hands few jobs back.
-    def effective_prefetch
-      @prefetch || [concurrency * 2, 4].max
     end
 
     def shutdown_timeout=(value)

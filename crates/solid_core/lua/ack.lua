@@ -4,18 +4,23 @@
 -- KEYS[1] node claims hash, KEYS[2] attempts hash, KEYS[3] processed metric,
 -- KEYS[4] stale metric
 -- ARGV token1, id1, token2, id2, ...
-local stale = {}
-local ids = {}
-for i = 1, #ARGV, 2 do
-  if redis.call('HDEL', KEYS[1], ARGV[i]) == 1 then
-    ids[#ids + 1] = ARGV[i + 1]
+local tokens = {}
+for i = 1, #ARGV, 2 do tokens[#tokens + 1] = ARGV[i] end
+-- One HMGET and one HDEL for the whole batch, instead of one call per token.
+local present = redis.call('HMGET', KEYS[1], unpack(tokens))
+local stale, done, ids = {}, {}, {}
+for i, rec in ipairs(present) do
+  if rec then
+    done[#done + 1] = tokens[i]
+    ids[#ids + 1] = ARGV[2 * i]
   else
-    stale[#stale + 1] = ARGV[i]
+    stale[#stale + 1] = tokens[i]
   end
 end
-if #ids > 0 then
+if #done > 0 then
+  redis.call('HDEL', KEYS[1], unpack(done))
   redis.call('HDEL', KEYS[2], unpack(ids))
-  redis.call('INCRBY', KEYS[3], #ids)
+  redis.call('INCRBY', KEYS[3], #done)
 end
 if #stale > 0 then redis.call('INCRBY', KEYS[4], #stale) end
 return stale

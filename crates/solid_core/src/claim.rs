@@ -16,6 +16,8 @@ pub struct ClaimedJob {
     pub raw: String,
     pub envelope: Envelope,
     pub claimed_ms: u64,
+    /// When a worker took the job; its duration feeds the prefetch window.
+    pub taken_at: Option<std::time::Instant>,
 }
 
 /// Encodes the claim hash value `channel|claimed_ms|envelope`. Channel names

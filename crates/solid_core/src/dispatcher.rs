@@ -3,7 +3,7 @@
 //! [`Dispatcher::next_job`] and one settle method per job.
 //!
 //! Threads of one node:
-//! - fetcher: claims in batches bounded by free prefetch credits;
+//! - fetcher: keeps the prefetch window of unstarted jobs filled, in batches;
 //! - acker: batches completions into one script call;
 //! - heartbeat: refreshes the node key, promotes due jobs, recovers dead nodes;
 //! - subscriber: turns doorbell messages into local wake-ups.
@@ -27,6 +27,7 @@ use crate::doorbell::{run_subscriber, Bells};
 use crate::error::{Error, Result};
 use crate::keyspace::Keyspace;
 use crate::now_ms;
+use crate::prefetch::{Prefetch, PrefetchWindow};
 use crate::store::{ArchivePolicy, FailureCount, Store, MAX_BATCH};
 
 #[derive(Debug, Clone)]
@@ -36,9 +37,8 @@ pub struct DispatcherConfig {
     pub node_id: String,
     pub channels: Vec<(String, u32)>,
     pub order: ChannelOrder,
-    /// Jobs claimed ahead of the workers. Each running or waiting job holds
-    /// one credit; the fetcher claims only as many jobs as it has credits.
-    pub prefetch: usize,
+    /// Unstarted jobs kept claimed ahead of the workers.
+    pub prefetch: Prefetch,
     pub heartbeat_interval: Duration,
     /// How long a node's heartbeat key lives. A node silent for this long is
     /// dead: any other node moves its claims back to their channels.
@@ -50,8 +50,8 @@ pub struct DispatcherConfig {
 
 impl DispatcherConfig {
     pub fn validate(&self) -> Result<()> {
-        if self.prefetch == 0 {
-            return Err(Error::Invalid("prefetch must be at least 1".into()));
+        if matches!(self.prefetch, Prefetch::Fixed(0) | Prefetch::Adaptive { workers: 0 }) {
+            return Err(Error::Invalid("prefetch and workers must be at least 1".into()));
         }
         if self.node_ttl <= self.heartbeat_interval {
             return Err(Error::Invalid("node_ttl must be longer than heartbeat_interval".into()));
@@ -97,13 +97,16 @@ struct Shared {
     closed: Arc<AtomicBool>,
     heartbeat_closed: AtomicBool,
     inflight: AtomicUsize,
+    window: PrefetchWindow,
     stats: Stats,
 }
 
 pub struct Dispatcher {
     shared: Arc<Shared>,
     jobs_rx: Receiver<ClaimedJob>,
-    credits_tx: Sender<()>,
+    /// Nudges the fetcher when a worker takes a job (capacity 1: a pending
+    /// nudge is enough, so workers never block on it).
+    taken_tx: Sender<()>,
     acks_tx: Sender<AckMsg>,
     /// Dropped on stop: every `select!` on `stop_rx` fires at once.
     stop_tx: Mutex<Option<Sender<()>>>,
@@ -129,12 +132,10 @@ impl Dispatcher {
         pool.with(|c| store.heartbeat(c, &cfg.node_id, ttl, &cfg.description, &names))?;
 
         let (jobs_tx, jobs_rx) = unbounded();
-        let (credits_tx, credits_rx) = unbounded();
-        for _ in 0..cfg.prefetch {
-            credits_tx.send(()).expect("receiver alive");
-        }
+        let (taken_tx, taken_rx) = bounded(1);
         let (acks_tx, acks_rx) = unbounded();
         let (stop_tx, stop_rx) = bounded(0);
+        let window = PrefetchWindow::new(cfg.prefetch);
         let shared = Arc::new(Shared {
             cfg,
             store,
@@ -144,6 +145,7 @@ impl Dispatcher {
             closed: Arc::new(AtomicBool::new(false)),
             heartbeat_closed: AtomicBool::new(false),
             inflight: AtomicUsize::new(0),
+            window,
             stats: Stats::default(),
         });
 
@@ -158,7 +160,7 @@ impl Dispatcher {
         {
             let s = shared.clone();
             let stop = stop_rx.clone();
-            threads.push(("fetcher", spawn("fetcher", Box::new(move || fetch_loop(&s, jobs_tx, credits_rx, stop)))));
+            threads.push(("fetcher", spawn("fetcher", Box::new(move || fetch_loop(&s, jobs_tx, taken_rx, stop)))));
         }
         {
             let s = shared.clone();
@@ -171,7 +173,7 @@ impl Dispatcher {
         Ok(Dispatcher {
             shared,
             jobs_rx,
-            credits_tx,
+            taken_tx,
             acks_tx,
             stop_tx: Mutex::new(Some(stop_tx)),
             stop_rx,
@@ -207,13 +209,14 @@ impl Dispatcher {
             let slice = deadline.saturating_duration_since(Instant::now()).min(Duration::from_millis(100));
             select! {
                 recv(self.jobs_rx) -> job => match job {
-                    Ok(job) => {
+                    Ok(mut job) => {
                         if self.is_stopping() {
                             // Still recorded as claimed in Redis: shutdown requeues it.
                             return NextJob::Stopped;
                         }
                         self.shared.inflight.fetch_add(1, Ordering::AcqRel);
-                        let _ = self.credits_tx.send(());
+                        let _ = self.taken_tx.try_send(());
+                        job.taken_at = Some(Instant::now());
                         return NextJob::Job(job);
                     }
                     Err(_) => return NextJob::Stopped,
@@ -231,6 +234,9 @@ impl Dispatcher {
     /// stays claimed in Redis until the batch is written, so a crash before
     /// then reruns it: at-least-once.
     pub fn complete(&self, job: &ClaimedJob) {
+        if let Some(t) = job.taken_at {
+            self.shared.window.record(t.elapsed());
+        }
         let _ = self.acks_tx.send(AckMsg::Done(job.token, job.envelope.id.clone()));
         self.settled();
     }
@@ -389,24 +395,26 @@ impl Drop for Dispatcher {
 /// heartbeat, which reports ready work; without one, poll every second.
 const IDLE_POLL_UNSUBSCRIBED: Duration = Duration::from_secs(1);
 
-fn fetch_loop(s: &Shared, jobs_tx: Sender<ClaimedJob>, credits_rx: Receiver<()>, stop_rx: Receiver<()>) {
+fn fetch_loop(s: &Shared, jobs_tx: Sender<ClaimedJob>, taken_rx: Receiver<()>, stop_rx: Receiver<()>) {
     let mut selector = ChannelSelector::new(s.cfg.channels.clone(), s.cfg.order).expect("validated at start");
     let mut conn = Reconnecting::new(s.pool.connector().clone());
-    let mut credits = 0usize;
     while !s.stopping.load(Ordering::Acquire) {
-        if credits == 0 {
+        // Refill once the buffer is half empty, so each claim is a batch of
+        // at least half the window rather than one job per round trip.
+        let window = s.window.window();
+        let buffered = jobs_tx.len();
+        if buffered * 2 > window || buffered >= window {
             select! {
-                recv(credits_rx) -> c => if c.is_ok() { credits += 1 } else { return },
+                recv(taken_rx) -> _ => {},
                 recv(stop_rx) -> _ => return,
             }
+            continue;
         }
-        while credits < MAX_BATCH && credits_rx.try_recv().is_ok() {
-            credits += 1;
-        }
+        let want = (window - buffered).min(MAX_BATCH);
         let seen = s.bells.ready.epoch();
         let order = selector.next_order();
         let names: Vec<&str> = order.iter().map(|&i| selector.names()[i].as_str()).collect();
-        match conn.run(|c| s.store.claim(c, &s.cfg.node_id, &names, credits)) {
+        match conn.run(|c| s.store.claim(c, &s.cfg.node_id, &names, want)) {
             Ok(batch) => {
                 let empty = batch.is_empty();
                 for m in batch.malformed {
@@ -419,7 +427,6 @@ fn fetch_loop(s: &Shared, jobs_tx: Sender<ClaimedJob>, credits_rx: Receiver<()>,
                     }
                 }
                 s.stats.claimed.fetch_add(batch.jobs.len() as u64, Ordering::Relaxed);
-                credits -= batch.jobs.len();
                 for job in batch.jobs {
                     if jobs_tx.send(job).is_err() {
                         return;

@@ -15,6 +15,7 @@ pub mod doorbell;
 pub mod envelope;
 pub mod error;
 pub mod keyspace;
+pub mod prefetch;
 pub mod scripts;
 pub mod store;
 

@@ -115,7 +115,7 @@ impl Store {
                 _ => return Err(Error::Redis("claim script returned a partial record".into())),
             };
             match Envelope::decode(&raw) {
-                Ok(envelope) => batch.jobs.push(ClaimedJob { token, channel, raw, envelope, claimed_ms: now }),
+                Ok(envelope) => batch.jobs.push(ClaimedJob { token, channel, raw, envelope, claimed_ms: now, taken_at: None }),
                 Err(e) => batch.malformed.push(Malformed { token, channel, raw, reason: e.to_string() }),
             }
         }

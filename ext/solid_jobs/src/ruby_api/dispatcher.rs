@@ -7,6 +7,7 @@ use std::time::Duration;
 use magnus::{function, method, prelude::*, Error, IntoValue, RHash, RModule, Ruby, Value};
 use solid_core::channel_order::ChannelOrder;
 use solid_core::dispatcher::{Dispatcher as Core, DispatcherConfig, NextJob};
+use solid_core::prefetch::Prefetch;
 use solid_core::store::ArchivePolicy;
 
 use super::job::Job;
@@ -24,6 +25,7 @@ fn seconds(s: f64, what: &str) -> Result<Duration, Error> {
 
 impl Dispatcher {
     /// Positional arguments; `SolidJobs::Conductor` normalizes options.
+    /// `prefetch` 0 means adaptive for `workers` workers.
     #[allow(clippy::too_many_arguments)]
     fn new(
         redis_url: String,
@@ -32,6 +34,7 @@ impl Dispatcher {
         channels: Vec<(String, u32)>,
         order: String,
         prefetch: usize,
+        workers: usize,
         heartbeat_interval: f64,
         node_ttl: f64,
         description: String,
@@ -44,7 +47,7 @@ impl Dispatcher {
             node_id,
             channels,
             order: ChannelOrder::parse(&order).map_err(err)?,
-            prefetch,
+            prefetch: if prefetch == 0 { Prefetch::Adaptive { workers } } else { Prefetch::Fixed(prefetch) },
             heartbeat_interval: seconds(heartbeat_interval, "heartbeat_interval")?,
             node_ttl: seconds(node_ttl, "node_ttl")?,
             description,
@@ -183,7 +186,7 @@ impl Dispatcher {
 
 pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
     let class = native.define_class("Dispatcher", ruby.class_object())?;
-    class.define_singleton_method("new", function!(Dispatcher::new, 11))?;
+    class.define_singleton_method("new", function!(Dispatcher::new, 12))?;
     class.define_method("next_job", method!(Dispatcher::next_job, 1))?;
     class.define_method("complete", method!(Dispatcher::complete, 1))?;
     class.define_method("record_failure", method!(Dispatcher::record_failure, 3))?;
