@@ -24,8 +24,9 @@ if defined?(Sidekiq)
   Sidekiq.configure_server { |config| config.logger.level = Logger::WARN }
   # Sidekiq 6.4.1 passes BRPOP's timeout positionally, and redis-rb 4.8
   # (Debian pairs the two) prints a two-line deprecation warning on every
-  # fetch, i.e. on every job. Writing it out would slow Sidekiq down for a
-  # reason that has nothing to do with its design.
+  # fetch, i.e. on every job, and another on every push (SADD's return
+  # type). Writing them out would slow Sidekiq down for a reason that has
+  # nothing to do with its design, and bury the benchmark's output.
   Redis.silence_deprecations = true
 
   class SidekiqNoop

@@ -12,7 +12,8 @@ module Bench
 
     attr_reader :port
 
-    def initialize
+    def initialize(children)
+      @children = children
       @port = free_port
       @dir = Dir.mktmpdir("solid-jobs-bench-redis")
     end
@@ -20,7 +21,7 @@ module Bench
     def url = "redis://127.0.0.1:#{port}/0"
 
     def start
-      @pid = Process.spawn(
+      @pid = @children.spawn(
         "redis-server", "--port", port.to_s, "--bind", "127.0.0.1", "--dir", @dir,
         "--save", "", "--appendonly", "no",
         out: File.join(@dir, "redis.log"), err: [:child, :out]

@@ -10,26 +10,27 @@ module Bench
     ROOT = File.expand_path("../..", __dir__)
     JOBS_FILE = "./benchmark/jobs.rb"
 
-    def self.sidekiq(redis_url, concurrency, log_path)
-      new(["sidekiq", "-r", JOBS_FILE, "-c", concurrency.to_s, "-q", "bench"],
+    def self.sidekiq(children, redis_url, concurrency, log_path)
+      new(children, ["sidekiq", "-r", JOBS_FILE, "-c", concurrency.to_s, "-q", "bench"],
           {"REDIS_URL" => redis_url}, log_path)
     end
 
-    def self.solid_jobs(redis_url, concurrency, log_path)
-      new([RbConfig.ruby, "-Ilib", "exe/solid-jobs", "--require", JOBS_FILE, "--concurrency", concurrency.to_s,
-           "--channel", "bench", "--redis-url", redis_url], {}, log_path)
+    def self.solid_jobs(children, redis_url, concurrency, log_path)
+      new(children, [RbConfig.ruby, "-Ilib", "exe/solid-jobs", "--require", JOBS_FILE, "--concurrency", concurrency.to_s,
+                     "--channel", "bench", "--redis-url", redis_url], {}, log_path)
     end
 
     attr_reader :exit_status
 
-    def initialize(command, env, log_path)
+    def initialize(children, command, env, log_path)
+      @children = children
       @command = command
       @env = env
       @log_path = log_path
     end
 
     def start
-      @pid = Process.spawn(@env, *@command, chdir: ROOT, in: File::NULL, out: @log_path, err: [:child, :out])
+      @pid = @children.spawn(@env, *@command, chdir: ROOT, in: File::NULL, out: @log_path, err: [:child, :out])
       self
     end
 
