@@ -12,6 +12,8 @@ require "solid_jobs/publisher"
 require "solid_jobs/executor"
 require "solid_jobs/failure_policy"
 require "solid_jobs/task"
+require "solid_jobs/archive"
+require "solid_jobs/integrity_check"
 require "solid_jobs/worker"
 require "solid_jobs/conductor"
 

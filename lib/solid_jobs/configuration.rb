@@ -6,7 +6,7 @@ module SolidJobs
   class Configuration
     CHANNEL_ORDERS = %i[weighted priority shuffle].freeze
     EXECUTION_MODES = %i[ractor thread].freeze
-    TASK_OPTION_KEYS = %i[channel max_failures].freeze
+    TASK_OPTION_KEYS = %i[channel max_failures retry_within].freeze
     CHANNEL_NAME = /\A[A-Za-z0-9_.\-]{1,100}\z/
 
     # Defaults, each with the reason for its value.
@@ -135,6 +135,9 @@ module SolidJobs
       end
       if options.key?(:max_failures) && !(options[:max_failures].is_a?(Integer) && options[:max_failures].between?(1, 1_000_000))
         raise ConfigurationError, "task option max_failures must be an Integer from 1 to 1000000 (got #{options[:max_failures].inspect})"
+      end
+      if options.key?(:retry_within) && !(options[:retry_within].is_a?(Numeric) && options[:retry_within].positive? && options[:retry_within].finite?)
+        raise ConfigurationError, "task option retry_within must be a positive number of seconds (got #{options[:retry_within].inspect})"
       end
       options.to_h { |k, v| [k, k == :channel ? v.to_s.freeze : v] }
     end

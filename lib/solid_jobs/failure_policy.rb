@@ -1,20 +1,59 @@
 # frozen_string_literal: true
 
 module SolidJobs
-  # Decides what happens to a job whose task raised.
+  # Decides what happens to a job whose task raised (docs/reliability.md).
   #
-  # Default: retry after the native capped exponential backoff with equal
-  # jitter (docs/reliability.md) until `max_failures` failures, then archive.
+  # 1. The task's `retry_delay` block, if any, is asked first: `:drop` or
+  #    `:archive` give the job up now; seconds choose the next delay; nil
+  #    means the default. A block that raises or returns anything else is
+  #    logged and treated as nil.
+  # 2. A job that has failed `max_failures` times, or whose first failure was
+  #    `retry_within` seconds ago or more, is archived.
+  # 3. Otherwise it is retried after the chosen delay, by default the native
+  #    capped exponential backoff with equal jitter.
   module FailurePolicy
+    Decision = Struct.new(:action, :delay, :reason) do
+      def final? = action != :retry
+    end
+
     module_function
 
-    # Returns [:retry, seconds], [:archive, reason] or [:drop, reason].
-    def decide(task_class, job, error, failures, _first_failure_ms)
+    def decide(task_class, job, error, failures, first_failure_ms, now_ms: Publisher.now_ms)
+      choice = ask_retry_delay(task_class, job, error, failures)
+      return Decision.new(:drop, nil, "retry_delay returned :drop") if choice == :drop
+      return Decision.new(:archive, nil, "retry_delay returned :archive") if choice == :archive
+
       if failures >= job.max_failures
-        [:archive, "failed #{failures} time(s), reaching max_failures #{job.max_failures}"]
-      else
-        [:retry, Native.default_backoff(failures)]
+        return Decision.new(:archive, nil, "failed #{failures} time(s), reaching max_failures #{job.max_failures}")
       end
+
+      within = task_class.solid_jobs_options[:retry_within]
+      if within && now_ms - first_failure_ms >= within * 1000
+        return Decision.new(:archive, nil, "still failing #{((now_ms - first_failure_ms) / 1000.0).round(1)}s after the first failure (retry_within #{within})")
+      end
+
+      Decision.new(:retry, choice || Native.default_backoff(failures), nil)
+    end
+
+    def ask_retry_delay(task_class, job, error, failures)
+      block = task_class.solid_jobs_hook(:retry_delay) or return nil
+      choice = block.call(failures, error, job.envelope)
+      return choice if choice.nil? || %i[drop archive].include?(choice)
+      return choice.to_f if choice.is_a?(Numeric) && choice.finite? && choice >= 0
+
+      Log.warn("#{task_class}.retry_delay returned #{choice.inspect}; expected seconds, :drop, :archive or nil; using the default")
+      nil
+    rescue Exception => e # rubocop:disable Lint/RescueException -- a broken policy must not lose the job
+      Log.error("#{task_class}.retry_delay raised #{e.class}: #{e.message}; using the default policy")
+      nil
+    end
+
+    # Runs the task's after_final_failure block once the job was given up.
+    def after_final_failure(task_class, job, error)
+      block = task_class.solid_jobs_hook(:after_final_failure) or return
+      block.call(job.envelope, error)
+    rescue Exception => e # rubocop:disable Lint/RescueException -- a broken hook must not kill the worker
+      Log.error("#{task_class}.after_final_failure raised #{e.class}: #{e.message} for job #{job.id}")
     end
   end
 end

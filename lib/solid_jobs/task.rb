@@ -15,6 +15,18 @@ module SolidJobs
       base.extend(ClassMethods)
     end
 
+    # Freezes a DSL block into a Ractor-shareable proc at class-definition
+    # time, so a block that captures mutable state fails here, with advice,
+    # instead of inside a worker.
+    def self.shareable_block(name, block)
+      raise ArgumentError, "#{name} needs a block" unless block
+
+      Ractor.make_shareable(block)
+    rescue Ractor::Error => e
+      raise ConfigurationError, "the #{name} block must be Ractor-shareable because it runs inside worker Ractors (#{e.message}); " \
+                                "do not capture local variables holding mutable objects, use frozen constants instead"
+    end
+
     module ClassMethods
       def task_options(**options)
         own = Configuration.validate_task_options(options)
@@ -30,6 +42,32 @@ module SolidJobs
       end
 
       def solid_jobs_task? = true
+
+      # Decides the delay before the next attempt, per failure:
+      #
+      #   retry_delay do |failure_count, error, envelope|
+      #     :drop if error.is_a?(InvalidCatalog)
+      #   end
+      #
+      # Return seconds (Integer/Float), :drop (discard, no archive), :archive
+      # (archive now) or nil (default policy). Runs inside worker Ractors, so
+      # the block is made shareable here and may not capture mutable state.
+      def retry_delay(&block)
+        @solid_jobs_retry_delay = Task.shareable_block(:retry_delay, block)
+      end
+
+      # Runs once when a job is finally given up: `|envelope, error|`.
+      def after_final_failure(&block)
+        @solid_jobs_after_final_failure = Task.shareable_block(:after_final_failure, block)
+      end
+
+      # The block registered by `name` here or in a superclass, or nil.
+      def solid_jobs_hook(name)
+        ivar = :"@solid_jobs_#{name}"
+        return instance_variable_get(ivar) if instance_variable_defined?(ivar)
+
+        superclass.respond_to?(:solid_jobs_hook) ? superclass.solid_jobs_hook(name) : nil
+      end
 
       # Enqueues one job; returns its id.
       def enqueue(*arguments)

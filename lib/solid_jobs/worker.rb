@@ -53,16 +53,20 @@ module SolidJobs
       failures, first_ms = with_redis(job) { @dispatcher.record_failure(job, error.class.name.to_s, message) }
       return unless failures
 
-      action, value = FailurePolicy.decide(task_class, job, error, failures, first_ms)
-      case action
-      when :retry
-        with_redis(job) { @dispatcher.retry(job, value) }
-        Log.warn("#{job.task} #{job.id} failed (#{error.class}: #{message}); failure #{failures}/#{job.max_failures}, retry in #{value.round(1)}s")
-      else
-        with_redis(job) do
-          @dispatcher.discard(job, value.to_s, error.class.name.to_s, message, Array(error.backtrace).first(20), failures, action == :archive)
+      decision = FailurePolicy.decide(task_class, job, error, failures, first_ms)
+      if decision.final?
+        written = with_redis(job) do
+          @dispatcher.discard(job, decision.reason, error.class.name.to_s, message, Array(error.backtrace).first(20), failures,
+                              decision.action == :archive)
         end
-        Log.error("#{job.task} #{job.id} given up after #{failures} failure(s): #{value} (#{error.class}: #{message})")
+        return unless written
+
+        Log.error("#{job.task} #{job.id} given up after #{failures} failure(s): #{decision.reason} (#{error.class}: #{message})")
+        FailurePolicy.after_final_failure(task_class, job, error)
+      else
+        with_redis(job) { @dispatcher.retry(job, decision.delay) }
+        Log.warn("#{job.task} #{job.id} failed (#{error.class}: #{message}); failure #{failures}/#{job.max_failures}, " \
+                 "retry in #{decision.delay.round(1)}s")
       end
     rescue StaleClaimError => e
       Log.warn("#{job.task} #{job.id}: #{e.message}")
@@ -78,10 +82,11 @@ module SolidJobs
 
     # Retries a settling write while Redis is unreachable. If the node stops
     # first, the job is left claimed: shutdown requeues it, or recovery does.
+    # Returns true once the write went through.
     def with_redis(job)
       delay = REDIS_RETRY_MIN
       begin
-        yield
+        yield || true
       rescue ConnectionError => e
         if @dispatcher.stopping?
           Log.warn("job #{job.id} left claimed for requeue: #{e.message}")

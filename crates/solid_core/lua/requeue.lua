@@ -1,19 +1,34 @@
--- Move every claim of one node back to the head of its original channel
--- (RPUSH: the next job popped), in claim order, and deregister the node.
--- mode 'shutdown': the node itself, leaving. mode 'recover': any node, and
--- only while the target's heartbeat key is absent; atomic, so when several
--- nodes recover the same dead node at once exactly one moves its claims.
+-- Move claims of one node back to the head of their original channels
+-- (RPUSH: the next jobs popped), oldest claim nearest the head.
+-- mode 'shutdown': every claim of the node itself, which is leaving.
+-- mode 'recover': every claim of any node, only while its heartbeat key is
+--   absent; atomic, so when several nodes recover the same dead node at
+--   once exactly one moves its claims.
+-- mode 'release': only the claims recorded with claimed_ms == ARGV[5]: a
+--   claim whose reply was lost on a broken connection (the node never saw
+--   those jobs, so nobody would run them).
 -- KEYS[1] target claims hash, KEYS[2] target heartbeat key, KEYS[3] nodes set,
 -- KEYS[4] doorbell, KEYS[5] archive entries
--- ARGV[1] key prefix, ARGV[2] target node id, ARGV[3] mode, ARGV[4] now ms
+-- ARGV[1] key prefix, ARGV[2] target node id, ARGV[3] mode, ARGV[4] now ms,
+-- ARGV[5] claim stamp (mode 'release')
 -- Returns the number of jobs requeued, or -1 when the node is alive.
-if ARGV[3] == 'recover' and redis.call('EXISTS', KEYS[2]) == 1 then return -1 end
+local mode = ARGV[3]
+if mode == 'recover' and redis.call('EXISTS', KEYS[2]) == 1 then return -1 end
 local all = redis.call('HGETALL', KEYS[1])
 local tokens, records = {}, {}
 for i = 1, #all, 2 do
-  local t = tonumber(all[i])
-  tokens[#tokens + 1] = t
-  records[t] = all[i + 1]
+  local rec = all[i + 1]
+  local keep = true
+  if mode == 'release' then
+    local s1 = string.find(rec, '|', 1, true)
+    local s2 = s1 and string.find(rec, '|', s1 + 1, true)
+    keep = s2 ~= nil and string.sub(rec, s1 + 1, s2 - 1) == ARGV[5]
+  end
+  if keep then
+    local t = tonumber(all[i])
+    tokens[#tokens + 1] = t
+    records[t] = rec
+  end
 end
 table.sort(tokens)
 local n, rang = 0, false
@@ -31,8 +46,11 @@ for i = #tokens, 1, -1 do
     redis.call('HSET', KEYS[5], 'malformed-claim:' .. tokens[i],
       cjson.encode({ reason = 'malformed claim record', raw = rec, discarded_ms = tonumber(ARGV[4]) }))
   end
+  if mode == 'release' then redis.call('HDEL', KEYS[1], tokens[i]) end
 end
-redis.call('DEL', KEYS[1], KEYS[2])
-redis.call('SREM', KEYS[3], ARGV[2])
+if mode ~= 'release' then
+  redis.call('DEL', KEYS[1], KEYS[2])
+  redis.call('SREM', KEYS[3], ARGV[2])
+end
 if rang then redis.call('PUBLISH', KEYS[4], 'ready') end
 return n

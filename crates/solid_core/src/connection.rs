@@ -60,17 +60,26 @@ impl Pool {
     }
 
     /// Runs `f` on a pooled connection. A connection that saw a connection
-    /// error is dropped, not returned; the error is returned to the caller,
-    /// who decides whether retrying is safe.
-    pub fn with<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
+    /// error is dropped, not returned. When a connection taken from the pool
+    /// fails that way (typically: Redis restarted while it sat idle), the
+    /// idle connections are discarded and `f` runs once more on a fresh one.
+    /// That retry can repeat a command whose reply was lost; every caller's
+    /// operation is either idempotent or, for an enqueue, at worst writes
+    /// the same envelope (same job id) twice: at-least-once.
+    pub fn with<T>(&self, f: impl Fn(&mut Connection) -> Result<T>) -> Result<T> {
         let popped = self.idle.lock().pop();
+        let reused = popped.is_some();
         let mut conn = match popped {
             Some(c) => c,
             None => self.connector.connect()?,
         };
-        let out = f(&mut conn);
-        let broken = matches!(&out, Err(e) if e.is_connection());
-        if !broken {
+        let mut out = f(&mut conn);
+        if reused && matches!(&out, Err(e) if e.is_connection()) {
+            self.idle.lock().clear();
+            conn = self.connector.connect()?;
+            out = f(&mut conn);
+        }
+        if !matches!(&out, Err(e) if e.is_connection()) {
             let mut idle = self.idle.lock();
             if idle.len() < POOL_KEEP {
                 idle.push(conn);

@@ -398,7 +398,26 @@ const IDLE_POLL_UNSUBSCRIBED: Duration = Duration::from_secs(1);
 fn fetch_loop(s: &Shared, jobs_tx: Sender<ClaimedJob>, taken_rx: Receiver<()>, stop_rx: Receiver<()>) {
     let mut selector = ChannelSelector::new(s.cfg.channels.clone(), s.cfg.order).expect("validated at start");
     let mut conn = Reconnecting::new(s.pool.connector().clone());
+    // Each claim call records a stamp unique to this node (its claimed_ms).
+    // When a call fails after it may have reached Redis, its jobs could be
+    // claimed with the reply lost: the stamp lets us hand exactly those back.
+    let mut last_stamp = 0u64;
+    let mut unsettled_stamp: Option<u64> = None;
     while !s.stopping.load(Ordering::Acquire) {
+        if let Some(stamp) = unsettled_stamp {
+            match conn.run(|c| s.store.release_claims(c, &s.cfg.node_id, stamp)) {
+                Ok(n) => {
+                    unsettled_stamp = None;
+                    if n > 0 {
+                        log("WARN", &format!("requeued {n} job(s) claimed by a call whose reply was lost"));
+                    }
+                }
+                Err(_) => {
+                    let _ = stop_rx.recv_timeout(conn.backoff_remaining().max(Duration::from_millis(50)));
+                    continue;
+                }
+            }
+        }
         // Refill once the buffer is half empty, so each claim is a batch of
         // at least half the window rather than one job per round trip.
         let window = s.window.window();
@@ -414,7 +433,10 @@ fn fetch_loop(s: &Shared, jobs_tx: Sender<ClaimedJob>, taken_rx: Receiver<()>, s
         let seen = s.bells.ready.epoch();
         let order = selector.next_order();
         let names: Vec<&str> = order.iter().map(|&i| selector.names()[i].as_str()).collect();
-        match conn.run(|c| s.store.claim(c, &s.cfg.node_id, &names, want)) {
+        last_stamp = now_ms().max(last_stamp + 1);
+        let stamp = last_stamp;
+        let was_connected = conn.is_connected();
+        match conn.run(|c| s.store.claim(c, &s.cfg.node_id, &names, want, stamp)) {
             Ok(batch) => {
                 let empty = batch.is_empty();
                 for m in batch.malformed {
@@ -439,6 +461,9 @@ fn fetch_loop(s: &Shared, jobs_tx: Sender<ClaimedJob>, taken_rx: Receiver<()>, s
             }
             Err(e) => {
                 s.stats.redis_errors.fetch_add(1, Ordering::Relaxed);
+                if e.is_connection() && was_connected {
+                    unsettled_stamp = Some(stamp);
+                }
                 if matches!(&e, Error::Redis(m) if m.contains("NODE_EXPIRED")) {
                     log("WARN", "node heartbeat expired (was this process paused?); re-registering");
                     let names: Vec<&str> = s.cfg.channels.iter().map(|(n, _)| n.as_str()).collect();

@@ -14,6 +14,7 @@ pub struct Scripts {
     pub promote: Script,
     pub requeue: Script,
     pub heartbeat: Script,
+    pub unarchive: Script,
 }
 
 impl Default for Scripts {
@@ -29,6 +30,7 @@ impl Default for Scripts {
             promote: Script::new(include_str!("../lua/promote.lua")),
             requeue: Script::new(include_str!("../lua/requeue.lua")),
             heartbeat: Script::new(include_str!("../lua/heartbeat.lua")),
+            unarchive: Script::new(include_str!("../lua/unarchive.lua")),
         }
     }
 }

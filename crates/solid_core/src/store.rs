@@ -96,8 +96,10 @@ impl Store {
     }
 
     /// Claims up to `max` jobs for `node_id` from `channels` in that order.
-    pub fn claim(&self, conn: &mut Connection, node_id: &str, channels: &[&str], max: usize) -> Result<ClaimBatch> {
-        let now = now_ms();
+    /// `stamp` is recorded as the claims' `claimed_ms`; a caller that makes
+    /// it unique per call can release the batch if the reply is lost.
+    pub fn claim(&self, conn: &mut Connection, node_id: &str, channels: &[&str], max: usize, stamp: u64) -> Result<ClaimBatch> {
+        let now = stamp;
         let mut inv = self.scripts.claim.prepare_invoke();
         inv.key(self.keys.claims(node_id)).key(self.keys.fence()).key(self.keys.node(node_id));
         for c in channels {
@@ -261,6 +263,16 @@ impl Store {
     /// Requeues every claim of `node_id` at the head of its channel. With
     /// `only_if_dead`, does nothing (returns None) while the node heartbeats.
     pub fn requeue_node(&self, conn: &mut Connection, node_id: &str, only_if_dead: bool) -> Result<Option<u64>> {
+        self.requeue(conn, node_id, if only_if_dead { "recover" } else { "shutdown" }, 0)
+    }
+
+    /// Requeues the claims one `claim` call recorded with `stamp` (its reply
+    /// was lost, so no worker will run them).
+    pub fn release_claims(&self, conn: &mut Connection, node_id: &str, stamp: u64) -> Result<u64> {
+        Ok(self.requeue(conn, node_id, "release", stamp)?.unwrap_or(0))
+    }
+
+    fn requeue(&self, conn: &mut Connection, node_id: &str, mode: &str, stamp: u64) -> Result<Option<u64>> {
         let n: i64 = self
             .scripts
             .requeue
@@ -271,10 +283,35 @@ impl Store {
             .key(self.keys.archive_entries())
             .arg(self.keys.prefix())
             .arg(node_id)
-            .arg(if only_if_dead { "recover" } else { "shutdown" })
+            .arg(mode)
             .arg(now_ms())
+            .arg(stamp)
             .invoke(conn)?;
         Ok(u64::try_from(n).ok())
+    }
+
+    /// Puts an archived job back on its channel with `queued_ms` = now and a
+    /// fresh failure count. Returns false when it is no longer archived.
+    pub fn unarchive(&self, conn: &mut Connection, job_id: &str) -> Result<bool> {
+        let record: Option<String> = redis::cmd("HGET").arg(self.keys.archive_entries()).arg(job_id).query(conn)?;
+        let Some(record) = record else { return Ok(false) };
+        let record: serde_json::Value = serde_json::from_str(&record).map_err(|e| Error::Envelope(format!("archive record of {job_id}: {e}")))?;
+        let raw = record.get("raw").and_then(|r| r.as_str()).ok_or_else(|| Error::Envelope(format!("archive record of {job_id} has no envelope")))?;
+        let mut env = Envelope::decode(raw).map_err(|e| Error::Envelope(format!("archived job {job_id} cannot be re-enqueued: {e}")))?;
+        env.queued_ms = now_ms();
+        let ok: i64 = self
+            .scripts
+            .unarchive
+            .key(self.keys.archive())
+            .key(self.keys.archive_entries())
+            .key(self.keys.channel(&env.channel))
+            .key(self.keys.channels())
+            .key(self.keys.doorbell())
+            .arg(job_id)
+            .arg(&env.channel)
+            .arg(env.encode())
+            .invoke(conn)?;
+        Ok(ok == 1)
     }
 
     /// Refreshes a heartbeat. Returns whether any served channel has ready

@@ -29,7 +29,7 @@ fn enqueue_claim_ack_round_trip() {
     assert!(c.sismember::<_, _, bool>("solid_jobs:channels", "default").unwrap());
 
     register(&store, &mut c, "n1");
-    let batch = store.claim(&mut c, "n1", &["default"], 3).unwrap();
+    let batch = store.claim(&mut c, "n1", &["default"], 3, now_ms()).unwrap();
     assert_eq!(batch.jobs.len(), 3);
     // FIFO: the first enqueued is the first claimed.
     assert_eq!(batch.jobs[0].raw, envs[0]);
@@ -53,10 +53,10 @@ fn claim_visits_channels_in_order_and_requires_a_live_node() {
     let store = Store::new(Keyspace::default());
     store.enqueue(&mut c, "a", &[env("Foo", "a", 1).encode()]).unwrap();
     store.enqueue(&mut c, "b", &[env("Foo", "b", 2).encode(), env("Foo", "b", 3).encode()]).unwrap();
-    let err = store.claim(&mut c, "ghost", &["a"], 1).unwrap_err();
+    let err = store.claim(&mut c, "ghost", &["a"], 1, now_ms()).unwrap_err();
     assert!(matches!(&err, Error::Redis(m) if m.contains("NODE_EXPIRED")), "{err:?}");
     register(&store, &mut c, "n1");
-    let batch = store.claim(&mut c, "n1", &["b", "a"], 10).unwrap();
+    let batch = store.claim(&mut c, "n1", &["b", "a"], 10, now_ms()).unwrap();
     let channels: Vec<&str> = batch.jobs.iter().map(|j| j.channel.as_str()).collect();
     assert_eq!(channels, ["b", "b", "a"]);
 }
@@ -68,7 +68,7 @@ fn malformed_entries_are_reported_for_quarantine() {
     let store = Store::new(Keyspace::default());
     let _: () = c.lpush("solid_jobs:channel:default", "{not json").unwrap();
     register(&store, &mut c, "n1");
-    let batch = store.claim(&mut c, "n1", &["default"], 10).unwrap();
+    let batch = store.claim(&mut c, "n1", &["default"], 10, now_ms()).unwrap();
     assert!(batch.jobs.is_empty());
     let m = &batch.malformed[0];
     store.quarantine(&mut c, "n1", m.token, &m.channel, &m.raw, &m.reason).unwrap();
@@ -88,7 +88,7 @@ fn failure_retry_and_discard_are_fenced() {
     let e = env("Foo", "default", 1);
     store.enqueue(&mut c, "default", &[e.encode()]).unwrap();
     register(&store, &mut c, "n1");
-    let job = store.claim(&mut c, "n1", &["default"], 1).unwrap().jobs.remove(0);
+    let job = store.claim(&mut c, "n1", &["default"], 1, now_ms()).unwrap().jobs.remove(0);
     let f = store.record_failure(&mut c, "n1", job.token, &e.id, "RuntimeError", "boom").unwrap();
     assert_eq!(f.failures, 1);
     let due = now_ms() + 60_000;
@@ -104,7 +104,7 @@ fn failure_retry_and_discard_are_fenced() {
     let _: () = c.zadd("solid_jobs:retrying", &members[0], 0).unwrap();
     let (moved, next) = store.promote(&mut c, 100).unwrap();
     assert_eq!((moved, next), (1, None));
-    let job2 = store.claim(&mut c, "n1", &["default"], 1).unwrap().jobs.remove(0);
+    let job2 = store.claim(&mut c, "n1", &["default"], 1, now_ms()).unwrap().jobs.remove(0);
     assert_eq!(job2.envelope.id, e.id);
     assert_eq!(job2.envelope.queued_ms, due);
     assert!(job2.token > job.token);
@@ -154,7 +154,7 @@ fn recovery_requeues_a_dead_nodes_claims_at_the_head_exactly_once() {
     let envs: Vec<String> = (0..4).map(|i| env("Foo", "default", i).encode()).collect();
     store.enqueue(&mut c, "default", &envs).unwrap();
     register(&store, &mut c, "dead");
-    let claimed = store.claim(&mut c, "dead", &["default"], 3).unwrap();
+    let claimed = store.claim(&mut c, "dead", &["default"], 3, now_ms()).unwrap();
     // Alive: recovery refuses.
     assert_eq!(store.requeue_node(&mut c, "dead", true).unwrap(), None);
     let _: () = c.del("solid_jobs:node:dead").unwrap();
@@ -178,7 +178,7 @@ fn recovery_requeues_a_dead_nodes_claims_at_the_head_exactly_once() {
     assert!(!c.sismember::<_, _, bool>("solid_jobs:nodes", "dead").unwrap());
     // The recovered jobs are next, in their original order, then the unclaimed one.
     register(&store, &mut c, "n2");
-    let again = store.claim(&mut c, "n2", &["default"], 4).unwrap();
+    let again = store.claim(&mut c, "n2", &["default"], 4, now_ms()).unwrap();
     let order: Vec<&str> = again.jobs.iter().map(|j| j.raw.as_str()).collect();
     assert_eq!(order, [envs[0].as_str(), &envs[1], &envs[2], &envs[3]]);
     // The dead node's late completion is stale.
@@ -200,4 +200,44 @@ fn heartbeat_reports_ready_work_and_dead_nodes() {
     assert_eq!(dead, ["gone"]);
     let ttl: i64 = c.pttl("solid_jobs:node:n1").unwrap();
     assert!(ttl > 50_000 && ttl <= 60_000);
+}
+
+#[test]
+fn release_requeues_only_the_claims_of_one_stamp() {
+    let redis = RedisServer::start();
+    let mut c = redis.conn();
+    let store = Store::new(Keyspace::default());
+    let envs: Vec<String> = (0..4).map(|i| env("Foo", "default", i).encode()).collect();
+    store.enqueue(&mut c, "default", &envs).unwrap();
+    register(&store, &mut c, "n1");
+    let kept = store.claim(&mut c, "n1", &["default"], 1, 1000).unwrap();
+    let lost = store.claim(&mut c, "n1", &["default"], 2, 1001).unwrap();
+    assert_eq!((kept.jobs.len(), lost.jobs.len()), (1, 2));
+    assert_eq!(store.release_claims(&mut c, "n1", 1001).unwrap(), 2);
+    assert_eq!(c.hlen::<_, i64>("solid_jobs:claims:n1").unwrap(), 1);
+    assert!(c.sismember::<_, _, bool>("solid_jobs:nodes", "n1").unwrap(), "the node stays registered");
+    // Released at the head, in their original order, before the unclaimed one.
+    let again = store.claim(&mut c, "n1", &["default"], 3, 1002).unwrap();
+    let order: Vec<&str> = again.jobs.iter().map(|j| j.raw.as_str()).collect();
+    assert_eq!(order, [envs[1].as_str(), &envs[2], &envs[3]]);
+}
+
+#[test]
+fn unarchive_puts_a_job_back_once_with_a_fresh_queue_time() {
+    let redis = RedisServer::start();
+    let mut c = redis.conn();
+    let store = Store::new(Keyspace::default());
+    let e = env("Foo", "critical", 7);
+    let old = e.encode();
+    store.discard(&mut c, "n1", None, &e.id, &json!({"id": e.id, "raw": old, "reason": "test"}), true).unwrap();
+    assert!(store.unarchive(&mut c, &e.id).unwrap());
+    assert!(!store.unarchive(&mut c, &e.id).unwrap(), "only once");
+    assert_eq!(c.zcard::<_, i64>("solid_jobs:archive").unwrap(), 0);
+    let raw: String = c.lindex("solid_jobs:channel:critical", 0).unwrap();
+    let back = Envelope::decode(&raw).unwrap();
+    assert_eq!((back.id.as_str(), &back.arguments), (e.id.as_str(), &json!([7])));
+    assert!(back.queued_ms >= e.queued_ms);
+    // A quarantined entry that never decoded cannot be re-enqueued.
+    store.discard(&mut c, "n1", None, "bad", &json!({"id": "bad", "raw": "{nope"}), true).unwrap();
+    assert!(matches!(store.unarchive(&mut c, "bad"), Err(Error::Envelope(_))));
 }

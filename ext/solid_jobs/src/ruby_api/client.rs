@@ -103,6 +103,11 @@ impl Client {
         Ok(ids)
     }
 
+    /// unarchive(id) -> true, or false when the job is no longer archived.
+    fn unarchive(&self, id: String) -> Result<bool, Error> {
+        without_gvl(|_| self.pool.with(|c| self.store.unarchive(c, &id)))?.map_err(err)
+    }
+
     /// call([command, arg...]) -> reply: a raw Redis command, for inspection
     /// tools and tests. Never used on the job path.
     fn call(rb_self: &Self, args: RArray) -> Result<Value, Error> {
@@ -164,6 +169,7 @@ pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
     class.define_method("push_many", method!(Client::push_many, 5))?;
     class.define_method("push_envelopes", method!(Client::push_envelopes, 2))?;
     class.define_method("call", method!(Client::call, 1))?;
+    class.define_method("unarchive", method!(Client::unarchive, 1))?;
     class.define_singleton_method("build", function!(Client::build, 5))?;
     Ok(())
 }

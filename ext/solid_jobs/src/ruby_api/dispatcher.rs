@@ -105,7 +105,7 @@ impl Dispatcher {
             "id": c.envelope.id,
             "task": c.envelope.task,
             "channel": c.channel,
-            "envelope": c.envelope,
+            "raw": c.raw,
             "reason": reason,
             "error_class": error_class,
             "message": message,
