@@ -5,8 +5,7 @@ require "open3"
 
 # `solid-jobs` as a real process.
 class CLITest < SolidJobsTest
-  EXE = File.join(SolidJobsTestHelpers::ROOT, "exe", "solid-jobs")
-  APP = File.join(SolidJobsTestHelpers::ROOT, "test", "support", "cli_app.rb")
+  EXE = WorkerProcess::EXE
 
   def run_cli(*args)
     Open3.capture3({"SOLID_JOBS_TEST_NAMESPACE" => @namespace}, RbConfig.ruby, EXE, *args)
@@ -14,22 +13,8 @@ class CLITest < SolidJobsTest
 
   def spawn_worker(*args)
     log = File.join(@ledger_dir, "worker.log")
-    pid = Process.spawn({"SOLID_JOBS_TEST_NAMESPACE" => @namespace, "SOLID_JOBS_LOG_LEVEL" => "info"}, RbConfig.ruby, EXE, "--require", APP,
-                        "--redis-url", REDIS.url, *args, out: log, err: log)
-    [pid, log]
-  end
-
-  def wait_exit(pid, timeout: 30)
-    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + timeout
-    loop do
-      _, status = Process.wait2(pid, Process::WNOHANG)
-      return status if status
-      if Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
-        Process.kill("KILL", pid)
-        flunk("worker did not exit within #{timeout}s")
-      end
-      sleep 0.05
-    end
+    worker = WorkerProcess.new(redis_url: REDIS.url, namespace: @namespace, log: log, args: args).start
+    [worker, log]
   end
 
   def test_help_and_version
@@ -63,12 +48,12 @@ class CLITest < SolidJobsTest
   def test_runs_jobs_and_stops_gracefully_on_term
     path = ledger_path
     CpuTask.enqueue_many(Array.new(30) { |i| [path, "cli-#{i}", 100_000] })
-    pid, log = spawn_worker("--concurrency", "2", "--channel", "default")
+    worker, log = spawn_worker("--concurrency", "2", "--channel", "default")
     eventually("30 jobs ran") { ledger_lines.size == 30 }
-    Process.kill("TERM", pid)
-    status = wait_exit(pid)
+    worker.signal("TERM")
+    status = worker.wait
     assert_equal 0, status.exitstatus, File.read(log)
-    assert_equal [pid.to_s], ledger_lines.map { |l| l.split[2] }.uniq
+    assert_equal [worker.pid.to_s], ledger_lines.map { |l| l.split[2] }.uniq
     assert_operator ledger_lines.map { |l| l.split[1] }.uniq.size, :>=, 1
     assert_equal 0, claims_count
     assert_empty redis.smembers(key("nodes")), "node deregistered"
@@ -77,11 +62,11 @@ class CLITest < SolidJobsTest
 
   def test_int_lets_the_running_task_finish
     path = ledger_path
-    pid, log = spawn_worker("--concurrency", "1", "--shutdown-timeout", "10")
+    worker, log = spawn_worker("--concurrency", "1", "--shutdown-timeout", "10")
     SlowTask.enqueue(path, "slow", 1.0)
     eventually("task started") { ledger_lines.include?("start slow") }
-    Process.kill("INT", pid)
-    status = wait_exit(pid)
+    worker.signal("INT")
+    status = worker.wait
     assert_equal 0, status.exitstatus, File.read(log)
     assert_equal "slow", ledger_lines.last.split.first, "the running task finished before exit"
     assert_equal 0, redis.llen(key("channel:default"))
@@ -90,13 +75,13 @@ class CLITest < SolidJobsTest
 
   def test_second_signal_requeues_the_running_task_and_exits_at_once
     path = ledger_path
-    pid, log = spawn_worker("--concurrency", "1", "--shutdown-timeout", "30")
+    worker, log = spawn_worker("--concurrency", "1", "--shutdown-timeout", "30")
     SlowTask.enqueue(path, "very-slow", 20)
     eventually("task started") { ledger_lines.include?("start very-slow") }
-    Process.kill("TERM", pid)
+    worker.signal("TERM")
     eventually("first signal seen") { File.read(log).include?("stopping") }
-    Process.kill("TERM", pid)
-    status = wait_exit(pid, timeout: 10)
+    worker.signal("TERM")
+    status = worker.wait(timeout: 10)
     assert_equal 0, status.exitstatus, File.read(log)
     assert_equal 1, redis.llen(key("channel:default")), "the running task was requeued"
     assert_equal 0, claims_count

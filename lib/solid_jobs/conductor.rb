@@ -20,11 +20,14 @@ module SolidJobs
       @workers = []
     end
 
-    def start
+    # Starts the node. `wait_for_redis` (a block returning true to give up)
+    # keeps retrying while Redis is unreachable, for processes started during
+    # an outage; without it an unreachable Redis raises ConnectionError.
+    def start(&wait_for_redis)
       @config.validate!
       SolidJobs.client # created here, in the main Ractor, before workers read it
       share_config
-      @dispatcher = Ractor.make_shareable(build_dispatcher)
+      @dispatcher = connect_dispatcher(&wait_for_redis) or return nil
       @started_at = Process.clock_gettime(Process::CLOCK_MONOTONIC)
       # Ractors print an "experimental" warning on first use; this process
       # chose Ractors deliberately.
@@ -60,7 +63,11 @@ module SolidJobs
       previous = %w[TERM INT].to_h do |signal|
         [signal, Signal.trap(signal) { writer.write_nonblock(signal[0], exception: false) }]
       end
-      start
+      started = start do |delay|
+        IO.select([reader], nil, nil, delay) # a signal while waiting for Redis ends the wait
+      end
+      return :stopped unless started
+
       IO.select([reader])
       reader.read_nonblock(16, exception: false)
       Log.info("stopping: waiting up to #{@config.shutdown_timeout}s for running tasks (signal again to stop at once)")
@@ -83,6 +90,23 @@ module SolidJobs
     end
 
     private
+
+    REDIS_WAIT_MAX = 5.0
+
+    def connect_dispatcher
+      delay = 0.1
+      begin
+        Ractor.make_shareable(build_dispatcher)
+      rescue ConnectionError => e
+        raise unless block_given?
+
+        Log.warn("waiting for Redis (#{e.message}); retrying in #{delay.round(1)}s")
+        return nil if yield(delay)
+
+        delay = [delay * 2, REDIS_WAIT_MAX].min
+        retry
+      end
+    end
 
     def share_config
       Ractor.make_shareable(@config)

@@ -1,11 +1,13 @@
 # frozen_string_literal: true
 
-# What `solid-jobs --require` loads in the CLI tests: the tasks, and the
-# namespace the test chose (so parallel tests never share keys).
+# What `solid-jobs --require` loads in tests and the torture driver: the
+# tasks, and settings the test chose through the environment (namespace, so
+# tests never share keys; short heartbeat and recovery delays).
 require_relative "tasks"
 
 SolidJobs.configure do |c|
   c.namespace = ENV.fetch("SOLID_JOBS_TEST_NAMESPACE")
-  c.heartbeat_interval = 0.5
-  c.recovery_delay = 2
+  c.heartbeat_interval = Float(ENV.fetch("SOLID_JOBS_TEST_HEARTBEAT", "0.5"))
+  c.recovery_delay = Float(ENV.fetch("SOLID_JOBS_TEST_RECOVERY_DELAY", "2"))
+  c.prefetch = Integer(ENV["SOLID_JOBS_TEST_PREFETCH"]) if ENV["SOLID_JOBS_TEST_PREFETCH"]
 end

@@ -53,15 +53,24 @@ class RedisServer
 
   private
 
+  # Ready means PING answers PONG: a Redis replaying its AOF accepts
+  # connections but answers LOADING until it is done.
   def wait_until_ready
-    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 10
-    begin
-      TCPSocket.new("127.0.0.1", port).close
-    rescue Errno::ECONNREFUSED, Errno::ECONNRESET
-      raise "redis-server did not start on port #{port}" if Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 20
+    until ping == "+PONG"
+      raise "redis-server did not become ready on port #{port}" if Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
 
       sleep 0.02
-      retry
     end
+  end
+
+  def ping
+    socket = TCPSocket.new("127.0.0.1", port)
+    socket.write("PING\r\n")
+    socket.gets&.chomp
+  rescue SystemCallError, IOError
+    nil
+  ensure
+    socket&.close
   end
 end

@@ -84,3 +84,84 @@ class LedgerInterceptor
     Ledger.append(@path, "after #{execution.envelope["task"]}")
   end
 end
+
+class InvalidCatalog < StandardError; end
+
+# Exercises the failure policy DSL. Arguments: ledger path, label, and the
+# error to raise ("invalid", "archive", "slow", "raise-policy" or anything).
+class ImportCatalog
+  include SolidJobs::Task
+  task_options max_failures: 3
+
+  retry_delay do |failure_count, error, envelope|
+    case envelope.fetch("arguments")[2]
+    when "invalid" then :drop if error.is_a?(InvalidCatalog)
+    when "archive" then :archive
+    when "custom" then 0.05 * failure_count
+    when "raise-policy" then raise "policy bug"
+    when "garbage" then "soon"
+    end
+  end
+
+  after_final_failure do |envelope, error|
+    path, label, = envelope.fetch("arguments")
+    Ledger.append(path, "final #{label} #{error.class}")
+    raise "hook bug" if label == "hook-raises"
+  end
+
+  def execute_task(path, label, mode)
+    Ledger.append(path, "attempt #{label}")
+    raise InvalidCatalog, "bad catalog" if mode == "invalid"
+
+    raise "import failed (#{mode})"
+  end
+end
+
+class WithinTask
+  include SolidJobs::Task
+  task_options max_failures: 100, retry_within: 0.2
+
+  retry_delay { |_count, _error, _envelope| 0.3 }
+
+  def execute_task(path)
+    Ledger.append(path, "attempt")
+    raise "still broken"
+  end
+end
+
+class SubImport < ImportCatalog; end
+
+class SlowFailingTask
+  include SolidJobs::Task
+
+  def execute_task(path, label, seconds)
+    Ledger.append(path, "start #{label}")
+    sleep(seconds)
+    raise "failed after #{seconds}s"
+  end
+end
+
+# The torture test's task: a little work, then the job's sequence number in
+# this process's ledger file.
+class TortureTask
+  include SolidJobs::Task
+
+  def self.for_channel(channel) = const_get(channel.capitalize)
+
+  def execute_task(seq, dir, work_ms)
+    sleep(work_ms / 1000.0) if work_ms.positive?
+    File.open(File.join(dir, "ledger-#{Process.pid}"), "a") { |f| f.write("#{seq}\n") }
+  end
+
+  class Alpha < TortureTask
+    task_options channel: "alpha"
+  end
+
+  class Beta < TortureTask
+    task_options channel: "beta"
+  end
+
+  class Gamma < TortureTask
+    task_options channel: "gamma"
+  end
+end

@@ -1,8 +1,12 @@
 -- Count one failure of a claimed job. Returns {failures, first_failure_ms},
 -- or -1 when the claim is stale (nothing is written).
--- KEYS[1] node claims hash, KEYS[2] attempts hash, KEYS[3] failed metric
+-- KEYS[1] node claims hash, KEYS[2] attempts hash, KEYS[3] failed metric,
+-- KEYS[4] stale metric
 -- ARGV[1] token, ARGV[2] job id, ARGV[3] now ms, ARGV[4] error class, ARGV[5] message
-if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return -1 end
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
+  redis.call('INCR', KEYS[4])
+  return -1
+end
 local now = tonumber(ARGV[3])
 local failures, first = 0, now
 local rec = redis.call('HGET', KEYS[2], ARGV[2])

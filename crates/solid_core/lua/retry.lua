@@ -1,7 +1,10 @@
 -- Move a claimed job to the retry set. Returns 1, or 0 when the claim is stale.
--- KEYS[1] node claims hash, KEYS[2] retrying zset, KEYS[3] doorbell
+-- KEYS[1] node claims hash, KEYS[2] retrying zset, KEYS[3] doorbell, KEYS[4] stale metric
 -- ARGV[1] token, ARGV[2] due ms, ARGV[3] `channel|envelope`
-if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then return 0 end
+if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then
+  redis.call('INCR', KEYS[4])
+  return 0
+end
 local due = tonumber(ARGV[2])
 redis.call('ZADD', KEYS[2], due, ARGV[3])
 local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')

@@ -114,8 +114,20 @@ pub struct Dispatcher {
     threads: Mutex<Vec<(&'static str, JoinHandle<()>)>>,
 }
 
+/// Log lines in the same format and with the same level setting
+/// (`SOLID_JOBS_LOG_LEVEL`) as `SolidJobs::Log` on the Ruby side.
 pub fn log(level: &str, msg: &str) {
-    eprintln!("[solid-jobs] {level} {msg}");
+    static MIN: std::sync::OnceLock<u8> = std::sync::OnceLock::new();
+    let rank = |l: &str| match l.to_ascii_lowercase().as_str() {
+        "debug" => 0,
+        "warn" => 2,
+        "error" => 3,
+        _ => 1,
+    };
+    let min = *MIN.get_or_init(|| std::env::var("SOLID_JOBS_LOG_LEVEL").map(|l| rank(&l)).unwrap_or(1));
+    if rank(level) >= min {
+        eprintln!("[solid-jobs] {level} {msg}");
+    }
 }
 
 impl Dispatcher {

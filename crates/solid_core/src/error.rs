@@ -39,7 +39,14 @@ impl std::error::Error for Error {}
 
 impl From<redis::RedisError> for Error {
     fn from(e: redis::RedisError) -> Self {
-        if e.is_io_error() || e.is_connection_refusal() || e.is_connection_dropped() || e.is_timeout() {
+        // LOADING (a restarted Redis replaying its AOF), TRYAGAIN, MASTERDOWN
+        // and READONLY pass on their own: treat them like a lost connection,
+        // which every caller already retries or reports as ConnectionError.
+        let transient = matches!(
+            e.kind(),
+            redis::ErrorKind::BusyLoadingError | redis::ErrorKind::TryAgain | redis::ErrorKind::MasterDown | redis::ErrorKind::ReadOnly
+        );
+        if transient || e.is_io_error() || e.is_connection_refusal() || e.is_connection_dropped() || e.is_timeout() {
             Error::Connection(e.to_string())
         } else {
             Error::Redis(e.to_string())
@@ -51,5 +58,18 @@ impl Error {
     /// True when retrying the same operation after reconnecting may succeed.
     pub fn is_connection(&self) -> bool {
         matches!(self, Error::Connection(_))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_loading_redis_counts_as_unavailable() {
+        let e = redis::RedisError::from((redis::ErrorKind::BusyLoadingError, "LOADING", "Redis is loading".to_string()));
+        assert!(Error::from(e).is_connection());
+        let e = redis::RedisError::from((redis::ErrorKind::ResponseError, "ERR", "wrong type".to_string()));
+        assert!(!Error::from(e).is_connection());
     }
 }

@@ -1,0 +1,120 @@
+# frozen_string_literal: true
+
+require_relative "test_helper"
+
+class FailurePolicyTest < SolidJobsTest
+  FakeJob = Struct.new(:id, :max_failures, :envelope)
+
+  def decide(task, failures, arguments: [], first_ms: SolidJobs::Publisher.now_ms, error: RuntimeError.new("x"))
+    job = FakeJob.new("id", task.solid_jobs_options[:max_failures], {"arguments" => arguments})
+    SolidJobs::FailurePolicy.decide(task, job, error, failures, first_ms)
+  end
+
+  def test_default_is_capped_exponential_backoff_with_equal_jitter
+    [1, 2, 5].each do |n|
+      d = decide(LedgerTask, n)
+      assert_equal :retry, d.action
+      ceiling = [5 * 2**(n - 1), 6 * 3600].min
+      assert_operator d.delay, :>=, ceiling / 2.0
+      assert_operator d.delay, :<=, ceiling
+    end
+  end
+
+  def test_max_failures_archives
+    d = decide(LedgerTask, 25)
+    assert_equal :archive, d.action
+    assert_match(/max_failures 25/, d.reason)
+  end
+
+  def test_retry_delay_block_branches
+    assert_equal :drop, decide(ImportCatalog, 1, arguments: ["p", "l", "invalid"], error: InvalidCatalog.new).action
+    assert_equal :retry, decide(ImportCatalog, 1, arguments: ["p", "l", "invalid"]).action, "nil falls back to the default"
+    assert_equal :archive, decide(ImportCatalog, 1, arguments: ["p", "l", "archive"]).action
+    assert_in_delta 0.1, decide(ImportCatalog, 2, arguments: ["p", "l", "custom"]).delay
+    assert_equal :archive, decide(ImportCatalog, 3, arguments: ["p", "l", "custom"]).action, "max_failures still applies"
+  end
+
+  def test_a_raising_or_nonsensical_policy_falls_back_to_the_default
+    d = decide(ImportCatalog, 1, arguments: ["p", "l", "raise-policy"])
+    assert_equal :retry, d.action
+    assert_operator d.delay, :>=, 2.5
+    assert_equal :retry, decide(ImportCatalog, 1, arguments: ["p", "l", "garbage"]).action
+  end
+
+  def test_retry_within_stops_retrying_after_the_window
+    now = SolidJobs::Publisher.now_ms
+    assert_equal :retry, decide(WithinTask, 1, first_ms: now).action
+    d = decide(WithinTask, 2, first_ms: now - 500)
+    assert_equal :archive, d.action
+    assert_match(/retry_within 0.2/, d.reason)
+  end
+
+  def test_hooks_are_inherited_and_must_be_shareable
+    refute_nil SubImport.solid_jobs_hook(:retry_delay)
+    assert_nil LedgerTask.solid_jobs_hook(:retry_delay)
+    mutable = +"captured"
+    error = assert_raises(SolidJobs::ConfigurationError) do
+      Class.new { include SolidJobs::Task }.retry_delay { |*| mutable.size }
+    end
+    assert_match(/must be Ractor-shareable/, error.message)
+    assert_raises(SolidJobs::ConfigurationError) { Class.new { include SolidJobs::Task }.task_options(retry_within: -1) }
+  end
+
+  # End to end, in worker Ractors.
+
+  def test_drop_discards_without_archive_and_runs_the_final_hook_once
+    path = ledger_path
+    id = ImportCatalog.enqueue(path, "dropped", "invalid")
+    start_conductor
+    eventually("hook ran") { ledger_lines.include?("final dropped InvalidCatalog") }
+    eventually("claim settled") { claims_count.zero? }
+    assert_equal 0, redis.zcard(key("archive"))
+    assert_equal 0, redis.zcard(key("retrying"))
+    assert_equal 1, redis.get(key("metric:discarded")).to_i
+    refute redis.hexists(key("attempts"), id)
+    assert_equal ["attempt dropped", "final dropped InvalidCatalog"], ledger_lines
+  end
+
+  def test_archive_decision_archives_now_and_a_raising_hook_loses_nothing
+    path = ledger_path
+    id = ImportCatalog.enqueue(path, "hook-raises", "archive")
+    ImportCatalog.enqueue(path, "after", "archive")
+    start_conductor
+    eventually("both archived") { redis.zcard(key("archive")) == 2 }
+    record = SolidJobs::Archive.find(id)
+    assert_equal "retry_delay returned :archive", record["reason"]
+    assert_equal "RuntimeError", record["error_class"]
+    assert_equal [path, "hook-raises", "archive"], record["envelope"]["arguments"]
+    eventually("both hooks ran") { ledger_lines.count { |l| l.start_with?("final") } == 2 }
+  end
+
+  def test_custom_delays_retry_until_max_failures_then_archive
+    path = ledger_path
+    id = ImportCatalog.enqueue(path, "c", "custom")
+    start_conductor
+    eventually("archived after 3 failures") { redis.zcard(key("archive")) == 1 }
+    assert_equal 3, ledger_lines.count("attempt c")
+    assert_equal 3, SolidJobs::Archive.find(id)["failures"]
+    eventually("final hook") { ledger_lines.include?("final c RuntimeError") }
+  end
+
+  def test_retry_within_archives_a_job_still_failing_after_the_window
+    path = ledger_path
+    WithinTask.enqueue(path)
+    start_conductor
+    eventually("archived") { redis.zcard(key("archive")) == 1 }
+    assert_equal 2, ledger_lines.count("attempt")
+    assert_match(/retry_within/, SolidJobs::Archive.list.first["reason"])
+  end
+
+  def test_archived_jobs_can_be_listed_and_reenqueued_once
+    path = ledger_path
+    id = ImportCatalog.enqueue(path, "again", "archive")
+    start_conductor
+    eventually("archived") { SolidJobs::Archive.size == 1 }
+    assert_equal [id], SolidJobs::Archive.list.map { |r| r["id"] }
+    assert SolidJobs::Archive.reenqueue(id)
+    refute SolidJobs::Archive.reenqueue(id)
+    eventually("ran again and was archived again") { ledger_lines.count("attempt again") == 2 && SolidJobs::Archive.size == 1 }
+  end
+end

@@ -1,0 +1,214 @@
+# frozen_string_literal: true
+
+require "redis"
+require "tmpdir"
+require "fileutils"
+require_relative "redis_server"
+require_relative "worker_process"
+
+# The torture driver: several worker processes over several channels work
+# through a backlog while the driver SIGKILLs random workers at random
+# moments (restarting them) and restarts Redis (AOF on, fsync always). At
+# the end it checks, from the ledger the tasks write, that every job
+# completed at least once and nothing is left claimed or ready.
+#
+# Used by `SOLID_JOBS_TORTURE=1 STRESS_JOBS=100000 bundle exec rake torture`
+# and, small, by test/torture_test.rb.
+class Torture
+  CHANNELS = %w[alpha beta gamma].freeze
+  NAMESPACE = "torture"
+
+  Result = Struct.new(:jobs, :kills, :redis_restarts, :completed, :duplicates, :missing, :recovery_delays,
+                      :leftover_claims, :leftover_ready, :elapsed, :seed, keyword_init: true) do
+    def ok? = missing.zero? && leftover_claims.zero? && leftover_ready.zero?
+
+    def percentile(p)
+      return nil if recovery_delays.empty?
+
+      sorted = recovery_delays.sort
+      sorted[((sorted.size - 1) * p).round]
+    end
+
+    def summary
+      p50 = percentile(0.5)
+      max = recovery_delays.max
+      format("jobs %d, completed %d, duplicates %d, missing %d, kills %d, redis restarts %d, " \
+             "recovery delay p50 %s max %s, leftover claims %d, leftover ready %d, %.1fs (seed %d)",
+             jobs, completed, duplicates, missing, kills, redis_restarts, p50 ? format("%.2fs", p50) : "n/a",
+             max ? format("%.2fs", max) : "n/a", leftover_claims, leftover_ready, elapsed, seed)
+    end
+  end
+
+  def initialize(jobs:, workers: 3, concurrency: 2, kills: 3, redis_restarts: 1, work_ms: 2, timeout: 600,
+                 seed: Random.new_seed, out: $stdout)
+    @jobs = jobs
+    @worker_count = workers
+    @concurrency = concurrency
+    @kills_wanted = kills
+    @restarts_wanted = redis_restarts
+    @work_ms = work_ms
+    @timeout = timeout
+    @seed = seed
+    @random = Random.new(seed)
+    @out = out
+  end
+
+  def run
+    @dir = Dir.mktmpdir("solid-jobs-torture")
+    @redis_server = RedisServer.new(appendonly: true).start
+    @redis = Redis.new(url: @redis_server.url, reconnect_attempts: 0)
+    @started = monotonic
+    seed_jobs
+    @workers = Array.new(@worker_count) { |i| spawn_worker(i) }
+    @recoveries = []
+    drive
+    stop_workers
+    verify
+  ensure
+    @workers&.each { |w| w.signal("KILL") }
+    @workers&.each { |w| w.wait(timeout: 5) rescue nil }
+    @redis_server&.cleanup
+    FileUtils.rm_rf(@dir) if @dir
+  end
+
+  private
+
+  def monotonic = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+  def key(suffix) = "#{NAMESPACE}:#{suffix}"
+
+  def log(message)
+    @out.puts(format("[torture %6.2fs] %s", monotonic - @started, message))
+  end
+
+  # Each job: [sequence number, ledger directory, milliseconds of work].
+  def seed_jobs
+    SolidJobs.configure do |c|
+      c.redis_url = @redis_server.url
+      c.namespace = NAMESPACE
+    end
+    (0...@jobs).each_slice(1000) do |slice|
+      slice.group_by { |seq| CHANNELS[seq % CHANNELS.size] }.each do |channel, seqs|
+        TortureTask.for_channel(channel).enqueue_many(seqs.map { |seq| [seq, @dir, @work_ms] })
+      end
+    end
+    log("seeded #{@jobs} jobs over #{CHANNELS.join(", ")}")
+  end
+
+  def spawn_worker(index)
+    log_path = File.join(@dir, "worker-#{index}.log")
+    WorkerProcess.new(redis_url: @redis_server.url, namespace: NAMESPACE, log: log_path,
+                      args: ["--concurrency", @concurrency.to_s, *CHANNELS.flat_map { |c| ["--channel", c] }],
+                      env: {"SOLID_JOBS_LOG_LEVEL" => "warn"}).start
+  end
+
+  # Kills and Redis restarts are spread over the run by progress, each at a
+  # random point of its slice of the backlog and after a random pause.
+  def drive
+    events = ([:kill] * @kills_wanted + [:restart_redis] * @restarts_wanted).shuffle(random: @random)
+    thresholds = events.each_index.map { |i| (i + @random.rand(0.2..0.8)) / (events.size + 1) }
+    @kills = 0
+    @restarts = 0
+    until done?
+      raise "torture timed out after #{@timeout}s: #{progress} of #{@jobs} processed" if monotonic - @started > @timeout
+
+      if (threshold = thresholds.first) && progress >= threshold * @jobs
+        thresholds.shift
+        sleep(@random.rand * 0.2)
+        events.shift == :kill ? kill_random_worker : restart_redis
+      end
+      replace_exited_workers
+      sleep 0.02
+    end
+    log("all #{@jobs} jobs completed at least once")
+  end
+
+  def progress
+    @redis.get(key("metric:processed")).to_i
+  rescue Redis::BaseConnectionError, Redis::CommandError
+    0
+  end
+
+  def done?
+    return false if progress < @jobs
+
+    completed_sequences.size == @jobs
+  end
+
+  def completed_sequences
+    Dir[File.join(@dir, "ledger-*")].flat_map { |f| File.readlines(f, chomp: true) }.map(&:to_i).uniq
+  end
+
+  def kill_random_worker
+    index = @random.rand(@workers.size)
+    victim = @workers[index]
+    node = victim.node_id(@redis)
+    victim.kill!
+    @kills += 1
+    killed_at = monotonic
+    log("SIGKILL worker #{index} (pid #{victim.pid}, node #{node || "unregistered"})")
+    @workers[index] = spawn_worker(index)
+    watch_recovery(node, killed_at) if node
+  end
+
+  # Recovery is complete when the dead node's claims are gone and it is no
+  # longer registered.
+  def watch_recovery(node, killed_at)
+    @recoveries << Thread.new do
+      watcher = Redis.new(url: @redis_server.url)
+      loop do
+        begin
+          gone = !watcher.exists?(key("claims:#{node}")) && !watcher.sismember(key("nodes"), node)
+          break monotonic - killed_at if gone
+        rescue Redis::BaseConnectionError, Redis::CommandError # down, or LOADING after a restart
+          nil
+        end
+        sleep 0.01
+      end
+    ensure
+      watcher&.close
+    end
+  end
+
+  def restart_redis
+    log("restarting Redis (TERM, AOF fsync always)")
+    @redis_server.stop
+    sleep(@random.rand(0.2..0.6))
+    @redis_server.start
+    @restarts += 1
+    log("Redis is back")
+  end
+
+  # A worker started while Redis was down waits for it; one that exited for
+  # any other reason is started again, and the exit is reported.
+  def replace_exited_workers
+    @workers.each_with_index do |w, i|
+      _, status = Process.wait2(w.pid, Process::WNOHANG)
+      next unless status
+
+      log("worker #{i} exited on its own (#{status.inspect}); restarting it:\n#{File.read(w.log).lines.last(5).join}")
+      @workers[i] = spawn_worker(i)
+    rescue Errno::ECHILD
+      nil
+    end
+  end
+
+  def stop_workers
+    @workers.each { |w| w.signal("TERM") }
+    @workers.each_with_index do |w, i|
+      status = w.wait(timeout: 60)
+      log("worker #{i} exited with #{status.inspect}") unless status&.success?
+    end
+    @workers = nil
+  end
+
+  def verify
+    lines = Dir[File.join(@dir, "ledger-*")].flat_map { |f| File.readlines(f, chomp: true) }.map(&:to_i)
+    unique = lines.uniq
+    delays = @recoveries.map(&:value)
+    claims = @redis.keys(key("claims:*")).sum { |k| @redis.hlen(k) }
+    ready = CHANNELS.sum { |c| @redis.llen(key("channel:#{c}")) } + @redis.zcard(key("planned")) + @redis.zcard(key("retrying"))
+    Result.new(jobs: @jobs, kills: @kills, redis_restarts: @restarts, completed: unique.size,
+               duplicates: lines.size - unique.size, missing: ((0...@jobs).to_a - unique).size, recovery_delays: delays,
+               leftover_claims: claims, leftover_ready: ready, elapsed: monotonic - @started, seed: @seed)
+  end
+end

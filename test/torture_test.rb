@@ -1,0 +1,21 @@
+# frozen_string_literal: true
+
+require_relative "test_helper"
+require_relative "support/torture"
+
+# The small torture run of the default suite: a few thousand jobs, a few
+# SIGKILLs, one Redis restart. Its assertions are about outcomes only (no
+# job lost, nothing left claimed or ready), never about timing.
+class TortureTest < SolidJobsTest
+  def test_no_job_is_lost_through_kills_and_a_redis_restart
+    out = StringIO.new
+    result = Torture.new(jobs: 3000, workers: 3, kills: 3, redis_restarts: 1, work_ms: 2, timeout: 300, out: out).run
+    puts "\n#{result.summary}" if ENV["VERBOSE"]
+    assert_equal 0, result.missing, "#{result.summary}\n#{out.string}"
+    assert_equal 3000, result.completed
+    assert_equal 0, result.leftover_claims, out.string
+    assert_equal 0, result.leftover_ready, out.string
+    assert_equal 3, result.kills
+    assert_equal 1, result.redis_restarts
+  end
+end
