@@ -73,6 +73,27 @@ class CLITest < SolidJobsTest
     assert_equal 0, claims_count
   end
 
+  def test_a_worker_started_while_redis_is_down_waits_for_it
+    down = RedisServer.new
+    worker = WorkerProcess.new(redis_url: down.url, namespace: @namespace, log: File.join(@ledger_dir, "w.log"),
+                               args: %w[--concurrency 1]).start
+    eventually("waiting for Redis") { File.read(worker.log).include?("waiting for Redis") }
+    down.start
+    eventually("started once Redis is up") { File.read(worker.log).include?("started: 1 ractor worker") }
+    worker.signal("TERM")
+    assert_equal 0, worker.wait.exitstatus, File.read(worker.log)
+  ensure
+    down&.cleanup
+  end
+
+  def test_term_while_waiting_for_redis_exits_cleanly
+    worker = WorkerProcess.new(redis_url: "redis://127.0.0.1:#{RedisServer.free_port}/0", namespace: @namespace,
+                               log: File.join(@ledger_dir, "w.log"), args: %w[--concurrency 1]).start
+    eventually("waiting for Redis") { File.read(worker.log).include?("waiting for Redis") }
+    worker.signal("TERM")
+    assert_equal 0, worker.wait(timeout: 10).exitstatus
+  end
+
   def test_second_signal_requeues_the_running_task_and_exits_at_once
     path = ledger_path
     worker, log = spawn_worker("--concurrency", "1", "--shutdown-timeout", "30")

@@ -13,6 +13,7 @@ require_relative "support/worker_process"
 
 Warning[:experimental] = false
 ENV["SOLID_JOBS_LOG_LEVEL"] ||= "error"
+Redis.silence_deprecations = true
 
 # One Redis for the whole suite; each test gets its own namespace.
 REDIS = RedisServer.new.start

@@ -92,6 +92,27 @@ class WorkerTest < SolidJobsTest
     assert_equal 0, claims_count
   end
 
+  def test_wrong_shaped_envelope_is_quarantined
+    wrong = JSON.parse(foreign_envelope("LedgerTask", [])).merge("arguments" => {"not" => "an array"})
+    redis.lpush(key("channel:default"), JSON.generate(wrong))
+    start_conductor
+    eventually("quarantined") { redis.zcard(key("archive")) == 1 }
+    assert_match(/arguments must be a JSON array/, JSON.parse(redis.hvals(key("archive:entries")).first)["reason"])
+  end
+
+  def test_non_standard_error_fails_visibly_without_killing_the_worker
+    path = ledger_path
+    id = FatalTask.enqueue
+    LedgerTask.enqueue(path, "still-working")
+    configure_solid_jobs(concurrency: 1)
+    start_conductor
+    eventually("archived") { redis.zcard(key("archive")) == 1 }
+    record = SolidJobs::Archive.find(id)
+    assert_equal "Exception", record["error_class"]
+    assert_match(/not a StandardError/, record["message"])
+    eventually("the same worker went on") { ledger_lines.size == 1 }
+  end
+
   def test_envelope_written_by_another_producer_runs
     path = ledger_path
     redis.lpush(key("channel:default"), foreign_envelope("LedgerTask", [path, "foreign"]))

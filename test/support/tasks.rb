@@ -165,3 +165,11 @@ class TortureTask
     task_options channel: "gamma"
   end
 end
+
+# Raises an Exception that is not a StandardError.
+class FatalTask
+  include SolidJobs::Task
+  task_options max_failures: 1
+
+  def execute_task = raise(Exception, "not a StandardError")
+end
