@@ -1,0 +1,1 @@
+//! SolidEngine (work in progress).
