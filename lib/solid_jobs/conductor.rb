@@ -117,10 +117,10 @@ module SolidJobs
 
     def build_dispatcher
       c = @config
-      Native::Dispatcher.new(
-        c.redis_url, c.namespace, @node_id, c.channels.map(&:dup), c.channel_order.to_s, c.prefetch || 0, c.concurrency,
-        c.heartbeat_interval.to_f, c.recovery_delay.to_f, description, c.archive_max_entries, c.archive_max_age.to_f
-      )
+      Native::Dispatcher.new([
+        ["redis", c.redis_url, c.namespace, @node_id, c.channels.map(&:dup), c.channel_order.to_s, c.prefetch || 0, c.concurrency,
+         c.heartbeat_interval.to_f, c.recovery_delay.to_f, description, c.archive_max_entries, c.archive_max_age.to_f]
+      ])
     end
 
     def description

@@ -18,6 +18,11 @@ pub struct ClaimedJob {
     pub claimed_ms: u64,
     /// When a worker took the job; its duration feeds the prefetch window.
     pub taken_at: Option<std::time::Instant>,
+    /// Index of the job source (backend) in the hub that delivered it.
+    pub source: usize,
+    /// Deliveries of this job so far, including this one, when the backend
+    /// counts them (SolidEngine); 0 when it does not (Redis).
+    pub attempts: u32,
 }
 
 /// Encodes the claim hash value `channel|claimed_ms|envelope`. Channel names

@@ -3,19 +3,22 @@
 //! Everything here runs without a Ruby VM and is tested with `cargo test`:
 //! the envelope codec, the Redis keyspace, the atomic Lua scripts that move a
 //! job between states, the default backoff, channel ordering, and the
-//! [`dispatcher::Dispatcher`] whose Rust threads do all Redis I/O for a worker
-//! node. The magnus crate under `ext/` only converts values and maps errors.
+//! job sources ([`redis_source::RedisSource`]) whose Rust threads do all I/O
+//! for a worker node, merged for the workers by [`hub::Hub`]. The magnus crate under `ext/` only converts values and maps errors.
 
 pub mod backoff;
 pub mod channel_order;
 pub mod claim;
 pub mod connection;
-pub mod dispatcher;
 pub mod doorbell;
 pub mod envelope;
 pub mod error;
+pub mod hub;
 pub mod keyspace;
+pub mod log;
 pub mod prefetch;
+pub mod redis_source;
+pub mod source;
 pub mod scripts;
 pub mod store;
 

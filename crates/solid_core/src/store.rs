@@ -117,7 +117,7 @@ impl Store {
                 _ => return Err(Error::Redis("claim script returned a partial record".into())),
             };
             match Envelope::decode(&raw) {
-                Ok(envelope) => batch.jobs.push(ClaimedJob { token, channel, raw, envelope, claimed_ms: now, taken_at: None }),
+                Ok(envelope) => batch.jobs.push(ClaimedJob { token, channel, raw, envelope, claimed_ms: now, taken_at: None, source: 0, attempts: 0 }),
                 Err(e) => batch.malformed.push(Malformed { token, channel, raw, reason: e.to_string() }),
             }
         }

@@ -4,10 +4,12 @@
 
 use std::time::Duration;
 
-use magnus::{function, method, prelude::*, Error, IntoValue, RHash, RModule, Ruby, Value};
+use magnus::{function, method, prelude::*, Error, IntoValue, RArray, RHash, RModule, Ruby, Value};
 use solid_core::channel_order::ChannelOrder;
-use solid_core::dispatcher::{Dispatcher as Core, DispatcherConfig, NextJob};
+use solid_core::hub::{Hub, NextJob};
 use solid_core::prefetch::Prefetch;
+use solid_core::redis_source::{RedisSource, RedisSourceConfig};
+use solid_core::source::JobSource;
 use solid_core::store::ArchivePolicy;
 
 use super::job::Job;
@@ -16,45 +18,65 @@ use crate::helpers::nogvl::without_gvl;
 
 #[magnus::wrap(class = "SolidJobs::Native::Dispatcher", free_immediately, size, frozen_shareable)]
 pub struct Dispatcher {
-    core: Core,
+    core: Hub,
 }
 
 fn seconds(s: f64, what: &str) -> Result<Duration, Error> {
     Duration::try_from_secs_f64(s).map_err(|_| arg_error(format!("{what} must be a non-negative number of seconds")))
 }
 
+/// `["redis", url, namespace, node_id, [[channel, weight]...], order, prefetch,
+///   workers, heartbeat_interval, node_ttl, description, archive_max_entries,
+///   archive_max_age]`; prefetch 0 means adaptive for `workers` workers.
+fn redis_source(spec: RArray) -> Result<Box<dyn JobSource>, Error> {
+    let prefetch: usize = spec.entry(6)?;
+    let workers: usize = spec.entry(7)?;
+    let cfg = RedisSourceConfig {
+        redis_url: spec.entry(1)?,
+        namespace: spec.entry(2)?,
+        node_id: spec.entry(3)?,
+        channels: spec.entry(4)?,
+        order: ChannelOrder::parse(&spec.entry::<String>(5)?).map_err(err)?,
+        prefetch: if prefetch == 0 { Prefetch::Adaptive { workers } } else { Prefetch::Fixed(prefetch) },
+        heartbeat_interval: seconds(spec.entry(8)?, "heartbeat_interval")?,
+        node_ttl: seconds(spec.entry(9)?, "node_ttl")?,
+        description: spec.entry(10)?,
+        archive: ArchivePolicy {
+            max_entries: spec.entry(11)?,
+            max_age_ms: seconds(spec.entry(12)?, "archive_max_age")?.as_millis() as u64,
+        },
+    };
+    let source = without_gvl(|_| RedisSource::start(cfg))?.map_err(err)?;
+    Ok(Box::new(source))
+}
+
 impl Dispatcher {
-    /// Positional arguments; `SolidJobs::Conductor` normalizes options.
-    /// `prefetch` 0 means adaptive for `workers` workers.
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        redis_url: String,
-        namespace: String,
-        node_id: String,
-        channels: Vec<(String, u32)>,
-        order: String,
-        prefetch: usize,
-        workers: usize,
-        heartbeat_interval: f64,
-        node_ttl: f64,
-        description: String,
-        archive_max_entries: u64,
-        archive_max_age: f64,
-    ) -> Result<Self, Error> {
-        let cfg = DispatcherConfig {
-            redis_url,
-            namespace,
-            node_id,
-            channels,
-            order: ChannelOrder::parse(&order).map_err(err)?,
-            prefetch: if prefetch == 0 { Prefetch::Adaptive { workers } } else { Prefetch::Fixed(prefetch) },
-            heartbeat_interval: seconds(heartbeat_interval, "heartbeat_interval")?,
-            node_ttl: seconds(node_ttl, "node_ttl")?,
-            description,
-            archive: ArchivePolicy { max_entries: archive_max_entries, max_age_ms: seconds(archive_max_age, "archive_max_age")?.as_millis() as u64 },
-        };
-        let core = without_gvl(|_| Core::start(cfg))?.map_err(err)?;
-        Ok(Dispatcher { core })
+    /// new([source spec, ...]): one source per backend this process works;
+    /// `SolidJobs::Conductor` builds the specs. Sources started before a
+    /// failing one are shut down again.
+    fn new(specs: RArray) -> Result<Self, Error> {
+        let mut sources: Vec<Box<dyn JobSource>> = Vec::new();
+        for spec in specs.into_iter() {
+            let spec = RArray::from_value(spec).ok_or_else(|| arg_error("a source spec must be an Array".into()))?;
+            let kind: String = spec.entry(0)?;
+            let built = match kind.as_str() {
+                "redis" => redis_source(spec),
+                other => Err(arg_error(format!("unknown source kind {other:?}"))),
+            };
+            match built {
+                Ok(s) => sources.push(s),
+                Err(e) => {
+                    for s in &sources {
+                        let _ = without_gvl(|_| s.shutdown(Duration::from_secs(1)));
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        if sources.is_empty() {
+            return Err(arg_error("a dispatcher needs at least one source".into()));
+        }
+        Ok(Dispatcher { core: Hub::new(sources) })
     }
 
     /// A Job, nil when nothing arrived within `timeout` seconds (or the wait
@@ -159,25 +181,22 @@ impl Dispatcher {
         self.core.inflight()
     }
 
-    fn node_id(&self) -> String {
-        self.core.node_id().to_owned()
-    }
-
     fn stats(&self) -> Result<RHash, Error> {
-        use std::sync::atomic::Ordering::Relaxed;
-        let s = self.core.stats();
+        use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+        use solid_core::source::Stats;
         let h = RHash::new();
-        for (k, v) in [
-            ("claimed", &s.claimed),
-            ("completed", &s.completed),
-            ("failed", &s.failed),
-            ("stale", &s.stale),
-            ("quarantined", &s.quarantined),
-            ("recovered", &s.recovered),
-            ("promoted", &s.promoted),
-            ("redis_errors", &s.redis_errors),
+        for (k, get) in [
+            ("claimed", (|s| &s.claimed) as fn(&Stats) -> &AtomicU64),
+            ("completed", |s| &s.completed),
+            ("failed", |s| &s.failed),
+            ("stale", |s| &s.stale),
+            ("quarantined", |s| &s.quarantined),
+            ("recovered", |s| &s.recovered),
+            ("promoted", |s| &s.promoted),
+            ("redis_errors", |s| &s.redis_errors),
         ] {
-            h.aset(k, v.load(Relaxed))?;
+            let total: u64 = self.core.sources().iter().map(|src| get(src.stats()).load(Relaxed)).sum();
+            h.aset(k, total)?;
         }
         h.aset("inflight", self.core.inflight())?;
         Ok(h)
@@ -186,7 +205,7 @@ impl Dispatcher {
 
 pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
     let class = native.define_class("Dispatcher", ruby.class_object())?;
-    class.define_singleton_method("new", function!(Dispatcher::new, 12))?;
+    class.define_singleton_method("new", function!(Dispatcher::new, 1))?;
     class.define_method("next_job", method!(Dispatcher::next_job, 1))?;
     class.define_method("complete", method!(Dispatcher::complete, 1))?;
     class.define_method("record_failure", method!(Dispatcher::record_failure, 3))?;
@@ -199,7 +218,6 @@ pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
     class.define_method("wait_idle", method!(Dispatcher::wait_idle, 1))?;
     class.define_method("shutdown", method!(Dispatcher::shutdown, 1))?;
     class.define_method("inflight", method!(Dispatcher::inflight, 0))?;
-    class.define_method("node_id", method!(Dispatcher::node_id, 0))?;
     class.define_method("stats", method!(Dispatcher::stats, 0))?;
     Ok(())
 }

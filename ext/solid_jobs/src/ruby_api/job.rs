@@ -38,7 +38,7 @@ impl Job {
             return Err(internal(&format!("job {} was already settled", self.claimed.envelope.id)));
         }
         let out = op(&self.claimed)?;
-        if solid_core::dispatcher::Dispatcher::is_final(&out) {
+        if solid_core::source::is_final(&out) {
             self.settled.store(true, Ordering::Release);
         }
         out.map_err(crate::helpers::errors::to_ruby)

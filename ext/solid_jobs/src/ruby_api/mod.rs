@@ -15,7 +15,7 @@ pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
 
 /// Seconds (Float) of the default retry delay for the n-th failure.
 fn default_backoff(failures: u32) -> f64 {
-    solid_core::dispatcher::default_backoff(failures).as_secs_f64()
+    solid_core::backoff::delay(failures).as_secs_f64()
 }
 
 /// Decodes and validates an envelope JSON string into a Hash.

@@ -1,6 +1,6 @@
-//! The I/O side of a worker node. Rust threads claim jobs, settle them and
-//! keep the node alive; workers (Ruby Ractors or threads) only call
-//! [`Dispatcher::next_job`] and one settle method per job.
+//! The Redis job source of a worker node. Rust threads claim jobs, settle
+//! them and keep the node alive; workers (Ruby Ractors or threads) take jobs
+//! through the [`crate::hub::Hub`] and call one settle method per job.
 //!
 //! Threads of one node:
 //! - fetcher: keeps the prefetch window of unstarted jobs filled, in batches;
@@ -11,7 +11,7 @@
 //! Workers never share a Ruby object or a lock on the hot path: jobs reach
 //! them through a lock-free channel, and completions leave the same way.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -19,19 +19,20 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{bounded, select, unbounded, Receiver, RecvTimeoutError, Sender};
 use parking_lot::Mutex;
 
-use crate::backoff;
 use crate::channel_order::{ChannelOrder, ChannelSelector};
 use crate::claim::{ClaimToken, ClaimedJob};
 use crate::connection::{Connector, Pool, Reconnecting};
 use crate::doorbell::{run_subscriber, Bells};
 use crate::error::{Error, Result};
 use crate::keyspace::Keyspace;
+use crate::log::log;
 use crate::now_ms;
+use crate::source::{JobSource, Stats};
 use crate::prefetch::{Prefetch, PrefetchWindow};
 use crate::store::{ArchivePolicy, FailureCount, Store, MAX_BATCH};
 
 #[derive(Debug, Clone)]
-pub struct DispatcherConfig {
+pub struct RedisSourceConfig {
     pub redis_url: String,
     pub namespace: String,
     pub node_id: String,
@@ -48,7 +49,7 @@ pub struct DispatcherConfig {
     pub archive: ArchivePolicy,
 }
 
-impl DispatcherConfig {
+impl RedisSourceConfig {
     pub fn validate(&self) -> Result<()> {
         if matches!(self.prefetch, Prefetch::Fixed(0) | Prefetch::Adaptive { workers: 0 }) {
             return Err(Error::Invalid("prefetch and workers must be at least 1".into()));
@@ -60,34 +61,13 @@ impl DispatcherConfig {
     }
 }
 
-pub enum NextJob {
-    Job(ClaimedJob),
-    /// Nothing arrived in time (or the wait was interrupted); ask again.
-    Empty,
-    /// The node is stopping: do not ask again.
-    Stopped,
-}
-
 enum AckMsg {
     Done(ClaimToken, String),
     Flush(Sender<()>),
 }
 
-/// Counters exposed for observation; never used for decisions.
-#[derive(Default)]
-pub struct Stats {
-    pub claimed: AtomicU64,
-    pub completed: AtomicU64,
-    pub failed: AtomicU64,
-    pub stale: AtomicU64,
-    pub quarantined: AtomicU64,
-    pub recovered: AtomicU64,
-    pub promoted: AtomicU64,
-    pub redis_errors: AtomicU64,
-}
-
 struct Shared {
-    cfg: DispatcherConfig,
+    cfg: RedisSourceConfig,
     store: Store,
     pool: Pool,
     bells: Arc<Bells>,
@@ -101,39 +81,22 @@ struct Shared {
     stats: Stats,
 }
 
-pub struct Dispatcher {
+pub struct RedisSource {
     shared: Arc<Shared>,
     jobs_rx: Receiver<ClaimedJob>,
     /// Nudges the fetcher when a worker takes a job (capacity 1: a pending
     /// nudge is enough, so workers never block on it).
     taken_tx: Sender<()>,
     acks_tx: Sender<AckMsg>,
-    /// Dropped on stop: every `select!` on `stop_rx` fires at once.
+    /// Dropped on stop: every `select!` on the fetcher's stop receiver fires.
     stop_tx: Mutex<Option<Sender<()>>>,
-    stop_rx: Receiver<()>,
     threads: Mutex<Vec<(&'static str, JoinHandle<()>)>>,
 }
 
-/// Log lines in the same format and with the same level setting
-/// (`SOLID_JOBS_LOG_LEVEL`) as `SolidJobs::Log` on the Ruby side.
-pub fn log(level: &str, msg: &str) {
-    static MIN: std::sync::OnceLock<u8> = std::sync::OnceLock::new();
-    let rank = |l: &str| match l.to_ascii_lowercase().as_str() {
-        "debug" => 0,
-        "warn" => 2,
-        "error" => 3,
-        _ => 1,
-    };
-    let min = *MIN.get_or_init(|| std::env::var("SOLID_JOBS_LOG_LEVEL").map(|l| rank(&l)).unwrap_or(1));
-    if rank(level) >= min {
-        eprintln!("[solid-jobs] {level} {msg}");
-    }
-}
-
-impl Dispatcher {
+impl RedisSource {
     /// Registers the node (one heartbeat, so the first claim is accepted) and
     /// starts the threads. Fails fast when Redis cannot be reached.
-    pub fn start(cfg: DispatcherConfig) -> Result<Self> {
+    pub fn start(cfg: RedisSourceConfig) -> Result<Self> {
         cfg.validate()?;
         let connector = Connector::new(&cfg.redis_url)?;
         let mut store = Store::new(Keyspace::new(&cfg.namespace));
@@ -182,13 +145,12 @@ impl Dispatcher {
             let s = shared.clone();
             threads.push(("heartbeat", spawn("heartbeat", Box::new(move || heartbeat_loop(&s)))));
         }
-        Ok(Dispatcher {
+        Ok(RedisSource {
             shared,
             jobs_rx,
             taken_tx,
             acks_tx,
             stop_tx: Mutex::new(Some(stop_tx)),
-            stop_rx,
             threads: Mutex::new(threads),
         })
     }
@@ -209,37 +171,17 @@ impl Dispatcher {
         self.shared.stopping.load(Ordering::Acquire)
     }
 
-    /// Blocks up to `timeout` for the next job. `interrupted` is polled every
-    /// 100 ms so a caller that released the GVL can be woken by its
-    /// unblocking function.
-    pub fn next_job(&self, timeout: Duration, interrupted: &AtomicBool) -> NextJob {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if self.is_stopping() {
-                return NextJob::Stopped;
-            }
-            let slice = deadline.saturating_duration_since(Instant::now()).min(Duration::from_millis(100));
-            select! {
-                recv(self.jobs_rx) -> job => match job {
-                    Ok(mut job) => {
-                        if self.is_stopping() {
-                            // Still recorded as claimed in Redis: shutdown requeues it.
-                            return NextJob::Stopped;
-                        }
-                        self.shared.inflight.fetch_add(1, Ordering::AcqRel);
-                        let _ = self.taken_tx.try_send(());
-                        job.taken_at = Some(Instant::now());
-                        return NextJob::Job(job);
-                    }
-                    Err(_) => return NextJob::Stopped,
-                },
-                recv(self.stop_rx) -> _ => return NextJob::Stopped,
-                default(slice) => {}
-            }
-            if interrupted.load(Ordering::Acquire) || Instant::now() >= deadline {
-                return NextJob::Empty;
-            }
-        }
+    /// Claimed jobs waiting for a worker.
+    pub fn jobs(&self) -> &Receiver<ClaimedJob> {
+        &self.jobs_rx
+    }
+
+    /// A worker took `job` from `jobs()`: count it in flight, start its
+    /// clock (for the prefetch window) and nudge the fetcher to refill.
+    pub fn taken(&self, job: &mut ClaimedJob) {
+        self.shared.inflight.fetch_add(1, Ordering::AcqRel);
+        job.taken_at = Some(Instant::now());
+        let _ = self.taken_tx.try_send(());
     }
 
     /// The task returned: complete the claim (batched, asynchronous). The job
@@ -316,10 +258,6 @@ impl Dispatcher {
         }
     }
 
-    /// True when `out` ends the job's claim on this node.
-    pub fn is_final(out: &Result<()>) -> bool {
-        matches!(out, Ok(()) | Err(Error::StaleClaim(_)))
-    }
 
     /// Stops claiming. Workers get `Stopped` on their next call; jobs
     /// already handed out keep running.
@@ -327,18 +265,6 @@ impl Dispatcher {
         self.shared.stopping.store(true, Ordering::Release);
         self.stop_tx.lock().take();
         self.shared.bells.ring_all();
-    }
-
-    /// Waits until no handed-out job is unsettled, or `timeout` passes.
-    pub fn wait_idle(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        while self.inflight() > 0 {
-            if Instant::now() >= deadline {
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        true
     }
 
     /// Completes the shutdown: flushes completions, then moves every claim
@@ -392,7 +318,7 @@ impl Dispatcher {
     }
 }
 
-impl Drop for Dispatcher {
+impl Drop for RedisSource {
     fn drop(&mut self) {
         self.shared.stopping.store(true, Ordering::Release);
         self.shared.heartbeat_closed.store(true, Ordering::Release);
@@ -610,7 +536,48 @@ fn heartbeat_loop(s: &Shared) {
     }
 }
 
-/// The default retry delay for the `failures`-th failure.
-pub fn default_backoff(failures: u32) -> Duration {
-    backoff::delay(failures)
+
+impl JobSource for RedisSource {
+    fn name(&self) -> &str {
+        "redis"
+    }
+    fn jobs(&self) -> &Receiver<ClaimedJob> {
+        RedisSource::jobs(self)
+    }
+    fn taken(&self, job: &mut ClaimedJob) {
+        RedisSource::taken(self, job)
+    }
+    fn complete(&self, job: &ClaimedJob) {
+        RedisSource::complete(self, job)
+    }
+    fn record_failure(&self, job: &ClaimedJob, error_class: &str, message: &str) -> Result<FailureCount> {
+        RedisSource::record_failure(self, job, error_class, message)
+    }
+    fn retry(&self, job: &ClaimedJob, delay: Duration) -> Result<()> {
+        RedisSource::retry(self, job, delay)
+    }
+    fn discard(&self, job: &ClaimedJob, record: &serde_json::Value, archive: bool) -> Result<()> {
+        RedisSource::discard(self, job, record, archive)
+    }
+    fn quarantine(&self, job: &ClaimedJob, reason: &str) -> Result<()> {
+        RedisSource::quarantine(self, job, reason)
+    }
+    fn abandon(&self, job: &ClaimedJob) {
+        RedisSource::abandon(self, job)
+    }
+    fn stop_claiming(&self) {
+        RedisSource::stop_claiming(self)
+    }
+    fn is_stopping(&self) -> bool {
+        RedisSource::is_stopping(self)
+    }
+    fn inflight(&self) -> usize {
+        RedisSource::inflight(self)
+    }
+    fn shutdown(&self, flush_timeout: Duration) -> Result<u64> {
+        RedisSource::shutdown(self, flush_timeout)
+    }
+    fn stats(&self) -> &Stats {
+        RedisSource::stats(self)
+    }
 }
