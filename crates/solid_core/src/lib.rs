@@ -11,6 +11,8 @@ pub mod channel_order;
 pub mod claim;
 pub mod connection;
 pub mod doorbell;
+pub mod engine_client;
+pub mod engine_source;
 pub mod envelope;
 pub mod error;
 pub mod hub;

@@ -31,16 +31,6 @@ impl Client {
         self.pool.connector().url().to_owned()
     }
 
-    /// Builds one envelope; `due_ms` nil means ready now.
-    fn build_one(ruby: &Ruby, task: &str, arguments: Value, channel: &str, max_failures: u32, due_ms: Option<u64>, path: &str) -> Result<Envelope, Error> {
-        let args = to_json(ruby, arguments, path)?;
-        if !args.is_array() {
-            return Err(arg_error(format!("{path} must be an Array")));
-        }
-        let now = now_ms();
-        Envelope::build(task, args, channel, max_failures, now, due_ms.unwrap_or(now).max(now)).map_err(err)
-    }
-
     fn write(&self, channel: &str, due_ms: Option<u64>, raws: Vec<String>) -> Result<(), Error> {
         validate_channel(channel).map_err(err)?;
         without_gvl(|_| {
@@ -54,7 +44,7 @@ impl Client {
 
     /// push(task, arguments, channel, max_failures, due_ms) -> id
     fn push(ruby: &Ruby, rb_self: &Self, task: String, arguments: Value, channel: String, max_failures: u32, due_ms: Option<u64>) -> Result<String, Error> {
-        let env = Self::build_one(ruby, &task, arguments, &channel, max_failures, due_ms, "arguments")?;
+        let env = build_envelope(ruby, &task, arguments, &channel, max_failures, due_ms, "arguments")?;
         rb_self.write(&channel, due_ms, vec![env.encode()])?;
         Ok(env.id)
     }
@@ -65,7 +55,7 @@ impl Client {
         let mut ids = Vec::with_capacity(lists.len());
         let mut raws = Vec::with_capacity(lists.len());
         for (i, args) in lists.into_iter().enumerate() {
-            let env = Self::build_one(ruby, &task, args, &channel, max_failures, due_ms, &format!("arguments of job {i}"))?;
+            let env = build_envelope(ruby, &task, args, &channel, max_failures, due_ms, &format!("arguments of job {i}"))?;
             raws.push(env.encode());
             ids.push(env.id);
         }
@@ -78,7 +68,7 @@ impl Client {
     /// build(task, arguments, channel, max_failures, due_ms) -> envelope Hash,
     /// for publication interceptors and the testing modes.
     fn build(ruby: &Ruby, task: String, arguments: Value, channel: String, max_failures: u32, due_ms: Option<u64>) -> Result<Value, Error> {
-        let env = Self::build_one(ruby, &task, arguments, &channel, max_failures, due_ms, "arguments")?;
+        let env = build_envelope(ruby, &task, arguments, &channel, max_failures, due_ms, "arguments")?;
         envelope_to_ruby(&env)
     }
 
@@ -87,10 +77,7 @@ impl Client {
     fn push_envelopes(ruby: &Ruby, rb_self: &Self, envelopes: RArray, due_ms: Option<u64>) -> Result<Vec<String>, Error> {
         let mut by_channel: Vec<(String, Vec<String>)> = Vec::new();
         let mut ids = Vec::new();
-        for (i, h) in envelopes.into_iter().enumerate() {
-            let json = to_json(ruby, h, &format!("envelope {i}"))?;
-            let env: Envelope = serde_json::from_value(json).map_err(|e| arg_error(format!("envelope {i} has the wrong shape: {e}")))?;
-            env.validate().map_err(err)?;
+        for env in parse_envelopes(ruby, envelopes)? {
             ids.push(env.id.clone());
             match by_channel.iter_mut().find(|(c, _)| *c == env.channel) {
                 Some((_, v)) => v.push(env.encode()),
@@ -133,7 +120,31 @@ impl Client {
     }
 }
 
-fn redis_to_ruby(v: &redis::Value) -> Result<Value, Error> {
+/// Builds one envelope; `due_ms` nil means ready now.
+pub(crate) fn build_envelope(ruby: &Ruby, task: &str, arguments: Value, channel: &str, max_failures: u32, due_ms: Option<u64>, path: &str) -> Result<Envelope, Error> {
+    let args = to_json(ruby, arguments, path)?;
+    if !args.is_array() {
+        return Err(arg_error(format!("{path} must be an Array")));
+    }
+    let now = now_ms();
+    Envelope::build(task, args, channel, max_failures, now, due_ms.unwrap_or(now).max(now)).map_err(err)
+}
+
+/// Validates envelope Hashes (possibly changed by interceptors).
+pub(crate) fn parse_envelopes(ruby: &Ruby, envelopes: RArray) -> Result<Vec<Envelope>, Error> {
+    envelopes
+        .into_iter()
+        .enumerate()
+        .map(|(i, h)| {
+            let json = to_json(ruby, h, &format!("envelope {i}"))?;
+            let env: Envelope = serde_json::from_value(json).map_err(|e| arg_error(format!("envelope {i} has the wrong shape: {e}")))?;
+            env.validate().map_err(err)?;
+            Ok(env)
+        })
+        .collect()
+}
+
+pub(crate) fn redis_to_ruby(v: &redis::Value) -> Result<Value, Error> {
     let ruby = Ruby::get().expect("GVL");
     Ok(match v {
         redis::Value::Nil => ruby.qnil().as_value(),

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use magnus::{function, method, prelude::*, Error, IntoValue, RArray, RHash, RModule, Ruby, Value};
 use solid_core::channel_order::ChannelOrder;
+use solid_core::engine_source::{EngineSource, EngineSourceConfig};
 use solid_core::hub::{Hub, NextJob};
 use solid_core::prefetch::Prefetch;
 use solid_core::redis_source::{RedisSource, RedisSourceConfig};
@@ -50,6 +51,23 @@ fn redis_source(spec: RArray) -> Result<Box<dyn JobSource>, Error> {
     Ok(Box::new(source))
 }
 
+/// `["engine", url, password or nil, [[channel, channel_id, weight]...], order,
+///   prefetch, workers, lease_seconds]`
+fn engine_source(spec: RArray) -> Result<Box<dyn JobSource>, Error> {
+    let prefetch: usize = spec.entry(5)?;
+    let workers: usize = spec.entry(6)?;
+    let cfg = EngineSourceConfig {
+        url: spec.entry(1)?,
+        password: spec.entry(2)?,
+        channels: spec.entry(3)?,
+        order: ChannelOrder::parse(&spec.entry::<String>(4)?).map_err(err)?,
+        prefetch: if prefetch == 0 { Prefetch::Adaptive { workers } } else { Prefetch::Fixed(prefetch) },
+        lease: seconds(spec.entry(7)?, "lease")?,
+    };
+    let source = without_gvl(|_| EngineSource::start(cfg))?.map_err(err)?;
+    Ok(Box::new(source))
+}
+
 impl Dispatcher {
     /// new([source spec, ...]): one source per backend this process works;
     /// `SolidJobs::Conductor` builds the specs. Sources started before a
@@ -61,6 +79,7 @@ impl Dispatcher {
             let kind: String = spec.entry(0)?;
             let built = match kind.as_str() {
                 "redis" => redis_source(spec),
+                "engine" => engine_source(spec),
                 other => Err(arg_error(format!("unknown source kind {other:?}"))),
             };
             match built {

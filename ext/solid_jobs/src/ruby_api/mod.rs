@@ -1,11 +1,13 @@
 mod client;
 mod dispatcher;
+mod engine_client;
 mod job;
 
 use magnus::{function, prelude::*, Error, RModule, Ruby};
 
 pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
     client::init(ruby, native)?;
+    engine_client::init(ruby, native)?;
     dispatcher::init(ruby, native)?;
     job::init(ruby, native)?;
     native.define_singleton_method("default_backoff", function!(default_backoff, 1))?;

@@ -1,0 +1,163 @@
+//! A client for SolidEngine's RESP protocol (docs/protocol.md), on the
+//! `redis` crate's connection: one typed method per command, nothing else.
+//! Connections come from the same checkout pool as the Redis backend's.
+
+use redis::{Connection, Value};
+
+use crate::connection::Connector;
+use crate::error::{Error, Result};
+
+/// `unix:///path.sock` or `tcp://host:port`, as users write them, to the
+/// URL forms the redis crate opens (`redis+unix://`, `redis://`). A password
+/// is sent with AUTH on connect.
+pub fn connector(url: &str, password: Option<&str>) -> Result<Connector> {
+    let auth = password.map(|p| format!(":{}@", urlencode(p))).unwrap_or_default();
+    let converted = if let Some(path) = url.strip_prefix("unix://") {
+        let pass = password.map(|p| format!("?pass={}", urlencode(p))).unwrap_or_default();
+        format!("redis+unix://{path}{pass}")
+    } else if let Some(addr) = url.strip_prefix("tcp://") {
+        format!("redis://{auth}{addr}")
+    } else {
+        return Err(Error::Invalid(format!("invalid SolidEngine URL {url:?}: use unix:///path/to.sock or tcp://host:port")));
+    };
+    Connector::new(&converted).map_err(|_| Error::Invalid(format!("invalid SolidEngine URL {url:?}")))
+}
+
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| if b.is_ascii_alphanumeric() || b"-._~".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") })
+        .collect()
+}
+
+/// One reservation from FETCH.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reservation {
+    pub job_id: String,
+    pub channel_id: u32,
+    pub fence: u64,
+    pub attempts: u32,
+    pub payload: Vec<u8>,
+}
+
+/// A job as GET reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobInfo {
+    pub id: String,
+    pub channel_id: u32,
+    pub state: String,
+    pub attempts: u32,
+    pub payload: Vec<u8>,
+    pub due_ms: Option<u64>,
+}
+
+/// Maps a STALE reply to `Error::StaleClaim(fence)`.
+fn fenced(out: redis::RedisResult<Value>, fence: u64) -> Result<()> {
+    match out {
+        Ok(_) => Ok(()),
+        Err(e) if e.code() == Some("STALE") || e.code() == Some("NOTFOUND") => Err(Error::StaleClaim(fence)),
+        Err(e) => Err(e.into()),
+    }
+}
+
+pub fn push(c: &mut Connection, channel_id: u32, job_id: &str, payload: &[u8], due_ms: Option<u64>) -> Result<bool> {
+    let mut cmd = redis::cmd("PUSH");
+    cmd.arg(channel_id).arg(job_id).arg(payload);
+    if let Some(at) = due_ms {
+        cmd.arg("AT").arg(at);
+    }
+    let created: i64 = cmd.query(c)?;
+    Ok(created == 1)
+}
+
+/// Pushes `(id, payload)` pairs to one channel; returns how many were new.
+pub fn push_many(c: &mut Connection, channel_id: u32, due_ms: Option<u64>, jobs: &[(String, Vec<u8>)]) -> Result<u64> {
+    let mut total = 0;
+    for chunk in jobs.chunks(1000) {
+        let mut cmd = redis::cmd("PUSHMANY");
+        cmd.arg(channel_id).arg(due_ms.unwrap_or(0));
+        for (id, payload) in chunk {
+            cmd.arg(id).arg(payload.as_slice());
+        }
+        let n: u64 = cmd.query(c)?;
+        total += n;
+    }
+    Ok(total)
+}
+
+pub fn fetch(c: &mut Connection, count: usize, lease_ms: u64, block_ms: u64, channel_ids: &[u32]) -> Result<Vec<Reservation>> {
+    let mut cmd = redis::cmd("FETCH");
+    cmd.arg(count).arg(lease_ms).arg(block_ms);
+    for id in channel_ids {
+        cmd.arg(*id);
+    }
+    let rows: Vec<(String, u32, u64, u32, Vec<u8>)> = cmd.query(c)?;
+    Ok(rows
+        .into_iter()
+        .map(|(job_id, channel_id, fence, attempts, payload)| Reservation { job_id, channel_id, fence, attempts, payload })
+        .collect())
+}
+
+/// Acks `(id, fence)` pairs; returns the fences that were stale.
+pub fn ack_many(c: &mut Connection, done: &[(String, u64)]) -> Result<Vec<u64>> {
+    let mut stale = Vec::new();
+    for chunk in done.chunks(1000) {
+        let mut cmd = redis::cmd("ACKMANY");
+        for (id, fence) in chunk {
+            cmd.arg(id).arg(*fence);
+        }
+        let results: Vec<i64> = cmd.query(c)?;
+        stale.extend(chunk.iter().zip(results).filter(|(_, r)| *r != 1).map(|((_, f), _)| *f));
+    }
+    Ok(stale)
+}
+
+pub fn retry(c: &mut Connection, job_id: &str, fence: u64, delay_ms: u64) -> Result<()> {
+    fenced(redis::cmd("RETRY").arg(job_id).arg(fence).arg(delay_ms).query(c), fence)
+}
+
+pub fn fail(c: &mut Connection, job_id: &str, fence: u64, reason: &str) -> Result<()> {
+    fenced(redis::cmd("FAIL").arg(job_id).arg(fence).arg(reason).query(c), fence)
+}
+
+pub fn ack(c: &mut Connection, job_id: &str, fence: u64) -> Result<()> {
+    fenced(redis::cmd("ACK").arg(job_id).arg(fence).query(c), fence)
+}
+
+pub fn extend(c: &mut Connection, job_id: &str, fence: u64, lease_ms: u64) -> Result<()> {
+    fenced(redis::cmd("EXTEND").arg(job_id).arg(fence).arg(lease_ms).query(c), fence)
+}
+
+pub fn get(c: &mut Connection, job_id: &str) -> Result<Option<JobInfo>> {
+    let row: Option<(String, u32, String, u32, Vec<u8>, i64)> = redis::cmd("GET").arg(job_id).query(c)?;
+    Ok(row.map(|(id, channel_id, state, attempts, payload, due)| JobInfo {
+        id,
+        channel_id,
+        state,
+        attempts,
+        payload,
+        due_ms: u64::try_from(due).ok(),
+    }))
+}
+
+/// Some(true): cancelled; Some(false): nothing to cancel; Err(Invalid) when
+/// the job is running (BUSY).
+pub fn cancel(c: &mut Connection, job_id: &str) -> Result<bool> {
+    match redis::cmd("CANCEL").arg(job_id).query::<i64>(c) {
+        Ok(n) => Ok(n == 1),
+        Err(e) if e.code() == Some("BUSY") => Err(Error::Redis(format!("BUSY job {job_id} is running and cannot be cancelled"))),
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        assert_eq!(connector("unix:///tmp/e.sock", None).unwrap().url(), "redis+unix:///tmp/e.sock");
+        assert_eq!(connector("unix:///tmp/e.sock", Some("p w")).unwrap().url(), "redis+unix:///tmp/e.sock?pass=p%20w");
+        assert_eq!(connector("tcp://127.0.0.1:7777", Some("s3")).unwrap().url(), "redis://:s3@127.0.0.1:7777");
+        assert!(connector("http://x", None).is_err());
+    }
+}

@@ -1,0 +1,397 @@
+//! The SolidEngine job source of a worker node: FETCH long-polls for
+//! reservations (no doorbell needed), completions go out in ACKMANY
+//! batches, and leases of long-running tasks are extended so they are not
+//! redelivered while still running.
+//!
+//! Fencing is the server's: each reservation carries a fence, and a settle
+//! with an outdated fence is rejected (`STALE`) and changes nothing.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{bounded, select, unbounded, Receiver, RecvTimeoutError, Sender};
+use parking_lot::Mutex;
+
+use crate::channel_order::{ChannelOrder, ChannelSelector};
+use crate::claim::ClaimedJob;
+use crate::connection::{Pool, Reconnecting};
+use crate::engine_client as wire;
+use crate::envelope::Envelope;
+use crate::error::{Error, Result};
+use crate::log::log;
+use crate::now_ms;
+use crate::prefetch::{Prefetch, PrefetchWindow};
+use crate::source::{JobSource, Stats};
+use crate::store::{FailureCount, MAX_BATCH};
+
+#[derive(Debug, Clone)]
+pub struct EngineSourceConfig {
+    pub url: String,
+    pub password: Option<String>,
+    /// (channel name, engine channel id, weight)
+    pub channels: Vec<(String, u32, u32)>,
+    pub order: ChannelOrder,
+    pub prefetch: Prefetch,
+    /// Lease requested per reservation; running tasks are extended before it ends.
+    pub lease: Duration,
+}
+
+/// How long one FETCH waits on the server for work. Bounds how long a
+/// stopping node waits for its fetcher, without any polling cost.
+const FETCH_BLOCK: Duration = Duration::from_millis(500);
+
+enum AckMsg {
+    Done(String, u64),
+    Flush(Sender<()>),
+}
+
+struct Shared {
+    cfg: EngineSourceConfig,
+    pool: Pool,
+    names: HashMap<u32, String>,
+    stopping: AtomicBool,
+    closed: AtomicBool,
+    inflight: AtomicUsize,
+    window: PrefetchWindow,
+    /// Jobs handed to workers and not settled: fence -> (job id, taken at).
+    /// Touched once when a job is taken and once when it is settled, never
+    /// during I/O; the lease extender reads it.
+    running: Mutex<HashMap<u64, (String, Instant)>>,
+    stats: Stats,
+}
+
+pub struct EngineSource {
+    shared: Arc<Shared>,
+    jobs_rx: Receiver<ClaimedJob>,
+    taken_tx: Sender<()>,
+    acks_tx: Sender<AckMsg>,
+    stop_tx: Mutex<Option<Sender<()>>>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl EngineSource {
+    /// Connects once (so a wrong URL or password fails here) and starts the threads.
+    pub fn start(cfg: EngineSourceConfig) -> Result<Self> {
+        let names: Vec<(String, u32)> = cfg.channels.iter().map(|(n, _, w)| (n.clone(), *w)).collect();
+        ChannelSelector::new(names, cfg.order)?;
+        let pool = Pool::new(wire::connector(&cfg.url, cfg.password.as_deref())?);
+        pool.with(|c| redis::cmd("PING").query::<String>(c).map_err(Error::from))?;
+        let (jobs_tx, jobs_rx) = unbounded();
+        let (taken_tx, taken_rx) = bounded(1);
+        let (acks_tx, acks_rx) = unbounded();
+        let (stop_tx, stop_rx) = bounded::<()>(0);
+        let shared = Arc::new(Shared {
+            names: cfg.channels.iter().map(|(n, id, _)| (*id, n.clone())).collect(),
+            window: PrefetchWindow::new(cfg.prefetch),
+            cfg,
+            pool,
+            stopping: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+            inflight: AtomicUsize::new(0),
+            running: Mutex::new(HashMap::new()),
+            stats: Stats::default(),
+        });
+        let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new().name(format!("solid-engine-{name}")).spawn(f).expect("spawn engine thread")
+        };
+        let threads = vec![
+            {
+                let (s, stop) = (shared.clone(), stop_rx.clone());
+                spawn("fetcher", Box::new(move || fetch_loop(&s, jobs_tx, taken_rx, stop)))
+            },
+            {
+                let s = shared.clone();
+                spawn("acker", Box::new(move || ack_loop(&s, acks_rx)))
+            },
+            {
+                let s = shared.clone();
+                spawn("leases", Box::new(move || extend_loop(&s, stop_rx)))
+            },
+        ];
+        Ok(EngineSource { shared, jobs_rx, taken_tx, acks_tx, stop_tx: Mutex::new(Some(stop_tx)), threads: Mutex::new(threads) })
+    }
+
+    fn settled(&self, job: &ClaimedJob) {
+        self.shared.running.lock().remove(&job.token);
+        self.shared.inflight.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    fn settle_if_final(&self, job: &ClaimedJob, out: &Result<()>) {
+        match out {
+            Ok(()) => self.settled(job),
+            Err(Error::StaleClaim(f)) => {
+                self.shared.stats.stale.fetch_add(1, Ordering::Relaxed);
+                log("WARN", &format!("reservation {f} of job {} was stale when settled (its lease expired); nothing was changed", job.envelope.id));
+                self.settled(job);
+            }
+            Err(_) => {}
+        }
+    }
+
+    fn write(&self, f: impl Fn(&mut redis::Connection) -> Result<()>) -> Result<()> {
+        self.shared.pool.with(f)
+    }
+
+    /// Hands a reservation back to the engine at once (RETRY with no delay).
+    fn hand_back(&self, id: &str, fence: u64) -> bool {
+        self.write(|c| wire::retry(c, id, fence, 0)).is_ok()
+    }
+}
+
+impl JobSource for EngineSource {
+    fn name(&self) -> &str {
+        "engine"
+    }
+
+    fn jobs(&self) -> &Receiver<ClaimedJob> {
+        &self.jobs_rx
+    }
+
+    fn taken(&self, job: &mut ClaimedJob) {
+        self.shared.inflight.fetch_add(1, Ordering::AcqRel);
+        let now = Instant::now();
+        job.taken_at = Some(now);
+        self.shared.running.lock().insert(job.token, (job.envelope.id.clone(), now));
+        let _ = self.taken_tx.try_send(());
+    }
+
+    fn complete(&self, job: &ClaimedJob) {
+        if let Some(t) = job.taken_at {
+            self.shared.window.record(t.elapsed());
+        }
+        let _ = self.acks_tx.send(AckMsg::Done(job.envelope.id.clone(), job.token));
+        self.settled(job);
+    }
+
+    /// SolidEngine counts deliveries, not failures: the failure count is the
+    /// number of times the job was reserved (a lease that expired after a
+    /// crash counts too). No round trip is needed.
+    fn record_failure(&self, job: &ClaimedJob, _error_class: &str, _message: &str) -> Result<FailureCount> {
+        self.shared.stats.failed.fetch_add(1, Ordering::Relaxed);
+        Ok(FailureCount { failures: job.attempts.max(1), first_failure_ms: now_ms() })
+    }
+
+    fn retry(&self, job: &ClaimedJob, delay: Duration) -> Result<()> {
+        let out = self.write(|c| wire::retry(c, &job.envelope.id, job.token, delay.as_millis() as u64));
+        self.settle_if_final(job, &out);
+        out
+    }
+
+    /// Archive: the engine's dead list (FAIL, with the reason and error).
+    /// Drop: completed without running again (ACK).
+    fn discard(&self, job: &ClaimedJob, record: &serde_json::Value, archive: bool) -> Result<()> {
+        let out = if archive {
+            let reason = format!(
+                "{} ({}: {})",
+                record.get("reason").and_then(|r| r.as_str()).unwrap_or("discarded"),
+                record.get("error_class").and_then(|r| r.as_str()).unwrap_or("-"),
+                record.get("message").and_then(|r| r.as_str()).unwrap_or("")
+            );
+            self.write(|c| wire::fail(c, &job.envelope.id, job.token, &reason))
+        } else {
+            self.write(|c| wire::ack(c, &job.envelope.id, job.token))
+        };
+        self.settle_if_final(job, &out);
+        out
+    }
+
+    fn quarantine(&self, job: &ClaimedJob, reason: &str) -> Result<()> {
+        let out = self.write(|c| wire::fail(c, &job.envelope.id, job.token, &format!("quarantined: {reason}")));
+        if out.is_ok() {
+            self.shared.stats.quarantined.fetch_add(1, Ordering::Relaxed);
+        }
+        self.settle_if_final(job, &out);
+        out
+    }
+
+    /// The reservation is left to expire: the engine redelivers the job
+    /// after its lease.
+    fn abandon(&self, job: &ClaimedJob) {
+        self.settled(job);
+    }
+
+    fn stop_claiming(&self) {
+        self.shared.stopping.store(true, Ordering::Release);
+        self.stop_tx.lock().take();
+    }
+
+    fn is_stopping(&self) -> bool {
+        self.shared.stopping.load(Ordering::Acquire)
+    }
+
+    fn inflight(&self) -> usize {
+        self.shared.inflight.load(Ordering::Acquire)
+    }
+
+    /// Writes completions, then hands back every reservation still held:
+    /// prefetched jobs, and tasks still running at the timeout. What cannot
+    /// be handed back (engine unreachable) is redelivered when its lease ends.
+    fn shutdown(&self, flush_timeout: Duration) -> Result<u64> {
+        self.stop_claiming();
+        let (tx, rx) = bounded(1);
+        let _ = self.acks_tx.send(AckMsg::Flush(tx));
+        if rx.recv_timeout(flush_timeout).is_err() {
+            log("WARN", "completions could not be written to SolidEngine before shutdown; those jobs run again after their lease");
+        }
+        self.shared.closed.store(true, Ordering::Release);
+        for handle in self.threads.lock().drain(..) {
+            let _ = handle.join();
+        }
+        let mut held: Vec<(String, u64)> = self.jobs_rx.try_iter().map(|j| (j.envelope.id, j.token)).collect();
+        held.extend(self.shared.running.lock().drain().map(|(fence, (id, _))| (id, fence)));
+        Ok(held.iter().filter(|(id, fence)| self.hand_back(id, *fence)).count() as u64)
+    }
+
+    fn stats(&self) -> &Stats {
+        &self.shared.stats
+    }
+}
+
+impl Drop for EngineSource {
+    fn drop(&mut self) {
+        self.shared.stopping.store(true, Ordering::Release);
+        self.shared.closed.store(true, Ordering::Release);
+        self.stop_tx.lock().take();
+    }
+}
+
+fn fetch_loop(s: &Shared, jobs_tx: Sender<ClaimedJob>, taken_rx: Receiver<()>, stop_rx: Receiver<()>) {
+    let names: Vec<(String, u32)> = s.cfg.channels.iter().map(|(n, _, w)| (n.clone(), *w)).collect();
+    let ids: Vec<u32> = s.cfg.channels.iter().map(|(_, id, _)| *id).collect();
+    let mut selector = ChannelSelector::new(names, s.cfg.order).expect("validated at start");
+    let mut conn = Reconnecting::new(s.pool.connector().clone());
+    let lease_ms = s.cfg.lease.as_millis() as u64;
+    while !s.stopping.load(Ordering::Acquire) {
+        let window = s.window.window();
+        let buffered = jobs_tx.len();
+        if buffered * 2 > window || buffered >= window {
+            select! {
+                recv(taken_rx) -> _ => {},
+                recv(stop_rx) -> _ => return,
+            }
+            continue;
+        }
+        let want = (window - buffered).min(MAX_BATCH);
+        let order: Vec<u32> = selector.next_order().into_iter().map(|i| ids[i]).collect();
+        match conn.run(|c| wire::fetch(c, want, lease_ms, FETCH_BLOCK.as_millis() as u64, &order)) {
+            Ok(reservations) => {
+                for r in reservations {
+                    let channel = s.names.get(&r.channel_id).cloned().unwrap_or_else(|| r.channel_id.to_string());
+                    let raw = String::from_utf8_lossy(&r.payload).into_owned();
+                    match Envelope::decode(&raw) {
+                        Ok(envelope) => {
+                            s.stats.claimed.fetch_add(1, Ordering::Relaxed);
+                            let job = ClaimedJob {
+                                token: r.fence,
+                                channel,
+                                raw,
+                                envelope,
+                                claimed_ms: now_ms(),
+                                taken_at: None,
+                                source: 0,
+                                attempts: r.attempts,
+                            };
+                            if jobs_tx.send(job).is_err() {
+                                return;
+                            }
+                        }
+                        Err(e) => {
+                            log("WARN", &format!("quarantining undecodable SolidEngine job {}: {e}", r.job_id));
+                            let reason = format!("quarantined: {e}");
+                            if conn.run(|c| wire::fail(c, &r.job_id, r.fence, &reason)).is_ok() {
+                                s.stats.quarantined.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                    }
+                }
+            }
+            Err(e) => {
+                s.stats.redis_errors.fetch_add(1, Ordering::Relaxed);
+                if !e.is_connection() {
+                    log("WARN", &format!("SolidEngine fetch failed: {e}"));
+                }
+                let _ = stop_rx.recv_timeout(conn.backoff_remaining().max(Duration::from_millis(50)));
+            }
+        }
+    }
+}
+
+fn ack_loop(s: &Shared, acks_rx: Receiver<AckMsg>) {
+    let mut conn = Reconnecting::new(s.pool.connector().clone());
+    let mut batch: Vec<(String, u64)> = Vec::new();
+    let mut flushes: Vec<Sender<()>> = Vec::new();
+    loop {
+        let mut next = match acks_rx.recv_timeout(Duration::from_millis(200)) {
+            Ok(m) => Some(m),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => return,
+        };
+        while let Some(msg) = next.take() {
+            match msg {
+                AckMsg::Done(id, fence) => batch.push((id, fence)),
+                AckMsg::Flush(reply) => flushes.push(reply),
+            }
+            if batch.len() < MAX_BATCH {
+                next = acks_rx.try_recv().ok();
+            }
+        }
+        // Retried until written: a dropped completion would rerun the job
+        // after its lease.
+        while !batch.is_empty() {
+            match conn.run(|c| wire::ack_many(c, &batch)) {
+                Ok(stale) => {
+                    s.stats.completed.fetch_add((batch.len() - stale.len()) as u64, Ordering::Relaxed);
+                    if !stale.is_empty() {
+                        s.stats.stale.fetch_add(stale.len() as u64, Ordering::Relaxed);
+                        log("WARN", &format!("{} completion(s) rejected as stale by SolidEngine (leases expired: {:?}); nothing was changed", stale.len(), stale));
+                    }
+                    batch.clear();
+                }
+                Err(_) => {
+                    s.stats.redis_errors.fetch_add(1, Ordering::Relaxed);
+                    if s.closed.load(Ordering::Acquire) {
+                        return;
+                    }
+                    std::thread::sleep(conn.backoff_remaining().max(Duration::from_millis(50)));
+                }
+            }
+        }
+        for reply in flushes.drain(..) {
+            let _ = reply.send(());
+        }
+        if s.closed.load(Ordering::Acquire) && acks_rx.is_empty() {
+            return;
+        }
+    }
+}
+
+/// Extends the lease of every task running longer than a third of it, a
+/// third of a lease at a time, so a healthy long task is never redelivered.
+fn extend_loop(s: &Shared, stop_rx: Receiver<()>) {
+    let mut conn = Reconnecting::new(s.pool.connector().clone());
+    let tick = s.cfg.lease / 3;
+    let lease_ms = s.cfg.lease.as_millis() as u64;
+    loop {
+        match stop_rx.recv_timeout(tick) {
+            Err(RecvTimeoutError::Timeout) => {}
+            _ => return,
+        }
+        let due: Vec<(u64, String)> = s
+            .running
+            .lock()
+            .iter()
+            .filter(|(_, (_, taken))| taken.elapsed() >= tick)
+            .map(|(fence, (id, _))| (*fence, id.clone()))
+            .collect();
+        for (fence, id) in due {
+            if let Err(e) = conn.run(|c| wire::extend(c, &id, fence, lease_ms)) {
+                if !e.is_connection() {
+                    log("WARN", &format!("extending the lease of job {id} failed: {e}"));
+                }
+            }
+        }
+    }
+}

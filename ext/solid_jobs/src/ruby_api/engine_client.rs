@@ -1,0 +1,126 @@
+//! `SolidJobs::Native::EngineClient`: the producer and inspection side of
+//! the SolidEngine backend. One frozen, shareable instance serves every
+//! Ractor; connections come from a checkout pool.
+
+use magnus::{function, method, prelude::*, Error, RArray, RModule, RString, Ruby, Value};
+use solid_core::connection::Pool;
+use solid_core::engine_client as wire;
+use solid_core::redis;
+
+use super::client::{build_envelope, parse_envelopes, redis_to_ruby};
+use crate::helpers::errors::{arg_error, to_ruby as err};
+use crate::helpers::nogvl::without_gvl;
+
+#[magnus::wrap(class = "SolidJobs::Native::EngineClient", free_immediately, size, frozen_shareable)]
+pub struct EngineClient {
+    pool: Pool,
+    url: String,
+}
+
+impl EngineClient {
+    fn new(url: String, password: Option<String>) -> Result<Self, Error> {
+        let connector = wire::connector(&url, password.as_deref()).map_err(err)?;
+        Ok(EngineClient { pool: Pool::new(connector), url })
+    }
+
+    fn url(&self) -> String {
+        self.url.clone()
+    }
+
+    fn write(&self, channel_id: u32, due_ms: Option<u64>, jobs: Vec<(String, Vec<u8>)>) -> Result<(), Error> {
+        let due = due_ms.filter(|d| *d > solid_core::now_ms());
+        without_gvl(|_| self.pool.with(|c| wire::push_many(c, channel_id, due, &jobs)))?.map_err(err)?;
+        Ok(())
+    }
+
+    /// push(channel_id, task, arguments, channel, max_failures, due_ms) -> id
+    #[allow(clippy::too_many_arguments)]
+    fn push(ruby: &Ruby, rb_self: &Self, channel_id: u32, task: String, arguments: Value, channel: String, max_failures: u32, due_ms: Option<u64>) -> Result<String, Error> {
+        let env = build_envelope(ruby, &task, arguments, &channel, max_failures, due_ms, "arguments")?;
+        rb_self.write(channel_id, due_ms, vec![(env.id.clone(), env.encode().into_bytes())])?;
+        Ok(env.id)
+    }
+
+    /// push_many(channel_id, task, [arguments...], channel, max_failures, due_ms) -> ids
+    #[allow(clippy::too_many_arguments)]
+    fn push_many(ruby: &Ruby, rb_self: &Self, channel_id: u32, task: String, lists: RArray, channel: String, max_failures: u32, due_ms: Option<u64>) -> Result<Vec<String>, Error> {
+        let mut jobs = Vec::with_capacity(lists.len());
+        for (i, args) in lists.into_iter().enumerate() {
+            let env = build_envelope(ruby, &task, args, &channel, max_failures, due_ms, &format!("arguments of job {i}"))?;
+            jobs.push((env.id.clone(), env.encode().into_bytes()));
+        }
+        let ids = jobs.iter().map(|(id, _)| id.clone()).collect();
+        if !jobs.is_empty() {
+            rb_self.write(channel_id, due_ms, jobs)?;
+        }
+        Ok(ids)
+    }
+
+    /// push_envelopes(channel_id, [envelope Hash...], due_ms) -> ids; every
+    /// envelope must belong to that channel.
+    fn push_envelopes(ruby: &Ruby, rb_self: &Self, channel_id: u32, envelopes: RArray, due_ms: Option<u64>) -> Result<Vec<String>, Error> {
+        let envs = parse_envelopes(ruby, envelopes)?;
+        let ids = envs.iter().map(|e| e.id.clone()).collect();
+        let jobs = envs.into_iter().map(|e| (e.id.clone(), e.encode().into_bytes())).collect::<Vec<_>>();
+        if !jobs.is_empty() {
+            rb_self.write(channel_id, due_ms, jobs)?;
+        }
+        Ok(ids)
+    }
+
+    /// get(id) -> nil or [id, channel_id, state, attempts, payload, due_ms or nil]
+    fn get(ruby: &Ruby, rb_self: &Self, id: String) -> Result<Value, Error> {
+        let info = without_gvl(|_| rb_self.pool.with(|c| wire::get(c, &id)))?.map_err(err)?;
+        Ok(match info {
+            None => ruby.qnil().as_value(),
+            Some(j) => {
+                let a = ruby.ary_new();
+                a.push(j.id)?;
+                a.push(j.channel_id)?;
+                a.push(j.state)?;
+                a.push(j.attempts)?;
+                a.push(ruby.str_from_slice(&j.payload))?;
+                a.push(j.due_ms)?;
+                a.as_value()
+            }
+        })
+    }
+
+    fn cancel(&self, id: String) -> Result<bool, Error> {
+        without_gvl(|_| self.pool.with(|c| wire::cancel(c, &id)))?.map_err(err)
+    }
+
+    /// call([command, arg...]) -> reply: a raw command, for tools and tests.
+    fn call(&self, args: RArray) -> Result<Value, Error> {
+        let mut parts: Vec<Vec<u8>> = Vec::with_capacity(args.len());
+        for a in args.into_iter() {
+            let s = RString::from_value(a).ok_or_else(|| arg_error("call takes Strings".into()))?;
+            parts.push(unsafe { s.as_slice() }.to_vec());
+        }
+        let Some((name, rest)) = parts.split_first() else { return Err(arg_error("call needs a command".into())) };
+        let reply = without_gvl(|_| {
+            self.pool.with(|c| {
+                let mut cmd = redis::cmd(std::str::from_utf8(name).unwrap_or("PING"));
+                for p in rest {
+                    cmd.arg(p.as_slice());
+                }
+                cmd.query::<redis::Value>(c).map_err(solid_core::Error::from)
+            })
+        })?
+        .map_err(err)?;
+        redis_to_ruby(&reply)
+    }
+}
+
+pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
+    let class = native.define_class("EngineClient", ruby.class_object())?;
+    class.define_singleton_method("new", function!(EngineClient::new, 2))?;
+    class.define_method("url", method!(EngineClient::url, 0))?;
+    class.define_method("push", method!(EngineClient::push, 6))?;
+    class.define_method("push_many", method!(EngineClient::push_many, 6))?;
+    class.define_method("push_envelopes", method!(EngineClient::push_envelopes, 3))?;
+    class.define_method("get", method!(EngineClient::get, 1))?;
+    class.define_method("cancel", method!(EngineClient::cancel, 1))?;
+    class.define_method("call", method!(EngineClient::call, 1))?;
+    Ok(())
+}
