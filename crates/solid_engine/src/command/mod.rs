@@ -1,0 +1,264 @@
+//! Requests: a RESP frame becomes a typed [`Command`], or an error.
+//!
+//! Only syntax lives here (names, arity, integer ranges, job id format):
+//! no engine state is read or changed. Errors follow the protocol rules:
+//! a frame that is not an array of bulk strings is `PROTO` (the server
+//! closes the connection); an unknown name is `UNKNOWN`; everything else
+//! is `ERR` and the connection stays open.
+
+mod reply;
+
+#[cfg(test)]
+mod tests;
+
+pub use reply::{stats_text, Reply};
+
+use crate::engine::{JobId, Payload};
+use crate::error::Error;
+use crate::resp::Frame;
+
+/// Largest `count` FETCH and DEAD accept.
+pub const MAX_COUNT: u64 = 100_000;
+/// `DEAD` without a count.
+pub const DEFAULT_DEAD_COUNT: usize = 100;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    Ping(Option<Vec<u8>>),
+    Auth(Vec<u8>),
+    /// `CLIENT ...` (SETINFO, SETNAME, ...): accepted and ignored, for clients' handshakes.
+    Client,
+    /// `SELECT 0`: the only database.
+    Select,
+    Quit,
+    Push { channel: u32, id: JobId, payload: Payload, due_ms: Option<u64> },
+    PushMany { channel: u32, due_ms: u64, jobs: Vec<(JobId, Payload)> },
+    Fetch { count: usize, lease_ms: u64, block_ms: u64, channels: Vec<u32> },
+    Ack { id: JobId, fence: u64 },
+    AckMany(Vec<(JobId, u64)>),
+    Retry { id: JobId, fence: u64, delay_ms: u64 },
+    Fail { id: JobId, fence: u64, reason: Payload },
+    Extend { id: JobId, fence: u64, lease_ms: u64 },
+    Get(JobId),
+    Cancel(JobId),
+    Dead(usize),
+    Stats,
+    /// Test-only: panics inside the connection's handler.
+    #[cfg(test)]
+    DebugPanic,
+}
+
+impl Command {
+    /// Commands allowed before AUTH when a password is configured.
+    pub fn allowed_without_auth(&self) -> bool {
+        matches!(self, Command::Auth(_) | Command::Ping(_) | Command::Client | Command::Select | Command::Quit)
+    }
+}
+
+/// The arguments of one request, with typed accessors that produce the
+/// protocol's error messages.
+struct Args {
+    name: &'static str,
+    items: std::vec::IntoIter<Vec<u8>>,
+}
+
+fn arity(name: &str) -> Error {
+    Error::Invalid(format!("wrong number of arguments for '{}'", name.to_ascii_lowercase()))
+}
+
+impl Args {
+    fn next(&mut self) -> Result<Vec<u8>, Error> {
+        self.items.next().ok_or_else(|| arity(self.name))
+    }
+
+    fn remaining(&self) -> usize {
+        self.items.len()
+    }
+
+    fn done(&self) -> Result<(), Error> {
+        if self.remaining() == 0 {
+            Ok(())
+        } else {
+            Err(arity(self.name))
+        }
+    }
+
+    fn uint(&mut self, what: &str, max: u64) -> Result<u64, Error> {
+        let raw = self.next()?;
+        parse_uint(&raw)
+            .filter(|&v| v <= max)
+            .ok_or_else(|| Error::Invalid(format!("{what} must be an integer in 0..={max}, got '{}'", printable(&raw))))
+    }
+
+    fn u64(&mut self, what: &str) -> Result<u64, Error> {
+        self.uint(what, i64::MAX as u64)
+    }
+
+    fn channel(&mut self) -> Result<u32, Error> {
+        Ok(self.uint("channel_id", u64::from(u32::MAX))? as u32)
+    }
+
+    fn id(&mut self) -> Result<JobId, Error> {
+        let raw = self.next()?;
+        JobId::parse(&raw).ok_or_else(|| Error::Invalid(format!("invalid job id '{}'", printable(&raw))))
+    }
+
+    fn payload(&mut self) -> Result<Payload, Error> {
+        Ok(Payload::from(self.next()?))
+    }
+}
+
+/// Plain decimal, no sign, no spaces.
+fn parse_uint(raw: &[u8]) -> Option<u64> {
+    if raw.is_empty() || raw.len() > 20 || !raw.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(raw).ok()?.parse().ok()
+}
+
+/// Client text echoed in an error: bounded and on one line.
+fn printable(raw: &[u8]) -> String {
+    let text: String = String::from_utf8_lossy(&raw[..raw.len().min(64)])
+        .chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect();
+    text
+}
+
+const NAMES: &[&str] = &[
+    "PING", "AUTH", "CLIENT", "SELECT", "QUIT", "PUSH", "PUSHMANY", "FETCH", "ACK", "ACKMANY", "RETRY", "FAIL",
+    "EXTEND", "GET", "CANCEL", "DEAD", "STATS", "INFO", "DEBUG",
+];
+
+/// Parses one request frame.
+pub fn parse(frame: Frame) -> Result<Command, Error> {
+    let Frame::Array(items) = frame else {
+        return Err(Error::Proto("expected an array of bulk strings".into()));
+    };
+    let mut raw = Vec::with_capacity(items.len());
+    for item in items {
+        match item {
+            Frame::Bulk(bytes) => raw.push(bytes),
+            _ => return Err(Error::Proto("expected an array of bulk strings".into())),
+        }
+    }
+    let mut iter = raw.into_iter();
+    let Some(name_raw) = iter.next() else { return Err(Error::Invalid("empty command".into())) };
+    let Some(&name) = NAMES.iter().find(|n| n.as_bytes().eq_ignore_ascii_case(&name_raw)) else {
+        return Err(Error::UnknownCommand(printable(&name_raw)));
+    };
+    let mut a = Args { name, items: iter };
+    let command = match name {
+        "PING" => match a.remaining() {
+            0 => Command::Ping(None),
+            1 => Command::Ping(Some(a.next()?)),
+            _ => return Err(arity(name)),
+        },
+        "AUTH" => Command::Auth(a.next()?),
+        "CLIENT" => {
+            a.next()?;
+            return Ok(Command::Client);
+        }
+        "SELECT" => {
+            if a.uint("database", i64::MAX as u64)? != 0 {
+                return Err(Error::Invalid("only database 0 exists".into()));
+            }
+            Command::Select
+        }
+        "QUIT" => Command::Quit,
+        "PUSH" => {
+            let channel = a.channel()?;
+            let id = a.id()?;
+            let payload = a.payload()?;
+            let due_ms = match a.remaining() {
+                0 => None,
+                2 => {
+                    let word = a.next()?;
+                    if !word.eq_ignore_ascii_case(b"AT") {
+                        return Err(Error::Invalid(format!("expected AT, got '{}'", printable(&word))));
+                    }
+                    Some(a.u64("due_ms")?)
+                }
+                _ => return Err(arity(name)),
+            };
+            Command::Push { channel, id, payload, due_ms }
+        }
+        "PUSHMANY" => {
+            let channel = a.channel()?;
+            let due_ms = a.u64("due_ms")?;
+            if a.remaining() == 0 || a.remaining() % 2 != 0 {
+                return Err(arity(name));
+            }
+            let mut jobs = Vec::with_capacity(a.remaining() / 2);
+            while a.remaining() > 0 {
+                jobs.push((a.id()?, a.payload()?));
+            }
+            Command::PushMany { channel, due_ms, jobs }
+        }
+        "FETCH" => {
+            let count = a.uint("count", MAX_COUNT)? as usize;
+            if count == 0 {
+                return Err(Error::Invalid("count must be at least 1".into()));
+            }
+            let lease_ms = a.u64("lease_ms")?;
+            let block_ms = a.u64("block_ms")?;
+            if a.remaining() == 0 {
+                return Err(arity(name));
+            }
+            let mut channels = Vec::with_capacity(a.remaining());
+            while a.remaining() > 0 {
+                channels.push(a.channel()?);
+            }
+            Command::Fetch { count, lease_ms, block_ms, channels }
+        }
+        "ACK" => Command::Ack { id: a.id()?, fence: a.u64("fence")? },
+        "ACKMANY" => {
+            if a.remaining() == 0 || a.remaining() % 2 != 0 {
+                return Err(arity(name));
+            }
+            let mut pairs = Vec::with_capacity(a.remaining() / 2);
+            while a.remaining() > 0 {
+                pairs.push((a.id()?, a.u64("fence")?));
+            }
+            Command::AckMany(pairs)
+        }
+        "RETRY" => Command::Retry { id: a.id()?, fence: a.u64("fence")?, delay_ms: a.u64("delay_ms")? },
+        "FAIL" => {
+            let id = a.id()?;
+            let fence = a.u64("fence")?;
+            let reason = if a.remaining() > 0 { a.payload()? } else { Payload::from(&b""[..]) };
+            Command::Fail { id, fence, reason }
+        }
+        "EXTEND" => Command::Extend { id: a.id()?, fence: a.u64("fence")?, lease_ms: a.u64("lease_ms")? },
+        "GET" => Command::Get(a.id()?),
+        "CANCEL" => Command::Cancel(a.id()?),
+        "DEAD" => match a.remaining() {
+            0 => Command::Dead(DEFAULT_DEAD_COUNT),
+            _ => Command::Dead(a.uint("count", MAX_COUNT)? as usize),
+        },
+        // INFO may carry a section name (redis-cli sends one): ignored.
+        "STATS" | "INFO" => {
+            while a.remaining() > 0 {
+                a.next()?;
+            }
+            Command::Stats
+        }
+        "DEBUG" => return debug(a),
+        _ => unreachable!("every name in NAMES is handled"),
+    };
+    a.done()?;
+    Ok(command)
+}
+
+#[cfg(test)]
+fn debug(mut a: Args) -> Result<Command, Error> {
+    if a.next()?.eq_ignore_ascii_case(b"PANIC") {
+        return Ok(Command::DebugPanic);
+    }
+    Err(Error::UnknownCommand("DEBUG".into()))
+}
+
+#[cfg(not(test))]
+fn debug(_: Args) -> Result<Command, Error> {
+    Err(Error::UnknownCommand("DEBUG".into()))
+}

@@ -1,0 +1,105 @@
+//! Replies: typed results encoded straight into the connection's output
+//! buffer (no intermediate frames for the hot FETCH/ACKMANY replies).
+
+use crate::engine::{DeadJob, JobInfo, Reservation, Stats};
+use crate::error::Error;
+use crate::resp::{write_array_header, write_bulk, write_error, write_int, write_simple};
+
+#[derive(Debug)]
+pub enum Reply {
+    Ok,
+    Pong,
+    Int(i64),
+    Bulk(Vec<u8>),
+    Nil,
+    Error(Error),
+    Reservations(Vec<Reservation>),
+    Ints(Vec<i64>),
+    Job(JobInfo),
+    Dead(Vec<DeadJob>),
+}
+
+impl From<Error> for Reply {
+    fn from(e: Error) -> Self {
+        Reply::Error(e)
+    }
+}
+
+impl Reply {
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        match self {
+            Reply::Ok => write_simple(out, "OK"),
+            Reply::Pong => write_simple(out, "PONG"),
+            Reply::Int(n) => write_int(out, *n),
+            Reply::Bulk(b) => write_bulk(out, b),
+            Reply::Nil => out.extend_from_slice(b"$-1\r\n"),
+            Reply::Error(e) => write_error(out, &e.reply_line()),
+            Reply::Reservations(list) => {
+                write_array_header(out, list.len());
+                for r in list {
+                    write_array_header(out, 5);
+                    write_bulk(out, &r.id.encode());
+                    write_int(out, i64::from(r.channel));
+                    write_int(out, r.fence as i64);
+                    write_int(out, i64::from(r.attempts));
+                    write_bulk(out, &r.payload);
+                }
+            }
+            Reply::Ints(list) => {
+                write_array_header(out, list.len());
+                for n in list {
+                    write_int(out, *n);
+                }
+            }
+            Reply::Job(job) => {
+                write_array_header(out, 6);
+                write_bulk(out, &job.id.encode());
+                write_int(out, i64::from(job.channel));
+                write_bulk(out, job.state.name().as_bytes());
+                write_int(out, i64::from(job.attempts));
+                write_bulk(out, &job.payload);
+                write_int(out, job.due_ms.map_or(-1, |d| d as i64));
+            }
+            Reply::Dead(list) => {
+                write_array_header(out, list.len());
+                for d in list {
+                    write_array_header(out, 5);
+                    write_bulk(out, &d.id.encode());
+                    write_int(out, i64::from(d.channel));
+                    write_int(out, i64::from(d.attempts));
+                    write_bulk(out, &d.reason);
+                    write_bulk(out, &d.payload);
+                }
+            }
+        }
+    }
+}
+
+/// The STATS body: one `key:value` line per figure.
+pub fn stats_text(stats: &Stats, connections: usize, durability: &str, uptime_s: u64) -> Vec<u8> {
+    let lines: [(&str, String); 15] = [
+        ("ready", stats.ready.to_string()),
+        ("scheduled", stats.scheduled.to_string()),
+        ("reserved", stats.reserved.to_string()),
+        ("completed", stats.completed.to_string()),
+        ("dead", stats.dead.to_string()),
+        ("cancelled", stats.cancelled.to_string()),
+        ("pushed_total", stats.pushed_total.to_string()),
+        ("acked_total", stats.acked_total.to_string()),
+        ("retried_total", stats.retried_total.to_string()),
+        ("failed_total", stats.failed_total.to_string()),
+        ("cancelled_total", stats.cancelled_total.to_string()),
+        ("expired_leases_total", stats.expired_leases_total.to_string()),
+        ("connections", connections.to_string()),
+        ("durability", durability.to_string()),
+        ("uptime_s", uptime_s.to_string()),
+    ];
+    let mut out = String::new();
+    for (key, value) in lines {
+        out.push_str(key);
+        out.push(':');
+        out.push_str(&value);
+        out.push_str("\r\n");
+    }
+    out.into_bytes()
+}

@@ -1,0 +1,137 @@
+use super::*;
+use crate::engine::{JobInfo, Reservation, State};
+
+const ID: &str = "6f1c2b7e-0a4d-4f3b-9d2e-1a2b3c4d5e6f";
+
+fn cmd(args: &[&str]) -> Result<Command, Error> {
+    parse(Frame::Array(args.iter().map(|a| Frame::Bulk(a.as_bytes().to_vec())).collect()))
+}
+
+fn err_line(args: &[&str]) -> String {
+    cmd(args).unwrap_err().reply_line()
+}
+
+fn id() -> JobId {
+    JobId::parse(ID.as_bytes()).unwrap()
+}
+
+#[test]
+fn names_are_case_insensitive() {
+    assert_eq!(cmd(&["ping"]).unwrap(), Command::Ping(None));
+    assert_eq!(cmd(&["PiNg", "hi"]).unwrap(), Command::Ping(Some(b"hi".to_vec())));
+    assert_eq!(cmd(&["get", ID]).unwrap(), Command::Get(id()));
+    assert_eq!(cmd(&["info", "server"]).unwrap(), Command::Stats);
+    assert_eq!(cmd(&["client", "setinfo", "lib-name", "redis-rs"]).unwrap(), Command::Client);
+    assert_eq!(cmd(&["select", "0"]).unwrap(), Command::Select);
+}
+
+#[test]
+fn push_variants() {
+    assert_eq!(
+        cmd(&["PUSH", "7", ID, "body"]).unwrap(),
+        Command::Push { channel: 7, id: id(), payload: Payload::from(&b"body"[..]), due_ms: None }
+    );
+    assert_eq!(
+        cmd(&["PUSH", "7", ID, "body", "at", "123"]).unwrap(),
+        Command::Push { channel: 7, id: id(), payload: Payload::from(&b"body"[..]), due_ms: Some(123) }
+    );
+    // Uppercase ids are accepted and canonicalised.
+    let upper = ID.to_ascii_uppercase();
+    assert!(matches!(cmd(&["PUSH", "1", &upper, "x"]).unwrap(), Command::Push { id: i, .. } if i == id()));
+    assert!(err_line(&["PUSH", "1", ID, "x", "WHEN", "5"]).starts_with("ERR expected AT"));
+    assert!(err_line(&["PUSH", "1", ID, "x", "AT"]).starts_with("ERR wrong number of arguments"));
+}
+
+#[test]
+fn pushmany_and_ackmany_need_pairs() {
+    let other = "00000000-0000-0000-0000-000000000001";
+    match cmd(&["PUSHMANY", "1", "0", ID, "a", other, "b"]).unwrap() {
+        Command::PushMany { channel: 1, due_ms: 0, jobs } => assert_eq!(jobs.len(), 2),
+        c => panic!("{c:?}"),
+    }
+    assert!(err_line(&["PUSHMANY", "1", "0", ID]).starts_with("ERR wrong number"));
+    assert!(err_line(&["PUSHMANY", "1", "0"]).starts_with("ERR wrong number"));
+    assert_eq!(cmd(&["ACKMANY", ID, "3", other, "4"]).unwrap(), Command::AckMany(vec![(id(), 3), (JobId(1), 4)]));
+    assert!(err_line(&["ACKMANY", ID]).starts_with("ERR wrong number"));
+}
+
+#[test]
+fn fetch_parsing() {
+    assert_eq!(
+        cmd(&["FETCH", "10", "0", "500", "3", "1"]).unwrap(),
+        Command::Fetch { count: 10, lease_ms: 0, block_ms: 500, channels: vec![3, 1] }
+    );
+    assert!(err_line(&["FETCH", "10", "0", "0"]).starts_with("ERR wrong number"));
+    assert!(err_line(&["FETCH", "0", "0", "0", "1"]).starts_with("ERR count must be at least 1"));
+    assert!(err_line(&["FETCH", "1", "0", "0", "4294967296"]).starts_with("ERR channel_id must be"));
+}
+
+#[test]
+fn arity_and_type_errors() {
+    assert_eq!(err_line(&["ACK", ID]), "ERR wrong number of arguments for 'ack'");
+    assert_eq!(err_line(&["GET", ID, "extra"]), "ERR wrong number of arguments for 'get'");
+    assert!(err_line(&["ACK", ID, "-1"]).starts_with("ERR fence must be an integer"));
+    assert!(err_line(&["ACK", ID, "1.5"]).starts_with("ERR fence must be an integer"));
+    assert!(err_line(&["RETRY", ID, "1", "soon"]).starts_with("ERR delay_ms must be an integer"));
+    assert_eq!(err_line(&["GET", "not-a-uuid"]), "ERR invalid job id 'not-a-uuid'");
+    assert!(err_line(&["GET", "6f1c2b7e0a4d4f3b9d2e1a2b3c4d5e6f"]).starts_with("ERR invalid job id"));
+    assert_eq!(err_line(&["SELECT", "1"]), "ERR only database 0 exists");
+    assert_eq!(err_line(&["FLUSHALL"]), "UNKNOWN unknown command FLUSHALL");
+    assert_eq!(err_line(&["PING", "a", "b"]), "ERR wrong number of arguments for 'ping'");
+    assert_eq!(err_line(&[]), "ERR empty command");
+}
+
+#[test]
+fn non_bulk_requests_are_protocol_errors() {
+    let e = parse(Frame::Array(vec![Frame::Integer(1)])).unwrap_err();
+    assert_eq!(e.code(), "PROTO");
+    assert_eq!(parse(Frame::Simple(b"PING".to_vec())).unwrap_err().code(), "PROTO");
+}
+
+#[test]
+fn fail_reason_is_optional_and_dead_count_defaults() {
+    assert!(matches!(cmd(&["FAIL", ID, "9"]).unwrap(), Command::Fail { fence: 9, ref reason, .. } if reason.is_empty()));
+    assert!(matches!(cmd(&["FAIL", ID, "9", "boom"]).unwrap(), Command::Fail { ref reason, .. } if &**reason == b"boom"));
+    assert_eq!(cmd(&["DEAD"]).unwrap(), Command::Dead(DEFAULT_DEAD_COUNT));
+    assert_eq!(cmd(&["dead", "5"]).unwrap(), Command::Dead(5));
+}
+
+#[test]
+fn only_handshake_commands_skip_auth() {
+    for (args, allowed) in [
+        (&["AUTH", "x"][..], true),
+        (&["PING"], true),
+        (&["CLIENT", "SETNAME", "n"], true),
+        (&["SELECT", "0"], true),
+        (&["QUIT"], true),
+        (&["STATS"], false),
+        (&["GET", ID], false),
+    ] {
+        assert_eq!(cmd(args).unwrap().allowed_without_auth(), allowed, "{args:?}");
+    }
+}
+
+#[test]
+fn replies_encode_as_documented() {
+    let mut out = Vec::new();
+    Reply::Reservations(vec![Reservation {
+        id: id(),
+        channel: 2,
+        fence: 9,
+        attempts: 1,
+        payload: Payload::from(&b"p"[..]),
+    }])
+    .encode(&mut out);
+    let expected = format!("*1\r\n*5\r\n$36\r\n{ID}\r\n:2\r\n:9\r\n:1\r\n$1\r\np\r\n");
+    assert_eq!(String::from_utf8(out).unwrap(), expected);
+
+    let mut out = Vec::new();
+    Reply::Job(JobInfo { id: id(), channel: 1, state: State::Scheduled, attempts: 0, payload: Payload::from(&b""[..]), due_ms: Some(5) })
+        .encode(&mut out);
+    let expected = format!("*6\r\n$36\r\n{ID}\r\n:1\r\n$9\r\nscheduled\r\n:0\r\n$0\r\n\r\n:5\r\n");
+    assert_eq!(String::from_utf8(out).unwrap(), expected);
+
+    let mut out = Vec::new();
+    Reply::Error(Error::Stale { id: id(), fence: 4 }).encode(&mut out);
+    assert_eq!(String::from_utf8(out).unwrap(), format!("-STALE fence 4 is not the current reservation of {ID}\r\n"));
+}

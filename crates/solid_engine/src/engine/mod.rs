@@ -1,0 +1,650 @@
+//! The job state machine.
+//!
+//! ```text
+//!   PUSH AT(future)      due                 FETCH              ACK
+//!  ───────────────▶ scheduled ──────▶ ready ───────▶ reserved ─────▶ completed
+//!                      │  ▲   PUSH ──▶  │  ▲ lease expiry │  │ FAIL
+//!               CANCEL │  └─── RETRY ───┼──┼────────────────┘  └─────▶ dead
+//!                      ▼                │  └──────────┘
+//!                  cancelled ◀──────────┘ CANCEL
+//! ```
+//!
+//! Guarantees:
+//! - Pure and deterministic: no I/O, no threads, no clock. Every operation
+//!   takes `now_ms`; the same calls with the same times give the same result.
+//! - Fencing: each reservation gets a fresh token from one monotonic
+//!   counter. Only the current token can ack, retry, fail or extend; any
+//!   other token is `STALE` and changes nothing.
+//! - A lease is valid while `now_ms < deadline`. Expiry, promotion of due
+//!   jobs and retention pruning are applied lazily at the start of every
+//!   operation (and by `tick`), so results never depend on when a
+//!   housekeeping thread last ran.
+//! - O(1) work per job (amortised): jobs live in a `HashMap`; ready queues,
+//!   heaps and retention lists hold `(id, seq)` entries that are deleted
+//!   lazily: an entry is valid only while the job still carries that `seq`
+//!   (or, for leases, that fence and deadline), so removing a job from the
+//!   middle of a queue is just a state change.
+
+mod types;
+
+#[cfg(test)]
+mod tests;
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+
+pub use types::*;
+
+use crate::error::Error;
+
+/// Accounting overhead per job beyond its payload, used only to decide when
+/// the log is much larger than the live state.
+const JOB_OVERHEAD_BYTES: u64 = 96;
+
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// Lease used when FETCH / EXTEND pass 0.
+    pub lease_ms: u64,
+    /// How long completed and cancelled jobs stay visible to GET and dedup.
+    pub completed_retention_ms: u64,
+    /// How many dead jobs are kept (the newest).
+    pub dead_max: usize,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig { lease_ms: 30_000, completed_retention_ms: 60_000, dead_max: 10_000 }
+    }
+}
+
+struct Job {
+    channel: u32,
+    state: State,
+    attempts: u32,
+    /// Token of the job's current queue/heap/list entry (lazy deletion).
+    seq: u64,
+    /// The current reservation's fence (meaningful while reserved).
+    fence: u64,
+    /// Due time (scheduled), lease deadline (reserved), finish time
+    /// (completed, dead, cancelled).
+    time_ms: u64,
+    payload: Payload,
+    reason: Option<Payload>,
+}
+
+/// What a housekeeping tick changed; the server wakes blocked fetchers when
+/// jobs became ready.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Tick {
+    pub promoted: usize,
+    pub expired: usize,
+    pub pruned: usize,
+}
+
+impl Tick {
+    pub fn made_ready(&self) -> bool {
+        self.promoted + self.expired > 0
+    }
+}
+
+pub struct Engine {
+    config: EngineConfig,
+    jobs: HashMap<JobId, Job>,
+    ready: HashMap<u32, VecDeque<(JobId, u64)>>,
+    /// (due, seq, id)
+    scheduled: BinaryHeap<Reverse<(u64, u64, JobId)>>,
+    /// (deadline, fence, id)
+    leases: BinaryHeap<Reverse<(u64, u64, JobId)>>,
+    /// Completed and cancelled jobs in finish order: (finished at, seq, id).
+    finished: VecDeque<(u64, u64, JobId)>,
+    /// Dead jobs, oldest first: (seq, id).
+    dead: VecDeque<(u64, JobId)>,
+    next_seq: u64,
+    next_fence: u64,
+    stats: Stats,
+    live_bytes: u64,
+    /// `Some` when durability is on: the events not yet taken by storage.
+    journal: Option<Vec<Event>>,
+}
+
+fn gauge(stats: &mut Stats, state: State) -> &mut u64 {
+    match state {
+        State::Scheduled => &mut stats.scheduled,
+        State::Ready => &mut stats.ready,
+        State::Reserved => &mut stats.reserved,
+        State::Completed => &mut stats.completed,
+        State::Dead => &mut stats.dead,
+        State::Cancelled => &mut stats.cancelled,
+    }
+}
+
+fn set_state(stats: &mut Stats, job: &mut Job, to: State) {
+    *gauge(stats, job.state) -= 1;
+    *gauge(stats, to) += 1;
+    job.state = to;
+}
+
+impl Engine {
+    pub fn new(config: EngineConfig) -> Self {
+        Engine {
+            config,
+            jobs: HashMap::new(),
+            ready: HashMap::new(),
+            scheduled: BinaryHeap::new(),
+            leases: BinaryHeap::new(),
+            finished: VecDeque::new(),
+            dead: VecDeque::new(),
+            next_seq: 1,
+            next_fence: 1,
+            stats: Stats::default(),
+            live_bytes: 0,
+            journal: None,
+        }
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    /// Turns journaling of [`Event`]s on (durable modes) or off (memory).
+    pub fn set_journal(&mut self, enabled: bool) {
+        self.journal = if enabled { Some(Vec::new()) } else { None };
+    }
+
+    /// Moves the journaled events into `out`, in the order they happened.
+    pub fn take_events(&mut self, out: &mut Vec<Event>) {
+        if let Some(journal) = self.journal.as_mut() {
+            out.append(journal);
+        }
+    }
+
+    fn record(&mut self, event: impl FnOnce() -> Event) {
+        if let Some(journal) = self.journal.as_mut() {
+            journal.push(event());
+        }
+    }
+
+    fn seq(&mut self) -> u64 {
+        self.next_seq += 1;
+        self.next_seq
+    }
+
+    pub fn stats(&self) -> Stats {
+        self.stats.clone()
+    }
+
+    pub fn job_count(&self) -> usize {
+        self.jobs.len()
+    }
+
+    /// Approximate bytes of live state (for the compaction decision).
+    pub fn live_bytes(&self) -> u64 {
+        self.live_bytes
+    }
+
+    /// The next fence that will be handed out.
+    pub fn next_fence(&self) -> u64 {
+        self.next_fence
+    }
+
+    /// Makes sure no fence below `floor` is ever handed out (after a restart,
+    /// fences issued before it must never be reissued).
+    pub fn raise_fence_floor(&mut self, floor: u64) {
+        self.next_fence = self.next_fence.max(floor);
+    }
+
+    /// The earliest time at which a lease expires or a scheduled job is due
+    /// (possibly of an entry already deleted: waking early is harmless).
+    pub fn next_deadline(&self) -> Option<u64> {
+        let lease = self.leases.peek().map(|Reverse((t, _, _))| *t);
+        let due = self.scheduled.peek().map(|Reverse((t, _, _))| *t);
+        match (lease, due) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    // ------------------------------------------------------- housekeeping
+
+    /// Expires leases, promotes due jobs and forgets finished jobs past their
+    /// retention. Every operation calls it first.
+    pub fn tick(&mut self, now_ms: u64) -> Tick {
+        let mut tick = Tick::default();
+        let mut expired = Vec::new();
+        while let Some(&Reverse((deadline, fence, id))) = self.leases.peek() {
+            if deadline > now_ms {
+                break;
+            }
+            self.leases.pop();
+            if let Some(job) = self.jobs.get_mut(&id) {
+                if job.state == State::Reserved && job.fence == fence && job.time_ms == deadline {
+                    set_state(&mut self.stats, job, State::Ready);
+                    expired.push(id);
+                }
+            }
+        }
+        // The earliest expired lease ends up first in its channel.
+        for id in expired.into_iter().rev() {
+            self.requeue_front(id);
+            tick.expired += 1;
+        }
+        self.stats.expired_leases_total += tick.expired as u64;
+
+        while let Some(&Reverse((due, seq, id))) = self.scheduled.peek() {
+            if due > now_ms {
+                break;
+            }
+            self.scheduled.pop();
+            if self.jobs.get(&id).is_some_and(|j| j.state == State::Scheduled && j.seq == seq) {
+                self.make_ready(id);
+                tick.promoted += 1;
+            }
+        }
+
+        let retention = self.config.completed_retention_ms;
+        while let Some(&(at, seq, id)) = self.finished.front() {
+            if at.saturating_add(retention) > now_ms {
+                break;
+            }
+            self.finished.pop_front();
+            let valid = self.jobs.get(&id).is_some_and(|j| {
+                j.seq == seq && matches!(j.state, State::Completed | State::Cancelled)
+            });
+            if valid {
+                self.forget(id);
+                tick.pruned += 1;
+            }
+        }
+        tick
+    }
+
+    fn forget(&mut self, id: JobId) {
+        if let Some(job) = self.jobs.remove(&id) {
+            *gauge(&mut self.stats, job.state) -= 1;
+            self.live_bytes -= job.payload.len() as u64 + JOB_OVERHEAD_BYTES;
+        }
+    }
+
+    /// Puts an already-`Ready` job at the back of its channel.
+    fn make_ready(&mut self, id: JobId) {
+        let seq = self.seq();
+        let job = self.jobs.get_mut(&id).expect("job exists");
+        set_state(&mut self.stats, job, State::Ready);
+        job.seq = seq;
+        self.ready.entry(job.channel).or_default().push_back((id, seq));
+    }
+
+    /// Puts an already-`Ready` job at the head of its channel.
+    fn requeue_front(&mut self, id: JobId) {
+        let seq = self.seq();
+        let job = self.jobs.get_mut(&id).expect("job exists");
+        job.seq = seq;
+        self.ready.entry(job.channel).or_default().push_front((id, seq));
+    }
+
+    fn make_scheduled(&mut self, id: JobId, due_ms: u64) {
+        let seq = self.seq();
+        let job = self.jobs.get_mut(&id).expect("job exists");
+        set_state(&mut self.stats, job, State::Scheduled);
+        job.seq = seq;
+        job.time_ms = due_ms;
+        self.scheduled.push(Reverse((due_ms, seq, id)));
+    }
+
+    fn make_finished(&mut self, id: JobId, state: State, at_ms: u64) {
+        let seq = self.seq();
+        let job = self.jobs.get_mut(&id).expect("job exists");
+        set_state(&mut self.stats, job, state);
+        job.seq = seq;
+        job.time_ms = at_ms;
+        self.finished.push_back((at_ms, seq, id));
+    }
+
+    fn make_dead(&mut self, id: JobId, at_ms: u64, reason: Payload) {
+        let seq = self.seq();
+        let job = self.jobs.get_mut(&id).expect("job exists");
+        set_state(&mut self.stats, job, State::Dead);
+        job.seq = seq;
+        job.time_ms = at_ms;
+        job.reason = Some(reason);
+        self.dead.push_back((seq, id));
+        // Keep only the newest `dead_max`; stale entries are just dropped.
+        while self.stats.dead as usize > self.config.dead_max {
+            let Some((seq, id)) = self.dead.pop_front() else { break };
+            if self.jobs.get(&id).is_some_and(|j| j.state == State::Dead && j.seq == seq) {
+                self.forget(id);
+            }
+        }
+    }
+
+    /// Inserts a new job (replacing nothing: the caller checked). New jobs
+    /// start as `Ready` in the gauges and then move to their real state.
+    fn insert(&mut self, id: JobId, channel: u32, payload: Payload) {
+        self.live_bytes += payload.len() as u64 + JOB_OVERHEAD_BYTES;
+        self.stats.ready += 1;
+        self.jobs.insert(
+            id,
+            Job { channel, state: State::Ready, attempts: 0, seq: 0, fence: 0, time_ms: 0, payload, reason: None },
+        );
+    }
+
+    /// A reserved job with exactly this fence, or the right error.
+    fn reserved_mut(&mut self, id: JobId, fence: u64) -> Result<&mut Job, Error> {
+        match self.jobs.get_mut(&id) {
+            None => Err(Error::NotFound(id)),
+            Some(job) if job.state == State::Reserved && job.fence == fence => Ok(job),
+            Some(_) => Err(Error::Stale { id, fence }),
+        }
+    }
+
+    // ---------------------------------------------------------- commands
+
+    /// Creates a job unless one with this id is retained (then nothing
+    /// changes). Returns whether it was created. `due_ms` in the past or
+    /// absent means ready at once.
+    pub fn push(&mut self, now_ms: u64, channel: u32, id: JobId, payload: Payload, due_ms: Option<u64>) -> bool {
+        self.tick(now_ms);
+        self.push_one(now_ms, channel, id, payload, due_ms.unwrap_or(0))
+    }
+
+    /// PUSHMANY: one channel and one due time (0 = now) for every job.
+    pub fn push_many(
+        &mut self,
+        now_ms: u64,
+        channel: u32,
+        due_ms: u64,
+        jobs: impl IntoIterator<Item = (JobId, Payload)>,
+    ) -> u64 {
+        self.tick(now_ms);
+        let mut created = 0;
+        for (id, payload) in jobs {
+            created += u64::from(self.push_one(now_ms, channel, id, payload, due_ms));
+        }
+        created
+    }
+
+    fn push_one(&mut self, now_ms: u64, channel: u32, id: JobId, payload: Payload, due_ms: u64) -> bool {
+        if self.jobs.contains_key(&id) {
+            return false;
+        }
+        let due_ms = if due_ms > now_ms { due_ms } else { 0 };
+        self.insert(id, channel, payload.clone());
+        if due_ms > 0 {
+            self.make_scheduled(id, due_ms);
+        } else {
+            self.make_ready(id);
+        }
+        self.stats.pushed_total += 1;
+        self.record(|| Event::Pushed { id, channel, due_ms, payload });
+        true
+    }
+
+    /// Reserves up to `count` ready jobs, visiting `channels` in the given
+    /// order. `lease_ms == 0` means the configured default.
+    pub fn fetch(&mut self, now_ms: u64, count: usize, lease_ms: u64, channels: &[u32], out: &mut Vec<Reservation>) {
+        self.tick(now_ms);
+        let lease_ms = if lease_ms == 0 { self.config.lease_ms } else { lease_ms };
+        let deadline = now_ms.saturating_add(lease_ms);
+        let target = out.len() + count;
+        for channel in channels {
+            if out.len() >= target {
+                break;
+            }
+            let Some(queue) = self.ready.get_mut(channel) else { continue };
+            while out.len() < target {
+                let Some((id, seq)) = queue.pop_front() else { break };
+                let Some(job) = self.jobs.get_mut(&id) else { continue };
+                if job.state != State::Ready || job.seq != seq {
+                    continue;
+                }
+                let fence = self.next_fence;
+                self.next_fence += 1;
+                set_state(&mut self.stats, job, State::Reserved);
+                job.attempts += 1;
+                job.fence = fence;
+                job.time_ms = deadline;
+                self.leases.push(Reverse((deadline, fence, id)));
+                out.push(Reservation {
+                    id,
+                    channel: *channel,
+                    fence,
+                    attempts: job.attempts,
+                    payload: job.payload.clone(),
+                });
+                if let Some(journal) = self.journal.as_mut() {
+                    journal.push(Event::Reserved { id, fence });
+                }
+            }
+            if queue.is_empty() {
+                self.ready.remove(channel);
+            }
+        }
+    }
+
+    pub fn ack(&mut self, now_ms: u64, id: JobId, fence: u64) -> Result<(), Error> {
+        self.tick(now_ms);
+        self.ack_one(now_ms, id, fence)
+    }
+
+    /// Acks each pair; `true` where acked, `false` where stale or unknown.
+    pub fn ack_many(&mut self, now_ms: u64, pairs: &[(JobId, u64)]) -> Vec<bool> {
+        self.tick(now_ms);
+        pairs.iter().map(|&(id, fence)| self.ack_one(now_ms, id, fence).is_ok()).collect()
+    }
+
+    fn ack_one(&mut self, now_ms: u64, id: JobId, fence: u64) -> Result<(), Error> {
+        self.reserved_mut(id, fence)?;
+        self.make_finished(id, State::Completed, now_ms);
+        self.stats.acked_total += 1;
+        self.record(|| Event::Acked { id, at_ms: now_ms });
+        Ok(())
+    }
+
+    /// The job becomes scheduled, due `now + delay`; attempts are kept.
+    pub fn retry(&mut self, now_ms: u64, id: JobId, fence: u64, delay_ms: u64) -> Result<(), Error> {
+        self.tick(now_ms);
+        self.reserved_mut(id, fence)?;
+        let due_ms = now_ms.saturating_add(delay_ms);
+        self.make_scheduled(id, due_ms);
+        self.stats.retried_total += 1;
+        self.record(|| Event::Retried { id, due_ms });
+        // A zero delay is due now: make it ready without waiting for a tick.
+        self.tick(now_ms);
+        Ok(())
+    }
+
+    pub fn fail(&mut self, now_ms: u64, id: JobId, fence: u64, reason: Payload) -> Result<(), Error> {
+        self.tick(now_ms);
+        self.reserved_mut(id, fence)?;
+        self.make_dead(id, now_ms, reason.clone());
+        self.stats.failed_total += 1;
+        self.record(|| Event::Failed { id, at_ms: now_ms, reason });
+        Ok(())
+    }
+
+    /// Moves the lease deadline to `now + lease_ms` (0 = default lease).
+    /// Not journaled: a recovered reservation is ready again anyway.
+    pub fn extend(&mut self, now_ms: u64, id: JobId, fence: u64, lease_ms: u64) -> Result<(), Error> {
+        self.tick(now_ms);
+        let lease_ms = if lease_ms == 0 { self.config.lease_ms } else { lease_ms };
+        let deadline = now_ms.saturating_add(lease_ms);
+        let job = self.reserved_mut(id, fence)?;
+        job.time_ms = deadline;
+        self.leases.push(Reverse((deadline, fence, id)));
+        Ok(())
+    }
+
+    /// `Ok(true)`: it was scheduled or ready and is now cancelled;
+    /// `Ok(false)`: unknown or already finished; `Busy`: reserved.
+    pub fn cancel(&mut self, now_ms: u64, id: JobId) -> Result<bool, Error> {
+        self.tick(now_ms);
+        match self.jobs.get(&id).map(|j| j.state) {
+            Some(State::Scheduled | State::Ready) => {
+                self.make_finished(id, State::Cancelled, now_ms);
+                self.stats.cancelled_total += 1;
+                self.record(|| Event::Cancelled { id, at_ms: now_ms });
+                Ok(true)
+            }
+            Some(State::Reserved) => Err(Error::Busy(id)),
+            _ => Ok(false),
+        }
+    }
+
+    pub fn get(&mut self, now_ms: u64, id: JobId) -> Option<JobInfo> {
+        self.tick(now_ms);
+        self.jobs.get(&id).map(|job| JobInfo {
+            id,
+            channel: job.channel,
+            state: job.state,
+            attempts: job.attempts,
+            payload: job.payload.clone(),
+            due_ms: (job.state == State::Scheduled).then_some(job.time_ms),
+        })
+    }
+
+    /// Up to `count` dead jobs, newest first.
+    pub fn dead(&self, count: usize) -> Vec<DeadJob> {
+        self.dead
+            .iter()
+            .rev()
+            .filter_map(|&(seq, id)| {
+                let job = self.jobs.get(&id)?;
+                (job.state == State::Dead && job.seq == seq).then(|| DeadJob {
+                    id,
+                    channel: job.channel,
+                    attempts: job.attempts,
+                    reason: job.reason.clone().unwrap_or_else(|| Payload::from(&b""[..])),
+                    payload: job.payload.clone(),
+                })
+            })
+            .take(count)
+            .collect()
+    }
+
+    // ------------------------------------------------ recovery, snapshots
+
+    /// Replays one journaled event. Events are facts, so they are applied
+    /// unconditionally: a `Pushed` replaces any job with the same id (the
+    /// original must have been forgotten before it was pushed again), and
+    /// state changes do not re-check fences. Counters are not touched:
+    /// totals count from this start. Nothing is journaled.
+    pub fn apply(&mut self, event: Event) {
+        match event {
+            Event::Pushed { id, channel, due_ms, payload } => {
+                self.forget(id);
+                self.insert(id, channel, payload);
+                if due_ms > 0 {
+                    self.make_scheduled(id, due_ms);
+                } else {
+                    self.make_ready(id);
+                }
+            }
+            Event::Reserved { id, fence } => {
+                self.next_fence = self.next_fence.max(fence + 1);
+                if let Some(job) = self.jobs.get_mut(&id) {
+                    set_state(&mut self.stats, job, State::Reserved);
+                    job.attempts += 1;
+                    job.fence = fence;
+                }
+            }
+            Event::Acked { id, at_ms } if self.jobs.contains_key(&id) => {
+                self.make_finished(id, State::Completed, at_ms);
+            }
+            Event::Retried { id, due_ms } if self.jobs.contains_key(&id) => {
+                self.make_scheduled(id, due_ms);
+            }
+            Event::Failed { id, at_ms, reason } if self.jobs.contains_key(&id) => {
+                self.make_dead(id, at_ms, reason);
+            }
+            Event::Cancelled { id, at_ms } if self.jobs.contains_key(&id) => {
+                self.make_finished(id, State::Cancelled, at_ms);
+            }
+            _ => {}
+        }
+    }
+
+    /// Restores one job from a snapshot. Images must come in the order
+    /// [`Engine::export`] produced them (queue and retention order).
+    pub fn import(&mut self, image: JobImage) {
+        let JobImage { id, channel, state, attempts, time_ms, reason, payload } = image;
+        self.forget(id);
+        self.insert(id, channel, payload);
+        self.jobs.get_mut(&id).expect("inserted").attempts = attempts;
+        match state {
+            State::Ready => self.make_ready(id),
+            State::Scheduled => self.make_scheduled(id, time_ms),
+            State::Reserved => {
+                let job = self.jobs.get_mut(&id).expect("inserted");
+                set_state(&mut self.stats, job, State::Reserved);
+            }
+            State::Completed | State::Cancelled => self.make_finished(id, state, time_ms),
+            State::Dead => self.make_dead(id, time_ms, reason),
+        }
+    }
+
+    /// Ends recovery: reservations do not survive a restart (nobody holds
+    /// their lease any more), so every reserved job becomes ready at the head
+    /// of its channel, attempts kept, oldest reservation first. Returns how
+    /// many were requeued.
+    pub fn finish_recovery(&mut self) -> usize {
+        let mut reserved: Vec<(u64, JobId)> =
+            self.jobs.iter().filter(|(_, j)| j.state == State::Reserved).map(|(id, j)| (j.fence, *id)).collect();
+        reserved.sort_unstable();
+        for &(_, id) in reserved.iter().rev() {
+            let job = self.jobs.get_mut(&id).expect("job exists");
+            set_state(&mut self.stats, job, State::Ready);
+            self.requeue_front(id);
+        }
+        reserved.len()
+    }
+
+    /// Every retained job, in an order that [`Engine::import`] turns back
+    /// into the same queues: ready jobs channel by channel in queue order,
+    /// then scheduled and reserved, then finished and dead in list order.
+    pub fn export(&self) -> Vec<JobImage> {
+        let image = |id: JobId, job: &Job| JobImage {
+            id,
+            channel: job.channel,
+            state: job.state,
+            attempts: job.attempts,
+            time_ms: match job.state {
+                State::Ready | State::Reserved => 0,
+                _ => job.time_ms,
+            },
+            reason: job.reason.clone().unwrap_or_else(|| Payload::from(&b""[..])),
+            payload: job.payload.clone(),
+        };
+        let mut out = Vec::with_capacity(self.jobs.len());
+        let mut channels: Vec<_> = self.ready.keys().copied().collect();
+        channels.sort_unstable();
+        for channel in channels {
+            for &(id, seq) in &self.ready[&channel] {
+                if let Some(job) = self.jobs.get(&id) {
+                    if job.state == State::Ready && job.seq == seq {
+                        out.push(image(id, job));
+                    }
+                }
+            }
+        }
+        for (id, job) in &self.jobs {
+            if matches!(job.state, State::Scheduled | State::Reserved) {
+                out.push(image(*id, job));
+            }
+        }
+        for &(_, seq, id) in &self.finished {
+            if let Some(job) = self.jobs.get(&id) {
+                if job.seq == seq && matches!(job.state, State::Completed | State::Cancelled) {
+                    out.push(image(id, job));
+                }
+            }
+        }
+        for &(seq, id) in &self.dead {
+            if let Some(job) = self.jobs.get(&id) {
+                if job.seq == seq && job.state == State::Dead {
+                    out.push(image(id, job));
+                }
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,158 @@
+//! Values that cross the engine boundary: ids, states, reservations, the
+//! events the engine journals for the storage layer, and job images for
+//! snapshots.
+
+use std::fmt;
+use std::sync::Arc;
+
+/// Job payloads are opaque and shared: a reservation, a journal event and
+/// the job itself point at the same bytes instead of copying them.
+pub type Payload = Arc<[u8]>;
+
+/// A job id: a UUID. Kept as a `u128` so hashing and comparison are cheap;
+/// always shown in the canonical lowercase hyphenated form.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct JobId(pub u128);
+
+impl JobId {
+    /// Accepts exactly the 36-character hyphenated form, any case.
+    pub fn parse(text: &[u8]) -> Option<JobId> {
+        if text.len() != 36 {
+            return None;
+        }
+        uuid::Uuid::try_parse_ascii(text).ok().map(|u| JobId(u.as_u128()))
+    }
+
+    pub fn random() -> JobId {
+        JobId(uuid::Uuid::new_v4().as_u128())
+    }
+
+    /// The canonical text without allocating.
+    pub fn encode(&self) -> [u8; 36] {
+        let mut buf = [0u8; 36];
+        uuid::Uuid::from_u128(self.0).hyphenated().encode_lower(&mut buf);
+        buf
+    }
+}
+
+impl fmt::Display for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&uuid::Uuid::from_u128(self.0).hyphenated(), f)
+    }
+}
+
+impl fmt::Debug for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    Scheduled,
+    Ready,
+    Reserved,
+    Completed,
+    Dead,
+    Cancelled,
+}
+
+impl State {
+    pub fn name(self) -> &'static str {
+        match self {
+            State::Scheduled => "scheduled",
+            State::Ready => "ready",
+            State::Reserved => "reserved",
+            State::Completed => "completed",
+            State::Dead => "dead",
+            State::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+
+    pub fn from_code(code: u8) -> Option<State> {
+        [State::Scheduled, State::Ready, State::Reserved, State::Completed, State::Dead, State::Cancelled]
+            .get(code as usize)
+            .copied()
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reservation {
+    pub id: JobId,
+    pub channel: u32,
+    pub fence: u64,
+    pub attempts: u32,
+    pub payload: Payload,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobInfo {
+    pub id: JobId,
+    pub channel: u32,
+    pub state: State,
+    pub attempts: u32,
+    pub payload: Payload,
+    /// The due time while the job is scheduled.
+    pub due_ms: Option<u64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeadJob {
+    pub id: JobId,
+    pub channel: u32,
+    pub attempts: u32,
+    pub reason: Payload,
+    pub payload: Payload,
+}
+
+/// Counters and gauges reported by STATS.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub ready: u64,
+    pub scheduled: u64,
+    pub reserved: u64,
+    pub completed: u64,
+    pub dead: u64,
+    pub cancelled: u64,
+    pub pushed_total: u64,
+    pub acked_total: u64,
+    pub retried_total: u64,
+    pub failed_total: u64,
+    pub cancelled_total: u64,
+    pub expired_leases_total: u64,
+}
+
+/// A state change that must be made durable. The engine journals one per
+/// confirmed change; replaying them in order with [`super::Engine::apply`]
+/// rebuilds the same jobs (reservations excepted, see `finish_recovery`).
+/// Derived changes (lease expiry, promotion of due jobs, retention pruning)
+/// are not journaled: replay re-derives them from times in the events.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// A job was created; `due_ms == 0` means ready at once.
+    Pushed { id: JobId, channel: u32, due_ms: u64, payload: Payload },
+    /// A reservation with this fence was handed out (attempts + 1).
+    Reserved { id: JobId, fence: u64 },
+    Acked { id: JobId, at_ms: u64 },
+    Retried { id: JobId, due_ms: u64 },
+    Failed { id: JobId, at_ms: u64, reason: Payload },
+    Cancelled { id: JobId, at_ms: u64 },
+}
+
+/// The full state of one job, as written to a snapshot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobImage {
+    pub id: JobId,
+    pub channel: u32,
+    pub state: State,
+    pub attempts: u32,
+    /// Due time (scheduled) or finish time (completed, dead, cancelled);
+    /// 0 otherwise.
+    pub time_ms: u64,
+    pub reason: Payload,
+    pub payload: Payload,
+}
