@@ -8,10 +8,68 @@
 //! - [`storage`]: append-only log, snapshots, recovery.
 //! - [`config`]: flags and TOML file.
 //! - [`server`]: listeners, connections, auth, limits, dispatch.
+//!
+//! [`fuzzing`] holds the protocol property check shared by the cargo-fuzz
+//! target and the stable-Rust fallback fuzzer.
 
 pub mod command;
+pub mod config;
 pub mod engine;
 pub mod error;
+pub mod fuzzing;
 pub mod resp;
+pub mod server;
+pub mod storage;
 
 pub use error::{Error, Result};
+
+/// Writes one operational log line to stderr: start, recovery, compaction,
+/// shutdown, failures. One line per event, prefixed for grepping.
+pub fn log(message: std::fmt::Arguments<'_>) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0);
+    eprintln!("solid-engine ts={now} {message}");
+}
+
+/// Milliseconds since the Unix epoch: the engine's clock in the server.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+pub(crate) mod testutil {
+    use std::path::{Path, PathBuf};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A directory removed on drop.
+    pub struct TempDir(PathBuf);
+
+    impl TempDir {
+        pub fn new(tag: &str) -> TempDir {
+            static N: AtomicUsize = AtomicUsize::new(0);
+            let path = std::env::temp_dir().join(format!(
+                "se-{tag}-{}-{}",
+                std::process::id(),
+                N.fetch_add(1, Ordering::Relaxed)
+            ));
+            let _ = std::fs::remove_dir_all(&path);
+            std::fs::create_dir_all(&path).unwrap();
+            TempDir(path)
+        }
+
+        pub fn path(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}

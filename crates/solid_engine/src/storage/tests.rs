@@ -1,0 +1,233 @@
+use std::fs;
+use std::io::Write;
+
+use super::log::log_path;
+use super::record::encode_event;
+use super::*;
+use crate::engine::{EngineConfig, JobId, Payload, Reservation, State};
+use crate::testutil::TempDir;
+
+fn engine() -> Engine {
+    Engine::new(EngineConfig::default())
+}
+
+fn open(dir: &Path, durability: Durability, threshold: u64) -> (Engine, Storage, RecoveryReport) {
+    let mut e = engine();
+    let (s, report) = Storage::open(dir, durability, threshold, &mut e).unwrap();
+    e.finish_recovery();
+    (e, s, report)
+}
+
+/// Runs `op` on the engine and confirms its events, as the server does.
+fn exec<T>(e: &mut Engine, s: &Storage, op: impl FnOnce(&mut Engine) -> T) -> T {
+    let out = op(e);
+    let mut events = Vec::new();
+    e.take_events(&mut events);
+    let ticket = s.append(&events);
+    s.confirm(ticket).unwrap();
+    out
+}
+
+fn push(e: &mut Engine, s: &Storage, n: u128, body: &str) {
+    assert!(exec(e, s, |e| e.push(1, 1, JobId(n), Payload::from(body.as_bytes()), None)));
+}
+
+fn fetch(e: &mut Engine, s: &Storage, count: usize) -> Vec<Reservation> {
+    exec(e, s, |e| {
+        let mut out = Vec::new();
+        e.fetch(2, count, 0, &[1], &mut out);
+        out
+    })
+}
+
+fn only_log(dir: &Path) -> PathBuf {
+    let logs: Vec<_> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .collect();
+    assert_eq!(logs.len(), 1, "{logs:?}");
+    logs[0].clone()
+}
+
+#[test]
+fn round_trip_in_each_durable_mode() {
+    for durability in [Durability::Balanced, Durability::Strict] {
+        let dir = TempDir::new("storage-rt");
+        {
+            let (mut e, s, report) = open(dir.path(), durability, u64::MAX);
+            assert_eq!(report.log_records, 0);
+            for n in 1..=5 {
+                push(&mut e, &s, n, &format!("job{n}"));
+            }
+            let r = fetch(&mut e, &s, 3);
+            exec(&mut e, &s, |e| e.ack(3, r[0].id, r[0].fence)).unwrap();
+            exec(&mut e, &s, |e| e.fail(3, r[1].id, r[1].fence, Payload::from(&b"bad"[..]))).unwrap();
+            exec(&mut e, &s, |e| e.cancel(3, JobId(5))).unwrap();
+            exec(&mut e, &s, |e| e.push(3, 1, JobId(6), Payload::from(&b"later"[..]), Some(99_000)));
+            // Dropped without a final sync: balanced relies on write() alone.
+        }
+        let (mut e, _s, report) = open(dir.path(), durability, u64::MAX);
+        assert_eq!(report.log_records, 5 + 3 + 3 + 1, "{durability:?}");
+        let state = |e: &mut Engine, n| e.get(4, JobId(n)).map(|j| (j.state, j.attempts));
+        assert_eq!(state(&mut e, 1), Some((State::Completed, 1)));
+        assert_eq!(state(&mut e, 2), Some((State::Dead, 1)));
+        assert_eq!(state(&mut e, 3), Some((State::Ready, 1)), "reservation recovered as ready");
+        assert_eq!(state(&mut e, 4), Some((State::Ready, 0)));
+        assert_eq!(state(&mut e, 5), Some((State::Cancelled, 0)));
+        assert_eq!(e.get(4, JobId(6)).unwrap().due_ms, Some(99_000));
+        assert_eq!(&*e.dead(1)[0].reason, b"bad");
+        assert!(e.next_fence() > 3, "fences 1..=3 were handed out before the restart");
+        // The recovered reservation is first in line.
+        let mut out = Vec::new();
+        e.fetch(5, 2, 0, &[1], &mut out);
+        assert_eq!(out.iter().map(|r| r.id).collect::<Vec<_>>(), vec![JobId(3), JobId(4)]);
+        assert_eq!(out[0].attempts, 2);
+    }
+}
+
+#[test]
+fn torn_last_record_is_truncated() {
+    let dir = TempDir::new("storage-torn");
+    {
+        let (mut e, s, _) = open(dir.path(), Durability::Strict, u64::MAX);
+        push(&mut e, &s, 1, "one");
+        push(&mut e, &s, 2, "two");
+    }
+    let path = only_log(dir.path());
+    let good_len = fs::metadata(&path).unwrap().len();
+    // A partial record, as a crash in the middle of write() leaves it.
+    let mut record = Vec::new();
+    let event = crate::engine::Event::Pushed { id: JobId(3), channel: 1, due_ms: 0, payload: Payload::from(&b"three"[..]) };
+    encode_event(&mut record, &event);
+    fs::OpenOptions::new().append(true).open(&path).unwrap().write_all(&record[..record.len() - 3]).unwrap();
+
+    let (mut e, s, report) = open(dir.path(), Durability::Strict, u64::MAX);
+    assert_eq!(report.truncated, Some((record.len() as u64 - 3, good_len)));
+    assert_eq!(fs::metadata(&path).unwrap().len(), good_len);
+    assert_eq!(e.job_count(), 2);
+    assert!(e.get(0, JobId(3)).is_none());
+    // Writing continues cleanly after the cut.
+    push(&mut e, &s, 4, "four");
+    drop((e, s));
+    let (mut e, _s, report) = open(dir.path(), Durability::Strict, u64::MAX);
+    assert_eq!(report.truncated, None);
+    assert!(e.get(0, JobId(4)).is_some());
+}
+
+#[test]
+fn crc_mismatch_on_the_last_record_is_truncated() {
+    let dir = TempDir::new("storage-crc-tail");
+    {
+        let (mut e, s, _) = open(dir.path(), Durability::Balanced, u64::MAX);
+        push(&mut e, &s, 1, "one");
+        push(&mut e, &s, 2, "two");
+    }
+    let path = only_log(dir.path());
+    let mut data = fs::read(&path).unwrap();
+    let last = data.len() - 1;
+    data[last] ^= 0xff; // last byte of the last record's payload
+    fs::write(&path, &data).unwrap();
+    let (mut e, _s, report) = open(dir.path(), Durability::Balanced, u64::MAX);
+    assert!(report.truncated.is_some());
+    assert!(e.get(0, JobId(1)).is_some());
+    assert!(e.get(0, JobId(2)).is_none());
+}
+
+#[test]
+fn zero_filled_tail_is_truncated() {
+    let dir = TempDir::new("storage-zero-tail");
+    {
+        let (mut e, s, _) = open(dir.path(), Durability::Strict, u64::MAX);
+        push(&mut e, &s, 1, "one");
+    }
+    let path = only_log(dir.path());
+    fs::OpenOptions::new().append(true).open(&path).unwrap().write_all(&[0u8; 100]).unwrap();
+    let (e, _s, report) = open(dir.path(), Durability::Strict, u64::MAX);
+    assert_eq!(report.truncated.map(|t| t.0), Some(100));
+    assert_eq!(e.job_count(), 1);
+}
+
+#[test]
+fn corruption_in_the_middle_is_an_error_naming_the_offset() {
+    let dir = TempDir::new("storage-corrupt");
+    {
+        let (mut e, s, _) = open(dir.path(), Durability::Strict, u64::MAX);
+        push(&mut e, &s, 1, "one");
+        push(&mut e, &s, 2, "two");
+    }
+    let path = only_log(dir.path());
+    let mut data = fs::read(&path).unwrap();
+    data[LOG_HEADER + 12] ^= 0x01; // inside the first record's body
+    fs::write(&path, &data).unwrap();
+    let mut e = engine();
+    match Storage::open(dir.path(), Durability::Strict, u64::MAX, &mut e) {
+        Err(Error::Corrupt { offset, .. }) => assert_eq!(offset, LOG_HEADER as u64),
+        Err(other) => panic!("wrong error {other}"),
+        Ok(_) => panic!("corruption went unnoticed"),
+    }
+}
+
+#[test]
+fn compaction_keeps_exactly_the_live_jobs_and_shrinks_the_log() {
+    let dir = TempDir::new("storage-compact");
+    let threshold = 4 << 10;
+    let (mut e, s, _) = open(dir.path(), Durability::Strict, threshold);
+    let body = "x".repeat(100);
+    for n in 1..=200 {
+        push(&mut e, &s, n, &body);
+    }
+    let r = fetch(&mut e, &s, 190);
+    for res in &r[..180] {
+        exec(&mut e, &s, |e| e.ack(3, res.id, res.fence)).unwrap();
+    }
+    // Let retention forget the completed jobs: live = 10 reserved + 10 ready.
+    e.tick(3 + EngineConfig::default().completed_retention_ms);
+    assert_eq!(e.job_count(), 20);
+    let before = s.log_bytes();
+    assert!(s.needs_compaction(e.live_bytes()), "log {before} live {}", e.live_bytes());
+
+    let images = e.export();
+    let gen = s.start_compaction().unwrap();
+    let report = s.finish_compaction(gen, e.next_fence(), &images, before).unwrap();
+    assert_eq!(report.jobs, 20);
+    assert!(s.log_bytes() < before / 10, "{} vs {before}", s.log_bytes());
+    assert!(!log_path(dir.path(), gen - 1).exists(), "old log deleted");
+    assert!(!s.needs_compaction(e.live_bytes()));
+
+    // Changes after the compaction land in the new log and are replayed on top.
+    push(&mut e, &s, 500, "after");
+    let fence_before = e.next_fence();
+    drop((e, s));
+    let (mut e, _s, report) = open(dir.path(), Durability::Strict, threshold);
+    assert_eq!((report.snapshot_jobs, report.log_records), (20, 1));
+    assert_eq!(e.job_count(), 21);
+    assert!(e.next_fence() >= fence_before);
+    let recovered = e.get(4, r[185].id).unwrap();
+    assert_eq!((recovered.state, recovered.attempts), (State::Ready, 1));
+}
+
+#[test]
+fn crash_between_rotation_and_snapshot_replays_each_record_once() {
+    let dir = TempDir::new("storage-half-compact");
+    {
+        let (mut e, s, _) = open(dir.path(), Durability::Strict, u64::MAX);
+        push(&mut e, &s, 1, "one");
+        fetch(&mut e, &s, 1);
+        s.start_compaction().unwrap(); // snapshot never written
+        push(&mut e, &s, 2, "two");
+    }
+    let (mut e, _s, report) = open(dir.path(), Durability::Strict, u64::MAX);
+    assert_eq!(report.logs_replayed, 2);
+    assert_eq!(e.get(0, JobId(1)).unwrap().attempts, 1);
+    assert_eq!(e.job_count(), 2);
+}
+
+#[test]
+fn a_data_dir_serves_one_server_at_a_time() {
+    let dir = TempDir::new("storage-lock");
+    let (_e, _s, _) = open(dir.path(), Durability::Strict, u64::MAX);
+    let mut other = engine();
+    let err = Storage::open(dir.path(), Durability::Strict, u64::MAX, &mut other).err().unwrap();
+    assert!(err.to_string().contains("in use"), "{err}");
+}
