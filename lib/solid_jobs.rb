@@ -12,6 +12,7 @@ require "solid_jobs/publisher"
 require "solid_jobs/executor"
 require "solid_jobs/failure_policy"
 require "solid_jobs/task"
+require "solid_jobs/backends"
 require "solid_jobs/archive"
 require "solid_jobs/integrity_check"
 require "solid_jobs/worker"
@@ -36,6 +37,7 @@ module SolidJobs
       yield config
       config.validate!
       @client = nil if @client && @client.url != config.redis_url
+      @routing = nil
       config
     end
 
@@ -50,10 +52,22 @@ module SolidJobs
       end
     end
 
-    # Replaces configuration and client (tests, forking servers).
+    # Which backend serves each channel. Built in the main Ractor (by the
+    # first enqueue or by the Conductor); worker Ractors read the same one.
+    def routing
+      @routing || begin
+        unless Ractor.current == Ractor.main
+          raise Error, "SolidJobs.routing is not initialized; it is built in the main Ractor before workers start"
+        end
+        @routing = Routing.build(config)
+      end
+    end
+
+    # Replaces configuration, client and routing (tests, forking servers).
     def reset!
       @config = Configuration.new
       @client = nil
+      @routing = nil
     end
   end
 end

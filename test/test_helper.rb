@@ -12,7 +12,7 @@ require_relative "support/tasks"
 require_relative "support/worker_process"
 
 Warning[:experimental] = false
-ENV["SOLID_JOBS_LOG_LEVEL"] ||= "error"
+ENV["SOLID_JOBS_LOG_LEVEL"] ||= "none"
 Redis.silence_deprecations = true
 
 # One Redis for the whole suite; each test gets its own namespace.

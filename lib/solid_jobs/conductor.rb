@@ -26,6 +26,7 @@ module SolidJobs
     def start(&wait_for_redis)
       @config.validate!
       SolidJobs.client # created here, in the main Ractor, before workers read it
+      SolidJobs.routing
       share_config
       @dispatcher = connect_dispatcher(&wait_for_redis) or return nil
       @started_at = Process.clock_gettime(Process::CLOCK_MONOTONIC)
@@ -117,10 +118,12 @@ module SolidJobs
 
     def build_dispatcher
       c = @config
-      Native::Dispatcher.new([
-        ["redis", c.redis_url, c.namespace, @node_id, c.channels.map(&:dup), c.channel_order.to_s, c.prefetch || 0, c.concurrency,
-         c.heartbeat_interval.to_f, c.recovery_delay.to_f, description, c.archive_max_entries, c.archive_max_age.to_f]
-      ])
+      # One job source per backend serving these channels; no Redis is
+      # touched when every channel is routed elsewhere.
+      specs = SolidJobs.routing.group(c.channels).map do |backend, channels|
+        backend.source_spec(channels, config: c, node_id: @node_id, description: description)
+      end
+      Native::Dispatcher.new(specs)
     end
 
     def description

@@ -29,7 +29,15 @@ module SolidJobs
       # A node silent this long is dead; its claims are recovered by others.
       recovery_delay: 30,
       archive_max_entries: 10_000,
-      archive_max_age: 30 * 24 * 3600
+      archive_max_age: 30 * 24 * 3600,
+      # Which backend serves channels not listed in channel_backends.
+      backend: :redis,
+      # Named backend specs: {name => {adapter: :solid_redis | :solid_engine, url:, ...}}.
+      backends: {}.freeze,
+      # {channel => backend name}
+      channel_backends: {}.freeze,
+      # Shortcut with backend = :solid_engine: the engine's unix:// or tcp:// URL.
+      url: nil
     }.freeze
 
     attr_reader(*DEFAULTS.keys, :prefetch, :publish_interceptors, :execute_interceptors)
@@ -115,6 +123,27 @@ module SolidJobs
     def archive_max_age=(value)
       positive_number!(:archive_max_age, value)
       @archive_max_age = value
+    end
+
+    def backend=(value)
+      invalid!(:backend, value, "a backend name (Symbol), e.g. :redis or :solid_engine") unless value.is_a?(Symbol) || value.is_a?(String)
+      @backend = value.to_sym
+    end
+
+    def backends=(specs)
+      valid = specs.is_a?(Hash) && specs.values.all? { |spec| spec.is_a?(Hash) && spec.key?(:adapter) }
+      invalid!(:backends, specs, "a Hash of name => {adapter: :solid_redis | :solid_engine, url: ...}") unless valid
+      @backends = specs.to_h { |name, spec| [name.to_sym, spec.dup.freeze] }.freeze
+    end
+
+    def channel_backends=(map)
+      invalid!(:channel_backends, map, "a Hash of channel name => backend name") unless map.is_a?(Hash)
+      @channel_backends = map.to_h { |channel, name| [channel.to_s.freeze, name.to_sym] }.freeze
+    end
+
+    def url=(value)
+      invalid!(:url, value, "a unix:///path or tcp://host:port URL") unless value.nil? || (value.is_a?(String) && value.match?(%r{\A(unix|tcp)://}i))
+      @url = value
     end
 
     def execution_mode=(value)

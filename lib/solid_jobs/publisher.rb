@@ -34,13 +34,11 @@ module SolidJobs
       max_failures = options.fetch(:max_failures)
       return Testing.publish(task_class, argument_lists, channel, max_failures, due_ms) if Testing.active?
 
+      routing = SolidJobs.routing
+      backend = routing.backend_for(channel)
+      check_supported(backend, task, options)
       chain = SolidJobs.config.publish_interceptors
-      client = SolidJobs.client
-      if chain.empty?
-        return [client.push(task, argument_lists.first, channel, max_failures, due_ms)] if argument_lists.size == 1
-
-        return client.push_many(task, argument_lists, channel, max_failures, due_ms)
-      end
+      return backend.push(task, argument_lists, channel, max_failures, due_ms) if chain.empty?
 
       envelopes = argument_lists.map { |args| Native::Client.build(task, args, channel, max_failures, due_ms) }
       kept = envelopes.map do |envelope|
@@ -49,8 +47,17 @@ module SolidJobs
         chain.invoke(publication) { written = publication.envelope }
         written
       end
-      client.push_envelopes(kept.compact, due_ms)
+      kept.compact.group_by { |e| routing.backend_for(e["channel"]) }.each { |b, list| b.push_envelopes(list, due_ms) }
       kept.map { |envelope| envelope && envelope["id"] }
+    end
+
+    # retry_within needs the time of the first failure, which only the
+    # Redis backend records: refuse at enqueue rather than ignore it later.
+    def check_supported(backend, task, options)
+      return unless options[:retry_within] && !backend.is_a?(Backends::Redis)
+
+      raise Backends::NotSupported, "#{task} uses retry_within, which the #{backend.name.inspect} backend cannot honor " \
+                                    "(it does not record failure times); remove it or route the channel to Redis"
     end
   end
 end

@@ -8,6 +8,7 @@ fn rank(level: &str) -> u8 {
         "debug" => 0,
         "warn" => 2,
         "error" => 3,
+        "none" => 4,
         _ => 1,
     }
 }

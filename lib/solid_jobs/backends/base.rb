@@ -1,0 +1,55 @@
+# frozen_string_literal: true
+
+module SolidJobs
+  module Backends
+    # The adapter API every backend implements. Producers use enqueue and
+    # schedule; the other operations serve tools and tests (workers claim
+    # through the native dispatcher, which uses the same storage rules).
+    class Base
+      attr_reader :name
+
+      # `config` is read here, not kept: backends are made Ractor-shareable,
+      # which would freeze whatever they hold.
+      def initialize(name, spec, _config)
+        @name = name
+        @spec = spec.dup.freeze
+      end
+
+      # {capability => true/false} for every entry of CAPABILITIES.
+      def capabilities = raise(NotImplementedError)
+
+      def supports?(capability)
+        capabilities.fetch(capability.to_sym) { raise ArgumentError, "unknown capability #{capability.inspect}; known: #{CAPABILITIES.inspect}" }
+      end
+
+      # Writes jobs of `task` (a class name) to `channel`; returns their ids.
+      def enqueue(task, argument_lists, channel:, max_failures:) = push(task, argument_lists, channel, max_failures, nil)
+
+      # Like enqueue, ready at `at` (a Time or epoch seconds).
+      def schedule(task, argument_lists, channel:, max_failures:, at:)
+        epoch = at.is_a?(Time) ? at.to_f : Float(at)
+        push(task, argument_lists, channel, max_failures, (epoch * 1000).round)
+      end
+
+      def push(_task, _argument_lists, _channel, _max_failures, _due_ms) = raise(NotImplementedError)
+      def push_envelopes(_envelopes, _due_ms) = raise(NotImplementedError)
+      def claim(_channel) = not_supported!(:claim)
+      def ack(_claim) = not_supported!(:ack)
+      def retry_job(_claim, delay:) = not_supported!(:retry_job)
+      def fail_job(_claim, reason: "failed") = not_supported!(:fail_job)
+      def get_job(_id) = not_supported!(:get_job)
+      def cancel(_id) = not_supported!(:cancel)
+      def recover = not_supported!(:recover)
+
+      # The worker-side spec for Native::Dispatcher, for `channels`
+      # ([[name, weight], ...]) routed to this backend.
+      def source_spec(_channels, config:, node_id:, description:) = raise(NotImplementedError)
+
+      private
+
+      def not_supported!(operation)
+        raise NotSupported, "the #{self.class.name.split("::").last} backend #{name.inspect} cannot #{operation}"
+      end
+    end
+  end
+end

@@ -1,0 +1,71 @@
+# frozen_string_literal: true
+
+module SolidJobs
+  module Backends
+    # SolidEngine, our job server (docs/protocol.md), over `unix://` or
+    # `tcp://`. Channels map to engine channel ids by CRC32 of their name
+    # unless `channel_ids:` says otherwise.
+    class SolidEngine < Base
+      CAPABILITIES = {
+        at_least_once: true, retries: true, scheduling: true, crash_recovery: true, deduplication: true,
+        fencing: true, lease_extension: true, get: true, cancel: true, durability: true
+      }.freeze
+      STATES = %w[scheduled ready reserved completed dead cancelled].freeze
+      # Lease per reservation. Running tasks are extended every third of it,
+      # so only a dead worker's jobs wait this long to be redelivered.
+      DEFAULT_LEASE = 30
+
+      attr_reader :client
+
+      def initialize(name, spec, config)
+        super
+        url = spec[:url] or raise ConfigurationError, "backend #{name.inspect} (solid_engine) needs a url: unix:///path or tcp://host:port"
+        unless url.match?(%r{\A(unix|tcp)://}i)
+          raise ConfigurationError, "backend #{name.inspect} url #{url.inspect} must be unix:///path or tcp://host:port"
+        end
+
+        @channel_ids = spec[:channel_ids]
+        @lease = spec.fetch(:lease, DEFAULT_LEASE)
+        @client = Ractor.make_shareable(Native::EngineClient.new(url, spec[:password]))
+      end
+
+      def capabilities = CAPABILITIES
+      def channel_id(channel) = Backends.channel_id(channel, @channel_ids)
+
+      def push(task, argument_lists, channel, max_failures, due_ms)
+        id = channel_id(channel)
+        return [@client.push(id, task, argument_lists.first, channel, max_failures, due_ms)] if argument_lists.size == 1
+
+        @client.push_many(id, task, argument_lists, channel, max_failures, due_ms)
+      end
+
+      def push_envelopes(envelopes, due_ms)
+        envelopes.group_by { |e| e["channel"] }.flat_map { |channel, list| @client.push_envelopes(channel_id(channel), list, due_ms) }
+      end
+
+      # {"id", "channel_id", "state", "attempts", "envelope", "due_ms"} or nil.
+      def get_job(id)
+        row = @client.get(id.to_s) or return nil
+        job_id, channel_id, state, attempts, payload, due_ms = row
+        envelope = begin
+          Native.decode_envelope(payload)
+        rescue EnvelopeError
+          nil
+        end
+        {"id" => job_id, "channel_id" => channel_id, "state" => state, "attempts" => attempts, "envelope" => envelope, "due_ms" => due_ms}
+      end
+
+      # true when the job was waiting (ready or scheduled) and will never run.
+      def cancel(id) = @client.cancel(id.to_s)
+
+      # The engine recovers by itself: an expired lease makes a job ready again.
+      def recover = 0
+
+      def source_spec(channels, config:, node_id:, description:) # rubocop:disable Lint/UnusedMethodArgument
+        c = config
+        ["engine", @client.url, @spec[:password], channels.map { |n, w| [n, channel_id(n), w] }, c.channel_order.to_s,
+         c.prefetch || 0, c.concurrency, @lease.to_f]
+      end
+    end
+  end
+end
