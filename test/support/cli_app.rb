@@ -11,3 +11,12 @@ SolidJobs.configure do |c|
   c.recovery_delay = Float(ENV.fetch("SOLID_JOBS_TEST_RECOVERY_DELAY", "2"))
   c.prefetch = Integer(ENV["SOLID_JOBS_TEST_PREFETCH"]) if ENV["SOLID_JOBS_TEST_PREFETCH"]
 end
+
+# Route every channel to a SolidEngine server when the test asks for it.
+if (engine_url = ENV["SOLID_JOBS_TEST_ENGINE_URL"])
+  SolidJobs.configure do |c|
+    c.backend = :solid_engine
+    c.url = engine_url
+    c.backends = {solid_engine: {adapter: :solid_engine, url: engine_url, lease: Float(ENV.fetch("SOLID_JOBS_TEST_LEASE", "30"))}}
+  end
+end

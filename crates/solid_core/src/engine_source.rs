@@ -35,7 +35,8 @@ pub struct EngineSourceConfig {
     pub channels: Vec<(String, u32, u32)>,
     pub order: ChannelOrder,
     pub prefetch: Prefetch,
-    /// Lease requested per reservation; running tasks are extended before it ends.
+    /// Lease requested per reservation; running tasks are extended before it
+    /// ends. Zero: the server's default lease, never extended.
     pub lease: Duration,
 }
 
@@ -97,7 +98,8 @@ impl EngineSource {
         let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
             std::thread::Builder::new().name(format!("solid-engine-{name}")).spawn(f).expect("spawn engine thread")
         };
-        let threads = vec![
+        let extend = !shared.cfg.lease.is_zero();
+        let mut threads = vec![
             {
                 let (s, stop) = (shared.clone(), stop_rx.clone());
                 spawn("fetcher", Box::new(move || fetch_loop(&s, jobs_tx, taken_rx, stop)))
@@ -106,11 +108,11 @@ impl EngineSource {
                 let s = shared.clone();
                 spawn("acker", Box::new(move || ack_loop(&s, acks_rx)))
             },
-            {
-                let s = shared.clone();
-                spawn("leases", Box::new(move || extend_loop(&s, stop_rx)))
-            },
         ];
+        if extend {
+            let s = shared.clone();
+            threads.push(spawn("leases", Box::new(move || extend_loop(&s, stop_rx))));
+        }
         Ok(EngineSource { shared, jobs_rx, taken_tx, acks_tx, stop_tx: Mutex::new(Some(stop_tx)), threads: Mutex::new(threads) })
     }
 
