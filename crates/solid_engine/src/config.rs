@@ -1,0 +1,327 @@
+//! Configuration: command-line flags and an optional TOML file with the
+//! same keys. Flags win over the file; the file wins over defaults. Every
+//! problem is an `Error::Config` with a message naming the flag or key
+//! (the binary exits 2 on it).
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use crate::engine::EngineConfig;
+use crate::error::{Error, Result};
+use crate::storage::Durability;
+
+pub const DEFAULT_LISTEN: &str = "tcp://127.0.0.1:7777";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ListenAddr {
+    /// `host:port`, host defaulting to 127.0.0.1.
+    Tcp(String),
+    Unix(PathBuf),
+}
+
+impl ListenAddr {
+    /// `tcp://[HOST]:PORT`, `tcp://PORT` or `unix://PATH`.
+    pub fn parse(text: &str) -> Result<ListenAddr> {
+        let bad = |why: &str| Error::Config(format!("invalid listen address '{text}': {why}"));
+        if let Some(path) = text.strip_prefix("unix://") {
+            if path.is_empty() {
+                return Err(bad("empty socket path"));
+            }
+            return Ok(ListenAddr::Unix(PathBuf::from(path)));
+        }
+        let Some(rest) = text.strip_prefix("tcp://") else {
+            return Err(bad("expected tcp://HOST:PORT or unix://PATH"));
+        };
+        let (host, port) = match rest.rsplit_once(':') {
+            Some((host, port)) => (host, port),
+            None => ("", rest),
+        };
+        if port.parse::<u16>().is_err() {
+            return Err(bad("bad port"));
+        }
+        let host = if host.is_empty() { "127.0.0.1" } else { host };
+        Ok(ListenAddr::Tcp(format!("{host}:{port}")))
+    }
+}
+
+impl std::fmt::Display for ListenAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ListenAddr::Tcp(addr) => write!(f, "tcp://{addr}"),
+            ListenAddr::Unix(path) => write!(f, "unix://{}", path.display()),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    pub listen: Vec<ListenAddr>,
+    pub durability: Durability,
+    pub data_dir: Option<PathBuf>,
+    pub lease_ms: u64,
+    pub password: Option<String>,
+    pub max_connections: usize,
+    pub completed_retention_ms: u64,
+    pub dead_max: usize,
+    pub compact_threshold_bytes: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        let engine = EngineConfig::default();
+        Config {
+            listen: vec![ListenAddr::parse(DEFAULT_LISTEN).expect("valid default")],
+            durability: Durability::Memory,
+            data_dir: None,
+            lease_ms: engine.lease_ms,
+            password: None,
+            max_connections: 1024,
+            completed_retention_ms: engine.completed_retention_ms,
+            dead_max: engine.dead_max,
+            compact_threshold_bytes: 64 << 20,
+        }
+    }
+}
+
+impl Config {
+    pub fn engine(&self) -> EngineConfig {
+        EngineConfig {
+            lease_ms: self.lease_ms,
+            completed_retention_ms: self.completed_retention_ms,
+            dead_max: self.dead_max,
+        }
+    }
+
+    /// Checks rules that involve several keys.
+    pub fn validate(&self) -> Result<()> {
+        if self.durability != Durability::Memory && self.data_dir.is_none() {
+            return Err(Error::Config(format!("durability {} requires data_dir", self.durability.name())));
+        }
+        if self.lease_ms == 0 {
+            return Err(Error::Config("lease_ms must be at least 1".into()));
+        }
+        if self.max_connections == 0 {
+            return Err(Error::Config("max_connections must be at least 1".into()));
+        }
+        if self.listen.is_empty() {
+            return Err(Error::Config("at least one listen address is required".into()));
+        }
+        Ok(())
+    }
+}
+
+/// What the command line asks for.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Cli {
+    Run(Config),
+    Help,
+    Version,
+}
+
+pub const USAGE: &str = "\
+solid-engine-server: the SolidJobs job server
+
+USAGE: solid-engine-server [OPTIONS]
+
+OPTIONS:
+  --listen ADDR                  tcp://[HOST:]PORT or unix://PATH; repeatable
+                                 (default tcp://127.0.0.1:7777)
+  --durability MODE              memory (default), balanced or strict
+  --data-dir DIR                 required for balanced and strict
+  --lease-ms MS                  default lease for FETCH (default 30000)
+  --password SECRET              require AUTH
+  --max-connections N            default 1024
+  --completed-retention-ms MS    keep completed jobs this long (default 60000)
+  --dead-max N                   keep this many dead jobs (default 10000)
+  --compact-threshold-bytes N    compact the log past this size (default 64 MiB)
+  --config FILE                  TOML file with the same keys (flags win)
+  --help, --version
+";
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    listen: Option<Vec<String>>,
+    durability: Option<String>,
+    data_dir: Option<PathBuf>,
+    lease_ms: Option<u64>,
+    password: Option<String>,
+    max_connections: Option<usize>,
+    completed_retention_ms: Option<u64>,
+    dead_max: Option<usize>,
+    compact_threshold_bytes: Option<u64>,
+}
+
+fn number<T: std::str::FromStr>(flag: &str, value: &str) -> Result<T> {
+    value.parse().map_err(|_| Error::Config(format!("{flag}: '{value}' is not a valid number")))
+}
+
+fn durability(value: &str, key: &str) -> Result<Durability> {
+    Durability::parse(value)
+        .ok_or_else(|| Error::Config(format!("{key}: '{value}' is not one of memory, balanced, strict")))
+}
+
+/// Parses the process arguments (without the program name).
+pub fn from_args<I: IntoIterator<Item = String>>(args: I) -> Result<Cli> {
+    let mut flags = FileConfig::default();
+    let mut config_file: Option<PathBuf> = None;
+    let mut listen: Vec<String> = Vec::new();
+    let mut args = args.into_iter();
+    while let Some(arg) = args.next() {
+        let (flag, inline) = match arg.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
+            _ => (arg.clone(), None),
+        };
+        match flag.as_str() {
+            "--help" | "-h" => return Ok(Cli::Help),
+            "--version" | "-V" => return Ok(Cli::Version),
+            _ => {}
+        }
+        let mut value = || {
+            inline.clone().or_else(|| args.next()).ok_or_else(|| Error::Config(format!("{flag} needs a value")))
+        };
+        match flag.as_str() {
+            "--listen" => listen.push(value()?),
+            "--durability" => flags.durability = Some(value()?),
+            "--data-dir" => flags.data_dir = Some(PathBuf::from(value()?)),
+            "--lease-ms" => flags.lease_ms = Some(number(&flag, &value()?)?),
+            "--password" => flags.password = Some(value()?),
+            "--max-connections" => flags.max_connections = Some(number(&flag, &value()?)?),
+            "--completed-retention-ms" => flags.completed_retention_ms = Some(number(&flag, &value()?)?),
+            "--dead-max" => flags.dead_max = Some(number(&flag, &value()?)?),
+            "--compact-threshold-bytes" => flags.compact_threshold_bytes = Some(number(&flag, &value()?)?),
+            "--config" => config_file = Some(PathBuf::from(value()?)),
+            other => return Err(Error::Config(format!("unknown option '{other}' (see --help)"))),
+        }
+    }
+    if !listen.is_empty() {
+        flags.listen = Some(listen);
+    }
+    let file = match &config_file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| Error::Config(format!("cannot read config file {}: {e}", path.display())))?;
+            parse_toml(&text).map_err(|e| Error::Config(format!("config file {}: {e}", path.display())))?
+        }
+        None => FileConfig::default(),
+    };
+    Ok(Cli::Run(merge(flags, file)?))
+}
+
+fn parse_toml(text: &str) -> std::result::Result<FileConfig, String> {
+    toml::from_str(text).map_err(|e| e.message().to_string())
+}
+
+/// Parses a TOML configuration alone (flags absent).
+pub fn from_toml(text: &str) -> Result<Config> {
+    merge(FileConfig::default(), parse_toml(text).map_err(Error::Config)?)
+}
+
+fn merge(flags: FileConfig, file: FileConfig) -> Result<Config> {
+    let d = Config::default();
+    let listen = match flags.listen.or(file.listen) {
+        Some(list) => list.iter().map(|l| ListenAddr::parse(l)).collect::<Result<Vec<_>>>()?,
+        None => d.listen,
+    };
+    let durability = match flags.durability.or(file.durability) {
+        Some(text) => durability(&text, "durability")?,
+        None => d.durability,
+    };
+    let config = Config {
+        listen,
+        durability,
+        data_dir: flags.data_dir.or(file.data_dir),
+        lease_ms: flags.lease_ms.or(file.lease_ms).unwrap_or(d.lease_ms),
+        password: flags.password.or(file.password).filter(|p| !p.is_empty()),
+        max_connections: flags.max_connections.or(file.max_connections).unwrap_or(d.max_connections),
+        completed_retention_ms: flags
+            .completed_retention_ms
+            .or(file.completed_retention_ms)
+            .unwrap_or(d.completed_retention_ms),
+        dead_max: flags.dead_max.or(file.dead_max).unwrap_or(d.dead_max),
+        compact_threshold_bytes: flags
+            .compact_threshold_bytes
+            .or(file.compact_threshold_bytes)
+            .unwrap_or(d.compact_threshold_bytes),
+    };
+    config.validate()?;
+    Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Result<Cli> {
+        from_args(list.iter().map(|s| s.to_string()))
+    }
+
+    fn run(list: &[&str]) -> Config {
+        match args(list).unwrap() {
+            Cli::Run(c) => c,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn defaults() {
+        let c = run(&[]);
+        assert_eq!(c.listen, vec![ListenAddr::Tcp("127.0.0.1:7777".into())]);
+        assert_eq!((c.durability, c.lease_ms, c.max_connections), (Durability::Memory, 30_000, 1024));
+    }
+
+    #[test]
+    fn listen_forms() {
+        let c = run(&["--listen", "unix:///tmp/x.sock", "--listen=tcp://:9000", "--listen", "tcp://0.0.0.0:1"]);
+        assert_eq!(
+            c.listen,
+            vec![
+                ListenAddr::Unix("/tmp/x.sock".into()),
+                ListenAddr::Tcp("127.0.0.1:9000".into()),
+                ListenAddr::Tcp("0.0.0.0:1".into())
+            ]
+        );
+        assert_eq!(ListenAddr::parse("tcp://7000").unwrap(), ListenAddr::Tcp("127.0.0.1:7000".into()));
+        assert!(ListenAddr::parse("http://x:1").is_err());
+        assert!(ListenAddr::parse("tcp://x:notaport").is_err());
+    }
+
+    #[test]
+    fn bad_flags_are_config_errors() {
+        for bad in [
+            &["--durability", "fast"][..],
+            &["--durability", "strict"],
+            &["--lease-ms", "abc"],
+            &["--frobnicate"],
+            &["--listen"],
+            &["--lease-ms", "0"],
+        ] {
+            assert!(matches!(args(bad), Err(Error::Config(_))), "{bad:?}");
+        }
+        assert_eq!(args(&["--help"]).unwrap(), Cli::Help);
+        assert_eq!(args(&["--version"]).unwrap(), Cli::Version);
+    }
+
+    #[test]
+    fn toml_file_and_flags_win() {
+        let dir = crate::testutil::TempDir::new("config");
+        let path = dir.path().join("engine.toml");
+        std::fs::write(
+            &path,
+            "listen = [\"unix:///tmp/a.sock\"]\ndurability = \"balanced\"\ndata_dir = \"/var/lib/se\"\n\
+             lease_ms = 5000\npassword = \"pw\"\nmax_connections = 10\ncompleted_retention_ms = 1\n\
+             dead_max = 2\ncompact_threshold_bytes = 3\n",
+        )
+        .unwrap();
+        let c = run(&["--config", path.to_str().unwrap(), "--lease-ms", "7"]);
+        assert_eq!(c.lease_ms, 7, "flag wins");
+        assert_eq!(c.durability, Durability::Balanced);
+        assert_eq!(c.data_dir, Some(PathBuf::from("/var/lib/se")));
+        assert_eq!(c.password.as_deref(), Some("pw"));
+        assert_eq!((c.max_connections, c.completed_retention_ms, c.dead_max, c.compact_threshold_bytes), (10, 1, 2, 3));
+        assert!(from_toml("lease_ms = \"x\"").is_err());
+        assert!(from_toml("unknown_key = 1").is_err());
+        assert!(matches!(args(&["--config", "/nonexistent/x.toml"]), Err(Error::Config(_))));
+    }
+}

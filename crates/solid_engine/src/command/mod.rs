@@ -154,7 +154,15 @@ pub fn parse(frame: Frame) -> Result<Command, Error> {
             1 => Command::Ping(Some(a.next()?)),
             _ => return Err(arity(name)),
         },
-        "AUTH" => Command::Auth(a.next()?),
+        // `AUTH [username] password`: clients may send the username form.
+        "AUTH" => match a.remaining() {
+            1 => Command::Auth(a.next()?),
+            2 => {
+                a.next()?;
+                Command::Auth(a.next()?)
+            }
+            _ => return Err(arity(name)),
+        },
         "CLIENT" => {
             a.next()?;
             return Ok(Command::Client);

@@ -1,0 +1,330 @@
+//! The server: accept loops, one thread per connection, housekeeping, and
+//! graceful shutdown.
+//!
+//! Guarantees:
+//! - `run` takes listeners that are already bound (tests bind port 0 or a
+//!   temporary socket path) and returns after shutdown is complete: no new
+//!   connections, in-flight requests answered, blocked FETCHes returned
+//!   empty, log flushed and fsync'd, Unix socket files removed.
+//! - A panic while serving one connection is caught and closes only that
+//!   connection. Locks are parking_lot locks, which are not poisoned.
+//! - Over `max_connections`, a new connection gets `-MAXCONN ...` and is
+//!   closed; the others are unaffected.
+//! - Housekeeping (lease expiry, promotion, pruning, balanced-mode fsync,
+//!   compaction) runs on one thread every [`HOUSEKEEPING_INTERVAL`]; the
+//!   engine also applies expiry and promotion lazily on every operation.
+
+mod conn;
+mod dispatch;
+mod listener;
+mod wait;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::net::Shutdown;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+pub use listener::{bind_all, Listener, ShutdownHandle};
+
+use crate::command::Reply;
+use crate::config::Config;
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::storage::{Durability, Storage};
+use listener::Stream;
+use wait::Notifier;
+
+pub const HOUSEKEEPING_INTERVAL: Duration = Duration::from_millis(10);
+/// How long shutdown waits for connections to finish their request.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Live connections: how many, and a handle to close each one's read side
+/// at shutdown.
+#[derive(Default)]
+pub(crate) struct Tracker {
+    state: Mutex<(usize, u64, HashMap<u64, Stream>)>,
+    drained: Condvar,
+}
+
+impl Tracker {
+    pub(crate) fn count(&self) -> usize {
+        self.state.lock().0
+    }
+
+    /// Registers a connection unless the limit is reached.
+    fn admit(&self, stream: &Stream, max: usize) -> Option<u64> {
+        let mut state = self.state.lock();
+        if state.0 >= max {
+            return None;
+        }
+        state.0 += 1;
+        state.1 += 1;
+        let id = state.1;
+        if let Ok(handle) = stream.try_clone() {
+            state.2.insert(id, handle);
+        }
+        Some(id)
+    }
+
+    fn leave(&self, id: u64) {
+        let mut state = self.state.lock();
+        state.0 -= 1;
+        state.2.remove(&id);
+        if state.0 == 0 {
+            self.drained.notify_all();
+        }
+    }
+
+    fn shutdown_all(&self, how: Shutdown) {
+        for stream in self.state.lock().2.values() {
+            stream.shutdown(how);
+        }
+    }
+
+    /// Waits until no connection is left; false on timeout.
+    fn wait_drained(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut state = self.state.lock();
+        while state.0 > 0 {
+            if self.drained.wait_until(&mut state, deadline).timed_out() {
+                return state.0 == 0;
+            }
+        }
+        true
+    }
+}
+
+pub(crate) struct Shared {
+    pub(crate) engine: Mutex<Engine>,
+    pub(crate) storage: Option<Storage>,
+    pub(crate) config: Config,
+    pub(crate) notifier: Notifier,
+    pub(crate) tracker: Tracker,
+    pub(crate) started: Instant,
+}
+
+pub struct Server {
+    shared: Arc<Shared>,
+}
+
+impl Server {
+    /// A server over `engine` with no storage (memory durability).
+    pub fn new(config: Config, engine: Engine) -> Server {
+        Server::with_storage(config, engine, None)
+    }
+
+    /// A server over a recovered engine and its storage.
+    pub fn with_storage(config: Config, engine: Engine, storage: Option<Storage>) -> Server {
+        let shared = Shared {
+            engine: Mutex::new(engine),
+            storage,
+            config,
+            notifier: Notifier::default(),
+            tracker: Tracker::default(),
+            started: Instant::now(),
+        };
+        Server { shared: Arc::new(shared) }
+    }
+
+    /// Builds the engine from `config`, recovering it from `data_dir` in the
+    /// durable modes, and logs the recovery.
+    ///
+    /// Fences never repeat across restarts: the counter starts above every
+    /// fence recovered plus 2^32 (fences handed out in balanced mode's
+    /// unsynced window were never logged), and above `now_ms * 1024` (so in
+    /// memory mode too, a client's fence from before a restart never
+    /// matches a new reservation unless over a million reservations per
+    /// second were sustained).
+    pub fn open(config: Config) -> Result<Server> {
+        let mut engine = Engine::new(config.engine());
+        let clock_floor = crate::now_ms().saturating_mul(1024);
+        let storage = match (config.durability, &config.data_dir) {
+            (Durability::Memory, _) => None,
+            (durability, Some(dir)) => {
+                let started = Instant::now();
+                let (storage, report) =
+                    Storage::open(dir, durability, config.compact_threshold_bytes, &mut engine)?;
+                let requeued = engine.finish_recovery();
+                engine.raise_fence_floor(report.next_fence.saturating_add(1 << 32));
+                let truncated = match report.truncated {
+                    Some((bytes, at)) => format!("{bytes} bytes at offset {at} (torn tail)"),
+                    None => "none".into(),
+                };
+                crate::log(format_args!(
+                    "recovery data_dir={} snapshot_jobs={} log_records={} logs={} reservations_requeued={} \
+                     truncated={} jobs={} took_ms={}",
+                    dir.display(),
+                    report.snapshot_jobs,
+                    report.log_records,
+                    report.logs_replayed,
+                    requeued,
+                    truncated,
+                    engine.job_count(),
+                    started.elapsed().as_millis()
+                ));
+                Some(storage)
+            }
+            (_, None) => return Err(Error::Config("durable modes require data_dir".into())),
+        };
+        engine.raise_fence_floor(clock_floor);
+        Ok(Server::with_storage(config, engine, storage))
+    }
+
+    /// Serves until `shutdown` is triggered, then shuts down gracefully.
+    pub fn run(self, listeners: Vec<Listener>, shutdown: ShutdownHandle) -> Result<()> {
+        let shared = self.shared;
+        let listeners: Vec<Arc<Listener>> = listeners.into_iter().map(Arc::new).collect();
+        let names: Vec<String> = listeners.iter().map(|l| l.describe()).collect();
+        {
+            let engine = shared.engine.lock();
+            crate::log(format_args!(
+                "start version={} listen=[{}] durability={} data_dir={} jobs_recovered={} max_connections={}",
+                env!("CARGO_PKG_VERSION"),
+                names.join(","),
+                shared.config.durability.name(),
+                shared.config.data_dir.as_ref().map_or("-".into(), |d| d.display().to_string()),
+                engine.job_count(),
+                shared.config.max_connections
+            ));
+        }
+
+        let housekeeper = {
+            let (shared, shutdown) = (shared.clone(), shutdown.clone());
+            thread::Builder::new().name("housekeeping".into()).spawn(move || housekeeping(&shared, &shutdown))?
+        };
+        let mut acceptors = Vec::new();
+        for listener in &listeners {
+            let (shared, shutdown, listener) = (shared.clone(), shutdown.clone(), listener.clone());
+            acceptors.push(
+                thread::Builder::new()
+                    .name("accept".into())
+                    .spawn(move || accept_loop(&shared, &listener, &shutdown))?,
+            );
+        }
+
+        shutdown.wait();
+        // 1. Stop accepting.
+        for listener in &listeners {
+            listener.wake();
+        }
+        for handle in acceptors {
+            let _ = handle.join();
+        }
+        // 2. Blocked FETCHes return empty; idle readers see end of input;
+        //    requests already received are still answered.
+        shared.notifier.shutdown();
+        shared.tracker.shutdown_all(Shutdown::Read);
+        if !shared.tracker.wait_drained(DRAIN_TIMEOUT) {
+            shared.tracker.shutdown_all(Shutdown::Both);
+            shared.tracker.wait_drained(Duration::from_secs(1));
+        }
+        let _ = housekeeper.join();
+        // 3. Everything confirmed or not, make it durable.
+        let mut result = Ok(());
+        if let Some(storage) = &shared.storage {
+            result = storage.sync_all();
+        }
+        for listener in &listeners {
+            listener.remove_socket_file();
+        }
+        let engine = shared.engine.lock();
+        crate::log(format_args!(
+            "shutdown jobs={} log_synced={} uptime_s={}",
+            engine.job_count(),
+            match &result {
+                Ok(()) => "yes".to_string(),
+                Err(e) => format!("no ({e})"),
+            },
+            shared.started.elapsed().as_secs()
+        ));
+        result
+    }
+}
+
+fn accept_loop(shared: &Arc<Shared>, listener: &Listener, shutdown: &ShutdownHandle) {
+    loop {
+        let accepted = listener.accept();
+        if shutdown.is_triggered() {
+            return;
+        }
+        let mut stream = match accepted {
+            Ok(stream) => stream,
+            Err(e) => {
+                // EMFILE and friends: back off instead of spinning.
+                crate::log(format_args!("accept failed on {}: {e}", listener.describe()));
+                thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+        };
+        let max = shared.config.max_connections;
+        let Some(id) = shared.tracker.admit(&stream, max) else {
+            let mut reply = Vec::new();
+            Reply::Error(Error::MaxConn(max)).encode(&mut reply);
+            let _ = std::io::Write::write_all(&mut stream, &reply);
+            continue;
+        };
+        let conn_shared = shared.clone();
+        let spawned = thread::Builder::new().name("conn".into()).spawn(move || {
+            let shared = conn_shared;
+            if catch_unwind(AssertUnwindSafe(|| conn::serve(&shared, stream))).is_err() {
+                crate::log(format_args!("connection {id} panicked; closed it, the server goes on"));
+            }
+            shared.tracker.leave(id);
+        });
+        if let Err(e) = spawned {
+            crate::log(format_args!("cannot start a connection thread: {e}"));
+            shared.tracker.leave(id);
+        }
+    }
+}
+
+fn housekeeping(shared: &Shared, shutdown: &ShutdownHandle) {
+    while !shutdown.wait_timeout(HOUSEKEEPING_INTERVAL) {
+        let tick = shared.engine.lock().tick(crate::now_ms());
+        if tick.made_ready() {
+            shared.notifier.notify();
+        }
+        let Some(storage) = &shared.storage else { continue };
+        if storage.durability() == Durability::Balanced {
+            if let Err(e) = storage.sync_all() {
+                crate::log(format_args!("periodic fsync failed: {e}"));
+            }
+        }
+        if storage.needs_compaction(shared.engine.lock().live_bytes()) {
+            if let Err(e) = compact(shared, storage) {
+                crate::log(format_args!("compaction failed, will retry: {e}"));
+            }
+        }
+    }
+}
+
+/// Snapshot the live jobs and start a new log generation. The engine lock
+/// is held only to copy the job list (payloads are shared, not copied) and
+/// to switch generations; the snapshot is written without it.
+fn compact(shared: &Shared, storage: &Storage) -> Result<()> {
+    let started = Instant::now();
+    let (images, next_fence, gen, before) = {
+        let engine = shared.engine.lock();
+        let before = storage.log_bytes();
+        let images = engine.export();
+        let gen = storage.start_compaction()?;
+        (images, engine.next_fence(), gen, before)
+    };
+    let report = storage.finish_compaction(gen, next_fence, &images, before)?;
+    crate::log(format_args!(
+        "compaction jobs={} snapshot_bytes={} log_bytes_before={} new_log_gen={} took_ms={}",
+        report.jobs,
+        report.snapshot_bytes,
+        report.log_bytes_before,
+        report.new_gen,
+        started.elapsed().as_millis()
+    ));
+    Ok(())
+}

@@ -1,0 +1,408 @@
+//! Server tests over real sockets: a TCP listener on port 0 and a Unix
+//! socket in a temporary directory, talked to with raw RESP and with the
+//! `redis` crate our client uses.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::engine::JobId;
+use crate::resp::{self, Decoder, Frame, Mode};
+use crate::testutil::TempDir;
+
+struct TestServer {
+    shutdown: ShutdownHandle,
+    thread: Option<JoinHandle<Result<()>>>,
+    tcp: SocketAddr,
+    unix: PathBuf,
+    _dir: TempDir,
+}
+
+impl TestServer {
+    fn start(config: Config) -> TestServer {
+        let dir = TempDir::new("server");
+        let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = tcp.local_addr().unwrap();
+        let unix = dir.path().join("engine.sock");
+        let listeners = vec![Listener::Tcp(tcp), Listener::bind_unix(&unix).unwrap()];
+        let server = Server::open(config).unwrap();
+        let shutdown = ShutdownHandle::new();
+        let handle = shutdown.clone();
+        let thread = thread::spawn(move || server.run(listeners, handle));
+        TestServer { shutdown, thread: Some(thread), tcp: addr, unix, _dir: dir }
+    }
+
+    fn memory() -> TestServer {
+        TestServer::start(Config::default())
+    }
+
+    fn tcp(&self) -> Client {
+        Client::new(Box::new(TcpStream::connect(self.tcp).unwrap()))
+    }
+
+    fn unix(&self) -> Client {
+        Client::new(Box::new(UnixStream::connect(&self.unix).unwrap()))
+    }
+
+    fn stop(mut self) -> Result<()> {
+        self.shutdown.trigger();
+        self.thread.take().unwrap().join().unwrap()
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.shutdown.trigger();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+trait Conn: Read + Write + Send {}
+impl<T: Read + Write + Send> Conn for T {}
+
+struct Client {
+    stream: Box<dyn Conn>,
+    decoder: Decoder,
+    buf: Vec<u8>,
+}
+
+impl Client {
+    fn new(stream: Box<dyn Conn>) -> Client {
+        Client { stream, decoder: Decoder::new(Mode::Reply), buf: Vec::new() }
+    }
+
+    fn send_raw(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).unwrap();
+    }
+
+    /// The next reply, or None at end of stream.
+    fn read(&mut self) -> Option<Frame> {
+        loop {
+            let (used, frame) = self.decoder.decode(&self.buf).unwrap();
+            self.buf.drain(..used);
+            if frame.is_some() {
+                return frame;
+            }
+            let mut chunk = [0u8; 4096];
+            match self.stream.read(&mut chunk) {
+                Ok(0) | Err(_) => return None,
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+    }
+
+    fn call(&mut self, args: &[&str]) -> Frame {
+        let mut out = Vec::new();
+        resp::write_command(&mut out, args);
+        self.send_raw(&out);
+        self.read().expect("a reply")
+    }
+}
+
+fn simple(s: &str) -> Frame {
+    Frame::Simple(s.as_bytes().to_vec())
+}
+
+fn error_code(frame: &Frame) -> String {
+    match frame {
+        Frame::Error(e) => String::from_utf8_lossy(e).split(' ').next().unwrap().to_string(),
+        other => panic!("expected an error, got {other:?}"),
+    }
+}
+
+fn items(frame: Frame) -> Vec<Frame> {
+    match frame {
+        Frame::Array(items) => items,
+        other => panic!("expected an array, got {other:?}"),
+    }
+}
+
+fn int(frame: &Frame) -> i64 {
+    match frame {
+        Frame::Integer(n) => *n,
+        other => panic!("expected an integer, got {other:?}"),
+    }
+}
+
+fn text(frame: &Frame) -> String {
+    match frame {
+        Frame::Bulk(b) => String::from_utf8(b.clone()).unwrap(),
+        other => panic!("expected a bulk string, got {other:?}"),
+    }
+}
+
+fn new_id() -> String {
+    JobId::random().to_string()
+}
+
+#[test]
+fn inline_ping_and_unknown_command_keep_the_connection() {
+    let server = TestServer::memory();
+    let mut c = server.tcp();
+    c.send_raw(b"PING\r\n");
+    assert_eq!(c.read(), Some(simple("PONG")));
+    assert_eq!(error_code(&c.call(&["FLUSHALL"])), "UNKNOWN");
+    assert_eq!(error_code(&c.call(&["ACK", "x"])), "ERR");
+    assert_eq!(c.call(&["ping", "hello"]), Frame::Bulk(b"hello".to_vec()));
+}
+
+#[test]
+fn job_lifecycle_over_the_unix_socket() {
+    let server = TestServer::memory();
+    let mut c = server.unix();
+    let (a, b) = (new_id(), new_id());
+    assert_eq!(c.call(&["PUSH", "1", &a, "alpha"]), Frame::Integer(1));
+    assert_eq!(c.call(&["PUSH", "1", &a, "again"]), Frame::Integer(0), "dedup");
+    assert_eq!(error_code(&c.call(&["PUSH", "1", "not-a-uuid", "x"])), "ERR");
+    let job = items(c.call(&["GET", &a]));
+    assert_eq!((text(&job[0]), int(&job[1]), text(&job[2]), int(&job[3])), (a.clone(), 1, "ready".into(), 0));
+    assert_eq!((text(&job[4]), int(&job[5])), ("alpha".into(), -1));
+    assert_eq!(c.call(&["GET", &new_id()]), Frame::Null);
+
+    let r = items(items(c.call(&["FETCH", "5", "0", "0", "1"])).remove(0));
+    assert_eq!((text(&r[0]), int(&r[1]), int(&r[3]), text(&r[4])), (a.clone(), 1, 1, "alpha".into()));
+    let fence = int(&r[2]).to_string();
+    assert_eq!(error_code(&c.call(&["CANCEL", &a])), "BUSY");
+    assert_eq!(c.call(&["EXTEND", &a, &fence, "60000"]), simple("OK"));
+    assert_eq!(error_code(&c.call(&["ACK", &a, "1"])), "STALE");
+    assert_eq!(c.call(&["RETRY", &a, &fence, "0"]), simple("OK"));
+    let r = items(items(c.call(&["FETCH", "5", "0", "0", "1"])).remove(0));
+    assert_eq!(int(&r[3]), 2, "attempts");
+    let fence2 = int(&r[2]).to_string();
+    assert_eq!(error_code(&c.call(&["ACK", &a, &fence])), "STALE");
+    assert_eq!(c.call(&["FAIL", &a, &fence2, "it broke"]), simple("OK"));
+    let dead = items(items(c.call(&["DEAD"])).remove(0));
+    assert_eq!((text(&dead[0]), int(&dead[2]), text(&dead[3])), (a.clone(), 2, "it broke".into()));
+    assert_eq!(error_code(&c.call(&["ACK", &new_id(), "1"])), "NOTFOUND");
+
+    assert_eq!(c.call(&["PUSHMANY", "2", "0", &b, "b", &new_id(), "c"]), Frame::Integer(2));
+    assert_eq!(c.call(&["CANCEL", &b]), Frame::Integer(1));
+    assert_eq!(c.call(&["CANCEL", &b]), Frame::Integer(0));
+    let got = items(c.call(&["FETCH", "10", "0", "0", "2"]));
+    assert_eq!(got.len(), 1, "the cancelled job is never delivered");
+    let r = items(got.into_iter().next().unwrap());
+    let pair = [text(&r[0]), int(&r[2]).to_string()];
+    let acks = items(c.call(&["ACKMANY", &pair[0], &pair[1], &b, "1"]));
+    assert_eq!(acks, vec![Frame::Integer(1), Frame::Integer(0)]);
+
+    let stats = text(&c.call(&["STATS"]));
+    for line in ["completed:1", "dead:1", "cancelled:1", "pushed_total:3", "acked_total:1", "retried_total:1", "failed_total:1", "connections:1", "durability:memory"] {
+        assert!(stats.lines().any(|l| l == line), "{line} missing in\n{stats}");
+    }
+    assert!(stats.contains("uptime_s:") && stats.contains("expired_leases_total:0"));
+}
+
+#[test]
+fn redis_crate_connects_and_talks() {
+    let server = TestServer::memory();
+    for url in [format!("redis://{}/", server.tcp), format!("redis+unix://{}", server.unix.display())] {
+        let client = redis::Client::open(url.as_str()).unwrap();
+        let mut con = client.get_connection().unwrap();
+        let pong: String = redis::cmd("PING").query(&mut con).unwrap();
+        assert_eq!(pong, "PONG");
+        let id = new_id();
+        let created: i64 = redis::cmd("PUSH").arg(3).arg(&id).arg(b"payload").query(&mut con).unwrap();
+        assert_eq!(created, 1);
+        let fetched: Vec<(String, u32, u64, u32, Vec<u8>)> =
+            redis::cmd("FETCH").arg(10).arg(0).arg(0).arg(3).query(&mut con).unwrap();
+        assert_eq!(fetched.len(), 1);
+        assert_eq!((&fetched[0].0, fetched[0].1, fetched[0].3, &fetched[0].4[..]), (&id, 3, 1, &b"payload"[..]));
+        let ok: String = redis::cmd("ACK").arg(&id).arg(fetched[0].2).query(&mut con).unwrap();
+        assert_eq!(ok, "OK");
+        let err = redis::cmd("ACK").arg(&id).arg(fetched[0].2).query::<String>(&mut con).unwrap_err();
+        assert_eq!(err.code(), Some("STALE"));
+    }
+    // SELECT 0 in the URL is accepted too.
+    let client = redis::Client::open(format!("redis://{}/0", server.tcp).as_str()).unwrap();
+    let mut con = client.get_connection().unwrap();
+    let _: String = redis::cmd("PING").query(&mut con).unwrap();
+}
+
+#[test]
+fn password_is_required_when_configured() {
+    let server = TestServer::start(Config { password: Some("s3cret".into()), ..Config::default() });
+    let mut c = server.tcp();
+    assert_eq!(c.call(&["PING"]), simple("PONG"));
+    assert_eq!(c.call(&["CLIENT", "SETINFO", "LIB-NAME", "x"]), simple("OK"));
+    assert_eq!(error_code(&c.call(&["STATS"])), "NOAUTH");
+    assert_eq!(error_code(&c.call(&["GET", &new_id()])), "NOAUTH");
+    assert_eq!(error_code(&c.call(&["AUTH", "wrong"])), "WRONGPASS");
+    assert_eq!(c.call(&["AUTH", "s3cret"]), simple("OK"));
+    assert!(matches!(c.call(&["STATS"]), Frame::Bulk(_)));
+
+    let url = format!("redis://:s3cret@{}/", server.tcp);
+    let mut con = redis::Client::open(url.as_str()).unwrap().get_connection().unwrap();
+    let _: String = redis::cmd("STATS").query(&mut con).unwrap();
+    let bad = format!("redis://:nope@{}/", server.tcp);
+    assert!(redis::Client::open(bad.as_str()).unwrap().get_connection().is_err());
+}
+
+#[test]
+fn connections_over_the_limit_get_maxconn() {
+    let server = TestServer::start(Config { max_connections: 2, ..Config::default() });
+    let mut a = server.tcp();
+    let mut b = server.unix();
+    assert_eq!(a.call(&["PING"]), simple("PONG"));
+    assert_eq!(b.call(&["PING"]), simple("PONG"));
+    let mut c = server.tcp();
+    assert_eq!(error_code(&c.read().unwrap()), "MAXCONN");
+    assert_eq!(c.read(), None, "closed after the error");
+    assert_eq!(a.call(&["PING"]), simple("PONG"), "existing connections unaffected");
+    drop(b);
+    // The slot frees once the server notices the close.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let mut d = server.tcp();
+        d.send_raw(b"PING\r\n");
+        match d.read() {
+            Some(f) if f == simple("PONG") => break,
+            _ if Instant::now() < deadline => thread::sleep(Duration::from_millis(20)),
+            other => panic!("slot never freed: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_panic_closes_only_its_connection() {
+    let server = TestServer::memory();
+    let mut a = server.tcp();
+    let mut b = server.tcp();
+    assert_eq!(b.call(&["PUSH", "1", &new_id(), "x"]), Frame::Integer(1));
+    a.send_raw(b"*2\r\n$5\r\nDEBUG\r\n$5\r\nPANIC\r\n");
+    assert_eq!(a.read(), None, "panicking connection is closed");
+    assert_eq!(b.call(&["PING"]), simple("PONG"));
+    assert_eq!(items(b.call(&["FETCH", "1", "0", "0", "1"])).len(), 1, "engine still usable");
+    let mut c = server.unix();
+    assert_eq!(c.call(&["PING"]), simple("PONG"));
+    let stats = text(&c.call(&["STATS"]));
+    assert!(stats.contains("connections:2"), "{stats}");
+}
+
+#[test]
+fn a_bad_frame_closes_only_that_connection() {
+    let server = TestServer::memory();
+    let mut good = server.tcp();
+    for bad in [&b"*1\r\n:5\r\n"[..], b"*2\r\n$x\r\n", b"*1\r\n$3\r\nabcd\r\n"] {
+        let mut c = server.tcp();
+        c.send_raw(b"PING\r\n");
+        c.send_raw(bad);
+        assert_eq!(c.read(), Some(simple("PONG")), "replies before the bad frame are sent");
+        assert_eq!(error_code(&c.read().unwrap()), "PROTO");
+        assert_eq!(c.read(), None);
+    }
+    assert_eq!(good.call(&["PING"]), simple("PONG"));
+}
+
+#[test]
+fn blocking_fetch_is_woken_by_push() {
+    let server = TestServer::memory();
+    let mut waiter = server.unix();
+    let started = Instant::now();
+    let handle = thread::spawn(move || {
+        let got = items(waiter.call(&["FETCH", "1", "0", "10000", "9"]));
+        (got, started.elapsed())
+    });
+    thread::sleep(Duration::from_millis(100));
+    let id = new_id();
+    assert_eq!(server.tcp().call(&["PUSH", "9", &id, "wake"]), Frame::Integer(1));
+    let (got, took) = handle.join().unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(text(&items(got.into_iter().next().unwrap())[0]), id);
+    assert!(took < Duration::from_secs(2), "took {took:?}");
+}
+
+#[test]
+fn blocking_fetch_times_out_empty_and_wakes_on_lease_expiry() {
+    let server = TestServer::memory();
+    let mut c = server.tcp();
+    let started = Instant::now();
+    assert_eq!(c.call(&["FETCH", "1", "0", "150", "1"]), Frame::Array(vec![]));
+    let took = started.elapsed();
+    assert!(took >= Duration::from_millis(140) && took < Duration::from_secs(2), "{took:?}");
+
+    let id = new_id();
+    c.call(&["PUSH", "4", &id, "x"]);
+    assert_eq!(items(c.call(&["FETCH", "1", "200", "0", "4"])).len(), 1);
+    let started = Instant::now();
+    let again = items(c.call(&["FETCH", "1", "0", "5000", "4"]));
+    assert_eq!(again.len(), 1, "expired lease delivers the job again");
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert!(text(&c.call(&["STATS"])).contains("expired_leases_total:1"));
+}
+
+#[test]
+fn graceful_shutdown_ends_blocked_fetches_and_removes_the_socket() {
+    let server = TestServer::memory();
+    let mut waiter = server.unix();
+    assert_eq!(waiter.call(&["PING"]), simple("PONG"));
+    let handle = thread::spawn(move || {
+        let started = Instant::now();
+        let reply = waiter.call(&["FETCH", "1", "0", "30000", "1"]);
+        let after = waiter.read();
+        (reply, after, started.elapsed())
+    });
+    let idle = server.tcp();
+    thread::sleep(Duration::from_millis(100));
+    let socket = server.unix.clone();
+    assert!(socket.exists());
+    let started = Instant::now();
+    server.stop().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(3), "shutdown took {:?}", started.elapsed());
+    let (reply, after, took) = handle.join().unwrap();
+    assert_eq!(reply, Frame::Array(vec![]), "blocked FETCH answered empty");
+    assert_eq!(after, None, "then closed");
+    assert!(took < Duration::from_secs(5));
+    assert!(!socket.exists(), "socket file removed");
+    drop(idle);
+}
+
+#[test]
+fn pipelined_requests_are_answered_in_order() {
+    let server = TestServer::memory();
+    let mut c = server.tcp();
+    let mut out = Vec::new();
+    let ids: Vec<String> = (0..50).map(|_| new_id()).collect();
+    for id in &ids {
+        resp::write_command(&mut out, &["PUSH", "1", id, "x"]);
+    }
+    resp::write_command(&mut out, &["FETCH", "100", "0", "0", "1"]);
+    c.send_raw(&out);
+    for _ in &ids {
+        assert_eq!(c.read(), Some(Frame::Integer(1)));
+    }
+    let got: Vec<String> = items(c.read().unwrap()).into_iter().map(|r| text(&items(r)[0])).collect();
+    assert_eq!(got, ids, "FIFO within a channel");
+}
+
+#[test]
+fn strict_server_recovers_after_restart() {
+    let data = TempDir::new("server-strict");
+    let config = Config {
+        durability: crate::storage::Durability::Strict,
+        data_dir: Some(data.path().to_path_buf()),
+        ..Config::default()
+    };
+    let id = new_id();
+    let fence;
+    {
+        let server = TestServer::start(config.clone());
+        let mut c = server.unix();
+        assert_eq!(c.call(&["PUSH", "1", &id, "durable"]), Frame::Integer(1));
+        fence = int(&items(items(c.call(&["FETCH", "1", "0", "0", "1"])).remove(0))[2]);
+        assert!(text(&c.call(&["STATS"])).contains("durability:strict"));
+        server.stop().unwrap();
+    }
+    let server = TestServer::start(config);
+    let mut c = server.tcp();
+    let job = items(c.call(&["GET", &id]));
+    assert_eq!((text(&job[2]), int(&job[3])), ("ready".into(), 1), "reservation recovered as ready");
+    let r = items(items(c.call(&["FETCH", "1", "0", "0", "1"])).remove(0));
+    assert!(int(&r[2]) > fence, "fences never repeat across restarts");
+    assert_eq!(int(&r[3]), 2);
+}
