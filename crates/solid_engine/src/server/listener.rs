@@ -17,7 +17,14 @@ use crate::error::{Error, Result};
 /// removes a Unix socket's file when it stops.
 pub enum Listener {
     Tcp(TcpListener),
-    Unix { listener: UnixListener, path: PathBuf },
+    /// `inode`: (device, inode) of the socket file we created, so shutdown
+    /// never removes a file that another server put at the same path.
+    Unix { listener: UnixListener, path: PathBuf, inode: Option<(u64, u64)> },
+}
+
+fn inode(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
 impl Listener {
@@ -45,7 +52,7 @@ impl Listener {
         }
         let listener = UnixListener::bind(path).map_err(fail)?;
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(fail)?;
-        Ok(Listener::Unix { listener, path: path.to_path_buf() })
+        Ok(Listener::Unix { listener, path: path.to_path_buf(), inode: inode(path) })
     }
 
     /// The bound address, e.g. `tcp://127.0.0.1:40123` after binding port 0.
@@ -70,8 +77,18 @@ impl Listener {
         }
     }
 
-    /// Unblocks a thread sitting in `accept` by connecting to ourselves.
+    /// Unblocks a thread sitting in `accept`. shutdown(2) on a listening
+    /// socket makes a blocked accept fail at once on Linux, even when the
+    /// socket file was removed or replaced behind our back; connecting to
+    /// ourselves is the fallback.
     pub(crate) fn wake(&self) {
+        use std::os::fd::AsRawFd;
+        let fd = match self {
+            Listener::Tcp(l) => l.as_raw_fd(),
+            Listener::Unix { listener, .. } => listener.as_raw_fd(),
+        };
+        // SAFETY: `fd` is a valid open socket owned by `self` for this call.
+        unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
         match self {
             Listener::Tcp(l) => {
                 if let Ok(mut addr) = l.local_addr() {
@@ -90,8 +107,10 @@ impl Listener {
     }
 
     pub(crate) fn remove_socket_file(&self) {
-        if let Listener::Unix { path, .. } = self {
-            let _ = std::fs::remove_file(path);
+        if let Listener::Unix { path, inode: Some(ours), .. } = self {
+            if inode(path) == Some(*ours) {
+                let _ = std::fs::remove_file(path);
+            }
         }
     }
 }

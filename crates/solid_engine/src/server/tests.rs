@@ -406,3 +406,53 @@ fn strict_server_recovers_after_restart() {
     assert!(int(&r[2]) > fence, "fences never repeat across restarts");
     assert_eq!(int(&r[3]), 2);
 }
+
+#[test]
+fn shutdown_does_not_hang_when_the_socket_file_was_removed() {
+    let server = TestServer::memory();
+    let mut c = server.unix();
+    assert_eq!(c.call(&["PING"]), simple("PONG"));
+    std::fs::remove_file(&server.unix).unwrap();
+    let started = Instant::now();
+    server.stop().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(3), "shutdown took {:?}", started.elapsed());
+}
+
+#[test]
+fn housekeeping_compacts_a_log_much_larger_than_the_live_state() {
+    let data = TempDir::new("server-compact");
+    let config = Config {
+        durability: crate::storage::Durability::Balanced,
+        data_dir: Some(data.path().to_path_buf()),
+        compact_threshold_bytes: 16 << 10,
+        completed_retention_ms: 0,
+        ..Config::default()
+    };
+    let server = TestServer::start(config.clone());
+    let mut c = server.unix();
+    let keep = new_id();
+    c.call(&["PUSH", "2", &keep, "survivor"]);
+    for _ in 0..300 {
+        let id = new_id();
+        c.call(&["PUSH", "1", &id, &"p".repeat(100)]);
+        let r = items(items(c.call(&["FETCH", "1", "0", "0", "1"])).remove(0));
+        assert_eq!(c.call(&["ACK", &id, &int(&r[2]).to_string()]), simple("OK"));
+    }
+    let log_size = || -> u64 {
+        std::fs::read_dir(data.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "log"))
+            .map(|p| std::fs::metadata(p).unwrap().len())
+            .sum()
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !data.path().join("snapshot").exists() || log_size() > 16 << 10 {
+        assert!(Instant::now() < deadline, "no compaction; log is {} bytes", log_size());
+        thread::sleep(Duration::from_millis(20));
+    }
+    server.stop().unwrap();
+    let server = TestServer::start(config);
+    let job = items(server.tcp().call(&["GET", &keep]));
+    assert_eq!(text(&job[4]), "survivor");
+}
