@@ -74,10 +74,10 @@ class SolidEngineReliabilityTest < SolidJobsTest
     server = engine(lease_ms: 500)
     route_to(server)
     path = ledger_path
-    id = SlowTask.enqueue(path, "overran", 2)
-    # A lease of 0.5 s and no extension (the worker's own lease setting is
-    # long, the server's default short): the first run overruns its lease,
-    # the job is redelivered, and the first completion is stale.
+    id = OverrunOnceTask.enqueue(path, "overran", 2)
+    # The server's default lease of 0.5 s and no extension (lease 0): the
+    # first run overruns its lease, the job is redelivered and completes, and
+    # the first run's completion arrives stale.
     w = worker(server, "--concurrency", "2", lease: "0")
     eventually("ran twice", timeout: 30) { completions("overran") == 2 }
     eventually("completed once") { backend.get_job(id)["state"] == "completed" }
@@ -141,8 +141,8 @@ class SolidEngineReliabilityTest < SolidJobsTest
     assert_equal "cancelled", backend.get_job(id)["state"]
     assert_nil backend.get_job(SecureRandom.uuid)
     assert backend.supports?(:lease_extension)
-    refute SolidJobs::Backends::Redis.new(:redis, {}, SolidJobs.config).supports?(:deduplication)
-    assert_raises(SolidJobs::Backends::NotSupported) { SolidJobs::Backends::Redis.new(:redis, {}, SolidJobs.config).get_job(id) }
+    refute SolidJobs::Backends::Redis.new(:redis, {}, SolidJobs.config).supports?(:lease_extension)
+    assert_raises(SolidJobs::Backends::NotSupported) { SolidJobs::Backends::Redis.new(:redis, {}, SolidJobs.config).claim("default") }
   end
 
   def test_retry_within_is_refused_on_solid_engine

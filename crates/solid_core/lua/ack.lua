@@ -2,7 +2,7 @@
 -- job was recovered and may be running elsewhere): it changes nothing and is
 -- returned to the caller.
 -- KEYS[1] node claims hash, KEYS[2] attempts hash, KEYS[3] processed metric,
--- KEYS[4] stale metric
+-- KEYS[4] stale metric, KEYS[5] job index
 -- ARGV token1, id1, token2, id2, ...
 local tokens = {}
 for i = 1, #ARGV, 2 do tokens[#tokens + 1] = ARGV[i] end
@@ -20,6 +20,7 @@ end
 if #done > 0 then
   redis.call('HDEL', KEYS[1], unpack(done))
   redis.call('HDEL', KEYS[2], unpack(ids))
+  redis.call('HDEL', KEYS[5], unpack(ids))
   redis.call('INCRBY', KEYS[3], #done)
 end
 if #stale > 0 then redis.call('INCRBY', KEYS[4], #stale) end

@@ -1,8 +1,13 @@
 -- Claim up to ARGV[1] ready jobs for one node, visiting channels in the
--- order given, and record each claim under a fresh fencing token.
+-- order given, and record each claim under a fresh fencing token. Cancelled
+-- jobs met on the way are dropped, not claimed; the job index is consulted
+-- only while some cancelled job is still waiting, so claims cost nothing
+-- extra otherwise.
 -- KEYS[1] node claims hash, KEYS[2] fence counter, KEYS[3] node heartbeat key,
--- KEYS[4..] channel lists in visiting order
--- ARGV[1] max jobs, ARGV[2] now ms, ARGV[3..] channel names matching KEYS[4..]
+-- KEYS[4] job index, KEYS[5] cancelled metric, KEYS[6] cancelled-waiting counter,
+-- KEYS[7..] channel lists in visiting order
+-- ARGV[1] max jobs, ARGV[2] claim stamp (claimed_ms), ARGV[3..] channel names
+-- matching KEYS[7..]
 -- Returns a flat array: token, channel, envelope, token, channel, envelope...
 if redis.call('EXISTS', KEYS[3]) == 0 then
   -- Recovery may already have declared this node dead; a claim recorded now
@@ -10,24 +15,29 @@ if redis.call('EXISTS', KEYS[3]) == 0 then
   return redis.error_reply('NODE_EXPIRED node heartbeat missing')
 end
 local want = tonumber(ARGV[1])
+local check = tonumber(redis.call('GET', KEYS[6]) or '0') > 0
 local out = {}
-for i = 4, #KEYS do
-  if want <= 0 then break end
-  local envs = redis.call('RPOP', KEYS[i], want)
-  if envs then
-    local name = ARGV[i - 1]
-    local last = redis.call('INCRBY', KEYS[2], #envs)
-    local fields = {}
-    for j = 1, #envs do
-      local token = last - #envs + j
-      fields[#fields + 1] = token
-      fields[#fields + 1] = name .. '|' .. ARGV[2] .. '|' .. envs[j]
-      out[#out + 1] = token
-      out[#out + 1] = name
-      out[#out + 1] = envs[j]
+for i = 7, #KEYS do
+  while want > 0 do
+    local envs = redis.call('RPOP', KEYS[i], want)
+    if not envs then break end
+    local name = ARGV[i - 4]
+    local keep = envs
+    if check then keep = drop_cancelled(envs, KEYS[4], KEYS[5], KEYS[6]) end
+    if #keep > 0 then
+      local last = redis.call('INCRBY', KEYS[2], #keep)
+      local fields = {}
+      for j, env in ipairs(keep) do
+        local token = last - #keep + j
+        fields[#fields + 1] = token
+        fields[#fields + 1] = name .. '|' .. ARGV[2] .. '|' .. env
+        out[#out + 1] = token
+        out[#out + 1] = name
+        out[#out + 1] = env
+      end
+      redis.call('HSET', KEYS[1], unpack(fields))
+      want = want - #keep
     end
-    redis.call('HSET', KEYS[1], unpack(fields))
-    want = want - #envs
   end
 end
 return out

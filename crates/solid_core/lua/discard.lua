@@ -2,7 +2,7 @@
 -- failures and for quarantined (undecodable or unknown) entries.
 -- Returns 1, or 0 when the claim is stale (nothing is written).
 -- KEYS[1] node claims hash, KEYS[2] archive zset, KEYS[3] archive entries,
--- KEYS[4] attempts hash, KEYS[5] discarded metric, KEYS[6] stale metric
+-- KEYS[4] attempts hash, KEYS[5] discarded metric, KEYS[6] stale metric, KEYS[7] job index
 -- ARGV[1] token ('' when the job is not claimed), ARGV[2] job id, ARGV[3] now ms,
 -- ARGV[4] archive record JSON, ARGV[5] max entries, ARGV[6] max age ms,
 -- ARGV[7] '1' to archive, '0' to drop
@@ -11,6 +11,7 @@ if ARGV[1] ~= '' and redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then
   return 0
 end
 redis.call('HDEL', KEYS[4], ARGV[2])
+redis.call('HDEL', KEYS[7], ARGV[2])
 redis.call('INCR', KEYS[5])
 if ARGV[7] ~= '1' then return 1 end
 local now = tonumber(ARGV[3])

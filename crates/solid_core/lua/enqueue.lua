@@ -1,11 +1,20 @@
 -- Push ready envelopes onto one channel (LPUSH: claims pop from the right,
--- so the oldest job runs first).
--- KEYS[1] channel list, KEYS[2] channels set, KEYS[3] doorbell
+-- so the oldest job runs first). An envelope whose id is already live (in
+-- the job index) is skipped: enqueueing the same job twice is a no-op.
+-- KEYS[1] channel list, KEYS[2] channels set, KEYS[3] doorbell, KEYS[4] job index
 -- ARGV[1] channel name, ARGV[2..] envelopes, validated by the caller
-local pushed = #ARGV - 1
-local len = redis.call('LPUSH', KEYS[1], unpack(ARGV, 2))
+-- Returns the number of envelopes pushed.
+local fresh = {}
+for i = 2, #ARGV do
+  local id = job_id(ARGV[i])
+  if not id or redis.call('HSETNX', KEYS[4], id, 'ready|' .. ARGV[1]) == 1 then
+    fresh[#fresh + 1] = ARGV[i]
+  end
+end
+if #fresh == 0 then return 0 end
+local len = redis.call('LPUSH', KEYS[1], unpack(fresh))
 redis.call('SADD', KEYS[2], ARGV[1])
 -- Idle nodes wait on the doorbell; a list that was non-empty already had
 -- its ring, so only the empty -> non-empty transition publishes.
-if len == pushed then redis.call('PUBLISH', KEYS[3], 'ready') end
-return len
+if len == #fresh then redis.call('PUBLISH', KEYS[3], 'ready') end
+return #fresh

@@ -2,7 +2,8 @@
 -- nodes run it at once: each member is removed and pushed inside this one
 -- atomic script, so it is promoted exactly once.
 -- KEYS[1] planned zset, KEYS[2] retrying zset, KEYS[3] doorbell,
--- KEYS[4] archive entries (for malformed members)
+-- KEYS[4] archive entries (for malformed members), KEYS[5] job index,
+-- KEYS[6] cancelled metric, KEYS[7] cancelled-waiting counter
 -- ARGV[1] now ms, ARGV[2] max members per set, ARGV[3] key prefix
 -- Returns {promoted, next due ms or -1}
 local now = tonumber(ARGV[1])
@@ -13,10 +14,17 @@ for k = 1, 2 do
     redis.call('ZREM', KEYS[k], m)
     local sep = string.find(m, '|', 1, true)
     if sep then
-      if redis.call('LPUSH', ARGV[3] .. 'channel:' .. string.sub(m, 1, sep - 1), string.sub(m, sep + 1)) == 1 then
-        rang = true
+      local channel, env = string.sub(m, 1, sep - 1), string.sub(m, sep + 1)
+      local id = job_id(env)
+      if id and is_cancelled(redis.call('HGET', KEYS[5], id)) then
+        redis.call('HDEL', KEYS[5], id)
+        redis.call('INCR', KEYS[6])
+        redis.call('DECR', KEYS[7])
+      else
+        if id then redis.call('HSET', KEYS[5], id, 'ready|' .. channel) end
+        if redis.call('LPUSH', ARGV[3] .. 'channel:' .. channel, env) == 1 then rang = true end
+        moved = moved + 1
       end
-      moved = moved + 1
     else
       redis.call('HSET', KEYS[4], 'malformed:' .. redis.sha1hex(m),
         cjson.encode({ reason = 'malformed planned entry (no channel)', raw = m, discarded_ms = now }))

@@ -8,7 +8,7 @@
 --   claim whose reply was lost on a broken connection (the node never saw
 --   those jobs, so nobody would run them).
 -- KEYS[1] target claims hash, KEYS[2] target heartbeat key, KEYS[3] nodes set,
--- KEYS[4] doorbell, KEYS[5] archive entries
+-- KEYS[4] doorbell, KEYS[5] archive entries, KEYS[6] job index
 -- ARGV[1] key prefix, ARGV[2] target node id, ARGV[3] mode, ARGV[4] now ms,
 -- ARGV[5] claim stamp (mode 'release')
 -- Returns the number of jobs requeued, or -1 when the node is alive.
@@ -38,9 +38,10 @@ for i = #tokens, 1, -1 do
   local s1 = string.find(rec, '|', 1, true)
   local s2 = s1 and string.find(rec, '|', s1 + 1, true)
   if s2 then
-    if redis.call('RPUSH', ARGV[1] .. 'channel:' .. string.sub(rec, 1, s1 - 1), string.sub(rec, s2 + 1)) == 1 then
-      rang = true
-    end
+    local channel, env = string.sub(rec, 1, s1 - 1), string.sub(rec, s2 + 1)
+    local id = job_id(env)
+    if id then redis.call('HSET', KEYS[6], id, 'ready|' .. channel) end
+    if redis.call('RPUSH', ARGV[1] .. 'channel:' .. channel, env) == 1 then rang = true end
     n = n + 1
   else
     redis.call('HSET', KEYS[5], 'malformed-claim:' .. tokens[i],

@@ -1,12 +1,14 @@
 -- Move a claimed job to the retry set. Returns 1, or 0 when the claim is stale.
--- KEYS[1] node claims hash, KEYS[2] retrying zset, KEYS[3] doorbell, KEYS[4] stale metric
--- ARGV[1] token, ARGV[2] due ms, ARGV[3] `channel|envelope`
+-- KEYS[1] node claims hash, KEYS[2] retrying zset, KEYS[3] doorbell, KEYS[4] stale metric,
+-- KEYS[5] job index
+-- ARGV[1] token, ARGV[2] due ms, ARGV[3] `channel|envelope`, ARGV[4] job id, ARGV[5] channel
 if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then
   redis.call('INCR', KEYS[4])
   return 0
 end
 local due = tonumber(ARGV[2])
 redis.call('ZADD', KEYS[2], due, ARGV[3])
+redis.call('HSET', KEYS[5], ARGV[4], 'retrying|' .. ARGV[5])
 local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
 if tonumber(first[2]) >= due then redis.call('PUBLISH', KEYS[3], 'planned') end
 return 1

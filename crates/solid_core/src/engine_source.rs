@@ -70,6 +70,9 @@ pub struct EngineSource {
     taken_tx: Sender<()>,
     acks_tx: Sender<AckMsg>,
     stop_tx: Mutex<Option<Sender<()>>>,
+    /// Dropped when the source closes: ends the lease extender, which must
+    /// outlive `stop_claiming` because running tasks still need their leases.
+    close_tx: Mutex<Option<Sender<()>>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -84,6 +87,7 @@ impl EngineSource {
         let (taken_tx, taken_rx) = bounded(1);
         let (acks_tx, acks_rx) = unbounded();
         let (stop_tx, stop_rx) = bounded::<()>(0);
+        let (close_tx, close_rx) = bounded::<()>(0);
         let shared = Arc::new(Shared {
             names: cfg.channels.iter().map(|(n, id, _)| (*id, n.clone())).collect(),
             window: PrefetchWindow::new(cfg.prefetch),
@@ -111,9 +115,17 @@ impl EngineSource {
         ];
         if extend {
             let s = shared.clone();
-            threads.push(spawn("leases", Box::new(move || extend_loop(&s, stop_rx))));
+            threads.push(spawn("leases", Box::new(move || extend_loop(&s, close_rx))));
         }
-        Ok(EngineSource { shared, jobs_rx, taken_tx, acks_tx, stop_tx: Mutex::new(Some(stop_tx)), threads: Mutex::new(threads) })
+        Ok(EngineSource {
+            shared,
+            jobs_rx,
+            taken_tx,
+            acks_tx,
+            stop_tx: Mutex::new(Some(stop_tx)),
+            close_tx: Mutex::new(Some(close_tx)),
+            threads: Mutex::new(threads),
+        })
     }
 
     fn settled(&self, job: &ClaimedJob) {
@@ -239,6 +251,7 @@ impl JobSource for EngineSource {
             log("WARN", "completions could not be written to SolidEngine before shutdown; those jobs run again after their lease");
         }
         self.shared.closed.store(true, Ordering::Release);
+        self.close_tx.lock().take();
         for handle in self.threads.lock().drain(..) {
             let _ = handle.join();
         }
@@ -257,6 +270,7 @@ impl Drop for EngineSource {
         self.shared.stopping.store(true, Ordering::Release);
         self.shared.closed.store(true, Ordering::Release);
         self.stop_tx.lock().take();
+        self.close_tx.lock().take();
     }
 }
 
@@ -372,12 +386,12 @@ fn ack_loop(s: &Shared, acks_rx: Receiver<AckMsg>) {
 
 /// Extends the lease of every task running longer than a third of it, a
 /// third of a lease at a time, so a healthy long task is never redelivered.
-fn extend_loop(s: &Shared, stop_rx: Receiver<()>) {
+fn extend_loop(s: &Shared, close_rx: Receiver<()>) {
     let mut conn = Reconnecting::new(s.pool.connector().clone());
     let tick = s.cfg.lease / 3;
     let lease_ms = s.cfg.lease.as_millis() as u64;
     loop {
-        match stop_rx.recv_timeout(tick) {
+        match close_rx.recv_timeout(tick) {
             Err(RecvTimeoutError::Timeout) => {}
             _ => return,
         }

@@ -69,6 +69,16 @@ impl Keyspace {
     pub fn nodes(&self) -> String {
         self.key("nodes")
     }
+    /// HASH job id -> `state|channel[|node|token]` for every live job:
+    /// deduplication, get and cancel by id.
+    pub fn jobs(&self) -> String {
+        self.key("jobs")
+    }
+    /// STRING counter of cancelled jobs not yet dropped; while it is zero,
+    /// claims skip the job index entirely.
+    pub fn cancelling(&self) -> String {
+        self.key("cancelling")
+    }
     /// STRING counter: the source of monotonically increasing claim tokens.
     pub fn fence(&self) -> String {
         self.key("fence")
@@ -103,6 +113,8 @@ mod tests {
             k.node("n1"),
             k.nodes(),
             k.fence(),
+            k.jobs(),
+            k.cancelling(),
             k.metric("processed"),
             k.doorbell(),
         ] {

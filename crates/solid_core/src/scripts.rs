@@ -1,5 +1,6 @@
 //! The Lua scripts: every Redis state change is one of these, so each
-//! transition is atomic. Sources live in `crates/solid_core/lua/`.
+//! transition is atomic. Sources live in `crates/solid_core/lua/`; scripts
+//! that touch the job index get `prelude.lua` prepended.
 
 use redis::Script;
 
@@ -15,22 +16,32 @@ pub struct Scripts {
     pub requeue: Script,
     pub heartbeat: Script,
     pub unarchive: Script,
+    pub cancel: Script,
+    pub find: Script,
+}
+
+const PRELUDE: &str = include_str!("../lua/prelude.lua");
+
+fn with_prelude(body: &str) -> Script {
+    Script::new(&format!("{PRELUDE}\n{body}"))
 }
 
 impl Default for Scripts {
     fn default() -> Self {
         Scripts {
-            enqueue: Script::new(include_str!("../lua/enqueue.lua")),
-            schedule: Script::new(include_str!("../lua/schedule.lua")),
-            claim: Script::new(include_str!("../lua/claim.lua")),
+            enqueue: with_prelude(include_str!("../lua/enqueue.lua")),
+            schedule: with_prelude(include_str!("../lua/schedule.lua")),
+            claim: with_prelude(include_str!("../lua/claim.lua")),
             ack: Script::new(include_str!("../lua/ack.lua")),
             record_failure: Script::new(include_str!("../lua/record_failure.lua")),
             retry: Script::new(include_str!("../lua/retry.lua")),
             discard: Script::new(include_str!("../lua/discard.lua")),
-            promote: Script::new(include_str!("../lua/promote.lua")),
-            requeue: Script::new(include_str!("../lua/requeue.lua")),
+            promote: with_prelude(include_str!("../lua/promote.lua")),
+            requeue: with_prelude(include_str!("../lua/requeue.lua")),
             heartbeat: Script::new(include_str!("../lua/heartbeat.lua")),
             unarchive: Script::new(include_str!("../lua/unarchive.lua")),
+            cancel: with_prelude(include_str!("../lua/cancel.lua")),
+            find: with_prelude(include_str!("../lua/find.lua")),
         }
     }
 }

@@ -52,6 +52,16 @@ impl ClaimBatch {
     }
 }
 
+/// A live (or archived) job as `job_state` finds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobState {
+    /// ready, planned, retrying, claimed, cancelled or archived.
+    pub state: String,
+    pub channel: String,
+    /// The envelope, when it can be read without a scan (claimed, archived).
+    pub envelope: Option<String>,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FailureCount {
     pub failures: u32,
@@ -70,29 +80,79 @@ impl Store {
     }
 
     /// Pushes ready envelopes (all for one channel), in chunks of MAX_BATCH.
-    pub fn enqueue(&self, conn: &mut Connection, channel: &str, envelopes: &[String]) -> Result<()> {
+    /// Envelopes whose id is already live are skipped; returns how many
+    /// were written.
+    pub fn enqueue(&self, conn: &mut Connection, channel: &str, envelopes: &[String]) -> Result<u64> {
+        let mut written = 0;
         for chunk in envelopes.chunks(MAX_BATCH) {
             let mut inv = self.scripts.enqueue.prepare_invoke();
-            inv.key(self.keys.channel(channel)).key(self.keys.channels()).key(self.keys.doorbell()).arg(channel);
+            inv.key(self.keys.channel(channel)).key(self.keys.channels()).key(self.keys.doorbell()).key(self.keys.jobs()).arg(channel);
             for e in chunk {
                 inv.arg(e);
             }
-            let _: i64 = inv.invoke(conn)?;
+            written += inv.invoke::<u64>(conn)?;
         }
-        Ok(())
+        Ok(written)
     }
 
-    /// Plans envelopes (all for one channel) for `due_ms`.
-    pub fn schedule(&self, conn: &mut Connection, channel: &str, due_ms: u64, envelopes: &[String]) -> Result<()> {
+    /// Plans envelopes (all for one channel) for `due_ms`; like `enqueue`,
+    /// skips live ids and returns how many were written.
+    pub fn schedule(&self, conn: &mut Connection, channel: &str, due_ms: u64, envelopes: &[String]) -> Result<u64> {
+        let mut written = 0;
         for chunk in envelopes.chunks(MAX_BATCH) {
             let mut inv = self.scripts.schedule.prepare_invoke();
-            inv.key(self.keys.planned()).key(self.keys.channels()).key(self.keys.doorbell()).arg(due_ms).arg(channel);
+            inv.key(self.keys.planned()).key(self.keys.channels()).key(self.keys.doorbell()).key(self.keys.jobs()).arg(due_ms).arg(channel);
             for e in chunk {
                 inv.arg(e);
             }
-            let _: i64 = inv.invoke(conn)?;
+            written += inv.invoke::<u64>(conn)?;
         }
-        Ok(())
+        Ok(written)
+    }
+
+    /// Cancels a waiting (ready, planned, retrying) job. Ok(false) when it is
+    /// not live or already cancelled; an error when it is running.
+    pub fn cancel(&self, conn: &mut Connection, job_id: &str) -> Result<bool> {
+        let n: i64 = self
+            .scripts
+            .cancel
+            .key(self.keys.jobs())
+            .key(self.keys.cancelling())
+            .key(self.keys.nodes())
+            .arg(job_id)
+            .arg(self.keys.prefix())
+            .invoke(conn)?;
+        Ok(n == 1)
+    }
+
+    /// Where a job is: its state, channel and, when claimed or archived, its
+    /// envelope. None when the job is unknown or completed.
+    pub fn job_state(&self, conn: &mut Connection, job_id: &str) -> Result<Option<JobState>> {
+        let found: Option<(String, String, String)> =
+            self.scripts.find.key(self.keys.jobs()).key(self.keys.nodes()).arg(job_id).arg(self.keys.prefix()).invoke(conn)?;
+        if let Some((state, channel, node)) = found {
+            let envelope = if node.is_empty() {
+                None
+            } else {
+                let records: Vec<String> = redis::cmd("HVALS").arg(self.keys.claims(&node)).query(conn)?;
+                let needle = format!("\"id\":\"{job_id}\"");
+                records
+                    .iter()
+                    .filter_map(|r| crate::claim::decode_record(r))
+                    .find(|(_, _, raw)| raw.contains(&needle))
+                    .map(|(_, _, raw)| raw.to_owned())
+            };
+            return Ok(Some(JobState { state, channel, envelope }));
+        }
+        let archived: Option<String> = redis::cmd("HGET").arg(self.keys.archive_entries()).arg(job_id).query(conn)?;
+        Ok(archived.map(|record| {
+            let record: serde_json::Value = serde_json::from_str(&record).unwrap_or_default();
+            JobState {
+                state: "archived".into(),
+                channel: record.get("channel").and_then(|c| c.as_str()).unwrap_or_default().to_owned(),
+                envelope: record.get("raw").and_then(|r| r.as_str()).map(str::to_owned),
+            }
+        }))
     }
 
     /// Claims up to `max` jobs for `node_id` from `channels` in that order.
@@ -101,7 +161,12 @@ impl Store {
     pub fn claim(&self, conn: &mut Connection, node_id: &str, channels: &[&str], max: usize, stamp: u64) -> Result<ClaimBatch> {
         let now = stamp;
         let mut inv = self.scripts.claim.prepare_invoke();
-        inv.key(self.keys.claims(node_id)).key(self.keys.fence()).key(self.keys.node(node_id));
+        inv.key(self.keys.claims(node_id))
+            .key(self.keys.fence())
+            .key(self.keys.node(node_id))
+            .key(self.keys.jobs())
+            .key(self.keys.metric("cancelled"))
+            .key(self.keys.cancelling());
         for c in channels {
             inv.key(self.keys.channel(c));
         }
@@ -132,7 +197,8 @@ impl Store {
             inv.key(self.keys.claims(node_id))
                 .key(self.keys.attempts())
                 .key(self.keys.metric("processed"))
-                .key(self.keys.metric("stale"));
+                .key(self.keys.metric("stale"))
+                .key(self.keys.jobs());
             for (token, id) in chunk {
                 inv.arg(*token).arg(id);
             }
@@ -187,9 +253,12 @@ impl Store {
             .key(self.keys.retrying())
             .key(self.keys.doorbell())
             .key(self.keys.metric("stale"))
+            .key(self.keys.jobs())
             .arg(job.token)
             .arg(due_ms)
             .arg(member)
+            .arg(&job.envelope.id)
+            .arg(&job.channel)
             .invoke(conn)?;
         if ok == 1 {
             Ok(())
@@ -218,6 +287,7 @@ impl Store {
             .key(self.keys.attempts())
             .key(self.keys.metric("discarded"))
             .key(self.keys.metric("stale"))
+            .key(self.keys.jobs())
             .arg(token.map(|t| t.to_string()).unwrap_or_default())
             .arg(job_id)
             .arg(now_ms())
@@ -256,6 +326,9 @@ impl Store {
             .key(self.keys.retrying())
             .key(self.keys.doorbell())
             .key(self.keys.archive_entries())
+            .key(self.keys.jobs())
+            .key(self.keys.metric("cancelled"))
+            .key(self.keys.cancelling())
             .arg(now_ms())
             .arg(limit)
             .arg(self.keys.prefix())
@@ -284,6 +357,7 @@ impl Store {
             .key(self.keys.nodes())
             .key(self.keys.doorbell())
             .key(self.keys.archive_entries())
+            .key(self.keys.jobs())
             .arg(self.keys.prefix())
             .arg(node_id)
             .arg(mode)
@@ -310,6 +384,7 @@ impl Store {
             .key(self.keys.channel(&env.channel))
             .key(self.keys.channels())
             .key(self.keys.doorbell())
+            .key(self.keys.jobs())
             .arg(job_id)
             .arg(&env.channel)
             .arg(env.encode())

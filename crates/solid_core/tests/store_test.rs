@@ -241,3 +241,41 @@ fn unarchive_puts_a_job_back_once_with_a_fresh_queue_time() {
     store.discard(&mut c, "n1", None, "bad", &json!({"id": "bad", "raw": "{nope"}), true).unwrap();
     assert!(matches!(store.unarchive(&mut c, "bad"), Err(Error::Envelope(_))));
 }
+
+#[test]
+fn the_job_index_deduplicates_finds_and_cancels() {
+    let redis = RedisServer::start();
+    let mut c = redis.conn();
+    let store = Store::new(Keyspace::default());
+    let (a, b) = (env("Foo", "default", 1), env("Foo", "default", 2));
+    assert_eq!(store.enqueue(&mut c, "default", &[a.encode(), b.encode()]).unwrap(), 2);
+    assert_eq!(store.enqueue(&mut c, "default", &[a.encode()]).unwrap(), 0, "a live id is not enqueued twice");
+    assert_eq!(c.llen::<_, i64>("solid_jobs:channel:default").unwrap(), 2);
+    assert_eq!(store.job_state(&mut c, &a.id).unwrap().unwrap().state, "ready");
+
+    // Cancel b while it waits; the claim drops it and takes a only.
+    assert!(store.cancel(&mut c, &b.id).unwrap());
+    assert!(!store.cancel(&mut c, &b.id).unwrap());
+    register(&store, &mut c, "n1");
+    let batch = store.claim(&mut c, "n1", &["default"], 10, now_ms()).unwrap();
+    assert_eq!(batch.jobs.len(), 1);
+    assert_eq!(batch.jobs[0].envelope.id, a.id);
+    assert_eq!(c.get::<_, i64>("solid_jobs:metric:cancelled").unwrap(), 1);
+    assert_eq!(store.job_state(&mut c, &b.id).unwrap(), None, "a dropped cancelled job is forgotten");
+
+    // Claimed: found with its envelope, and not cancellable.
+    let claimed = store.job_state(&mut c, &a.id).unwrap().unwrap();
+    assert_eq!((claimed.state.as_str(), claimed.envelope.as_deref()), ("claimed", Some(a.encode().as_str())));
+    assert!(matches!(store.cancel(&mut c, &a.id), Err(Error::Redis(m)) if m.contains("BUSY")));
+    store.ack(&mut c, "n1", &[(batch.jobs[0].token, a.id.clone())]).unwrap();
+    assert_eq!(store.job_state(&mut c, &a.id).unwrap(), None, "completed jobs leave the index");
+    assert_eq!(store.enqueue(&mut c, "default", &[a.encode()]).unwrap(), 1, "deduplication lasts while the job is live");
+
+    // Planned jobs can be cancelled too; promotion drops them.
+    let p = env("Foo", "default", 3);
+    store.schedule(&mut c, "default", now_ms() - 1, &[p.encode()]).unwrap();
+    assert_eq!(store.job_state(&mut c, &p.id).unwrap().unwrap().state, "planned");
+    assert!(store.cancel(&mut c, &p.id).unwrap());
+    assert_eq!(store.promote(&mut c, 10).unwrap().0, 0);
+    assert_eq!(c.llen::<_, i64>("solid_jobs:channel:default").unwrap(), 1);
+}

@@ -4,9 +4,11 @@ module SolidJobs
   module Backends
     # The default backend: Redis, with the keyspace of docs/keyspace.md.
     class Redis < Base
+      # lease_extension: claims do not expire while their node heartbeats, so
+      # there is nothing to extend.
       CAPABILITIES = {
-        at_least_once: true, retries: true, scheduling: true, crash_recovery: true, deduplication: false,
-        fencing: true, lease_extension: false, get: false, cancel: false, durability: true
+        at_least_once: true, retries: true, scheduling: true, crash_recovery: true, deduplication: true,
+        fencing: true, lease_extension: false, get: true, cancel: true, durability: true
       }.freeze
 
       attr_reader :client
@@ -27,6 +29,28 @@ module SolidJobs
       end
 
       def push_envelopes(envelopes, due_ms) = @client.push_envelopes(envelopes, due_ms)
+
+      # {"id", "state", "channel", "envelope"} or nil. State: ready, planned,
+      # retrying, claimed, cancelled or archived; completed jobs are not kept.
+      # The envelope is included when it is found without a scan (claimed,
+      # archived).
+      def get_job(id)
+        state, channel, raw = @client.job_state(id.to_s)
+        return nil unless state
+
+        envelope = begin
+          raw && Native.decode_envelope(raw)
+        rescue EnvelopeError
+          nil
+        end
+        {"id" => id.to_s, "state" => state, "channel" => channel, "envelope" => envelope}
+      end
+
+      # true when a waiting job (ready, planned or retrying) was cancelled: it
+      # is dropped, never run, when a worker meets it.
+      def cancel(id) = @client.cancel(id.to_s)
+
+      def recover = 0 # every worker node recovers dead nodes on each heartbeat
 
       def source_spec(channels, config:, node_id:, description:)
         c = config

@@ -39,6 +39,7 @@ impl Client {
                 _ => self.store.enqueue(c, channel, &raws),
             })
         })?
+        .map(|_written| ())
         .map_err(err)
     }
 
@@ -88,6 +89,18 @@ impl Client {
             rb_self.write(&channel, due_ms, raws)?;
         }
         Ok(ids)
+    }
+
+    /// cancel(id) -> true when a waiting job was cancelled; raises
+    /// RedisError (BUSY) when it is running.
+    fn cancel(&self, id: String) -> Result<bool, Error> {
+        without_gvl(|_| self.pool.with(|c| self.store.cancel(c, &id)))?.map_err(err)
+    }
+
+    /// job_state(id) -> nil or [state, channel, envelope JSON or nil]
+    fn job_state(&self, id: String) -> Result<Option<(String, String, Option<String>)>, Error> {
+        let found = without_gvl(|_| self.pool.with(|c| self.store.job_state(c, &id)))?.map_err(err)?;
+        Ok(found.map(|j| (j.state, j.channel, j.envelope)))
     }
 
     /// unarchive(id) -> true, or false when the job is no longer archived.
@@ -181,6 +194,8 @@ pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
     class.define_method("push_envelopes", method!(Client::push_envelopes, 2))?;
     class.define_method("call", method!(Client::call, 1))?;
     class.define_method("unarchive", method!(Client::unarchive, 1))?;
+    class.define_method("cancel", method!(Client::cancel, 1))?;
+    class.define_method("job_state", method!(Client::job_state, 1))?;
     class.define_singleton_method("build", function!(Client::build, 5))?;
     Ok(())
 }

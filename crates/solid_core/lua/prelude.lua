@@ -1,0 +1,56 @@
+-- Shared by every script that touches the job index (prepended in
+-- scripts.rs). The job index `jobs` maps a job id to `state|channel[|node|token]`
+-- while the job is live; it gives deduplication, get and cancel in O(1).
+--
+-- The id of an envelope: SolidJobs writes `{"id":"<36 chars>",...` first, so
+-- it is read without decoding; any other producer's envelope is decoded.
+local function job_id(env)
+  if string.sub(env, 1, 7) == '{"id":"' and string.sub(env, 44, 44) == '"' then
+    return string.sub(env, 8, 43)
+  end
+  local ok, decoded = pcall(cjson.decode, env)
+  if ok and type(decoded) == 'table' and type(decoded.id) == 'string' then return decoded.id end
+  return nil
+end
+
+local function is_cancelled(state)
+  return state and string.sub(state, 1, 9) == 'cancelled'
+end
+
+-- Removes cancelled jobs from `envs` (forgetting them in the index and
+-- counting them); returns the envelopes to keep.
+local function drop_cancelled(envs, index, metric, waiting)
+  local ids, lookup = {}, {}
+  for j, env in ipairs(envs) do
+    ids[j] = job_id(env)
+    if ids[j] then lookup[#lookup + 1] = ids[j] end
+  end
+  if #lookup == 0 then return envs end
+  local states = redis.call('HMGET', index, unpack(lookup))
+  local cancelled = {}
+  for k, id in ipairs(lookup) do
+    if is_cancelled(states[k]) then cancelled[id] = true end
+  end
+  local keep, dropped = {}, {}
+  for j, env in ipairs(envs) do
+    if ids[j] and cancelled[ids[j]] then dropped[#dropped + 1] = ids[j] else keep[#keep + 1] = env end
+  end
+  if #dropped > 0 then
+    redis.call('HDEL', index, unpack(dropped))
+    redis.call('INCRBY', metric, #dropped)
+    redis.call('DECRBY', waiting, #dropped)
+  end
+  return keep
+end
+
+-- Whether any node's claim hash holds job `id` (an O(claims) scan: claims
+-- are bounded by the nodes' prefetch windows). For get and cancel only.
+local function claimed_by(nodes_key, prefix, id)
+  local needle = '"id":"' .. id .. '"'
+  for _, node in ipairs(redis.call('SMEMBERS', nodes_key)) do
+    for _, rec in ipairs(redis.call('HVALS', prefix .. 'claims:' .. node)) do
+      if string.find(rec, needle, 1, true) then return node end
+    end
+  end
+  return nil
+end
