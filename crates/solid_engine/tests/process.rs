@@ -65,12 +65,30 @@ impl Client {
     }
 }
 
-fn start(args: &[&str], socket: &Path) -> (Child, Client) {
+/// The server process; SIGKILLed and reaped on drop, so a failing test
+/// never leaves a server behind.
+struct Server(Child);
+
+impl Server {
+    fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn start(args: &[&str], socket: &Path) -> (Server, Client) {
     let child = Command::new(BIN).args(args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let server = Server(child);
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         if let Ok(client) = Client::connect(socket) {
-            return (child, client);
+            return (server, client);
         }
         assert!(Instant::now() < deadline, "server did not come up");
         thread::sleep(Duration::from_millis(20));
@@ -136,8 +154,7 @@ fn kill_and_recover(durability: &str) {
         })
         .collect();
     thread::sleep(Duration::from_millis(400));
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
+    child.kill(); // SIGKILL
     stop.store(true, Ordering::Relaxed);
     let confirmed: Vec<String> = producers.into_iter().flat_map(|p| p.join().unwrap()).collect();
     assert!(confirmed.len() >= 100, "only {} jobs confirmed before the kill", confirmed.len());
@@ -153,8 +170,7 @@ fn kill_and_recover(durability: &str) {
         Frame::Array(job) => assert_eq!(job[2], Frame::Bulk(b"completed".to_vec())),
         other => panic!("{other:?}"),
     }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    child.kill();
 }
 
 #[test]
@@ -173,11 +189,11 @@ fn sigterm_shuts_down_cleanly_and_removes_the_socket() {
     let socket = dir.0.join("engine.sock");
     let (mut child, mut client) = start(&["--listen", &format!("unix://{}", socket.display())], &socket);
     assert_eq!(client.call(&["PING"]).unwrap(), Frame::Simple(b"PONG".to_vec()));
-    let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    let status = Command::new("kill").args(["-TERM", &child.0.id().to_string()]).status().unwrap();
     assert!(status.success());
     let deadline = Instant::now() + Duration::from_secs(10);
     let code = loop {
-        if let Some(status) = child.try_wait().unwrap() {
+        if let Some(status) = child.0.try_wait().unwrap() {
             break status.code();
         }
         assert!(Instant::now() < deadline, "no exit after SIGTERM");

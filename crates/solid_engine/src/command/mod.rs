@@ -194,7 +194,7 @@ pub fn parse(frame: Frame) -> Result<Command, Error> {
         "PUSHMANY" => {
             let channel = a.channel()?;
             let due_ms = a.u64("due_ms")?;
-            if a.remaining() == 0 || a.remaining() % 2 != 0 {
+            if a.remaining() == 0 || !a.remaining().is_multiple_of(2) {
                 return Err(arity(name));
             }
             let mut jobs = Vec::with_capacity(a.remaining() / 2);
@@ -221,7 +221,7 @@ pub fn parse(frame: Frame) -> Result<Command, Error> {
         }
         "ACK" => Command::Ack { id: a.id()?, fence: a.u64("fence")? },
         "ACKMANY" => {
-            if a.remaining() == 0 || a.remaining() % 2 != 0 {
+            if a.remaining() == 0 || !a.remaining().is_multiple_of(2) {
                 return Err(arity(name));
             }
             let mut pairs = Vec::with_capacity(a.remaining() / 2);
