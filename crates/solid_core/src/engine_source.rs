@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{bounded, select, unbounded, Receiver, RecvTimeoutError, Sender};
 use parking_lot::Mutex;
 
+use crate::acker::{self, AckMsg};
 use crate::channel_order::{ChannelOrder, ChannelSelector};
 use crate::claim::ClaimedJob;
 use crate::connection::{Pool, Reconnecting};
@@ -44,11 +45,6 @@ pub struct EngineSourceConfig {
 /// stopping node waits for its fetcher, without any polling cost.
 const FETCH_BLOCK: Duration = Duration::from_millis(500);
 
-enum AckMsg {
-    Done(String, u64),
-    Flush(Sender<()>),
-}
-
 struct Shared {
     cfg: EngineSourceConfig,
     pool: Pool,
@@ -68,7 +64,7 @@ pub struct EngineSource {
     shared: Arc<Shared>,
     jobs_rx: Receiver<ClaimedJob>,
     taken_tx: Sender<()>,
-    acks_tx: Sender<AckMsg>,
+    acks_tx: Sender<AckMsg<(String, u64)>>,
     stop_tx: Mutex<Option<Sender<()>>>,
     /// Dropped when the source closes: ends the lease extender, which must
     /// outlive `stop_claiming` because running tasks still need their leases.
@@ -176,7 +172,7 @@ impl JobSource for EngineSource {
         if let Some(t) = job.taken_at {
             self.shared.window.record(t.elapsed());
         }
-        let _ = self.acks_tx.send(AckMsg::Done(job.envelope.id.clone(), job.token));
+        let _ = self.acks_tx.send(AckMsg::Done((job.envelope.id.clone(), job.token)));
         self.settled(job);
     }
 
@@ -335,53 +331,12 @@ fn fetch_loop(s: &Shared, jobs_tx: Sender<ClaimedJob>, taken_rx: Receiver<()>, s
     }
 }
 
-fn ack_loop(s: &Shared, acks_rx: Receiver<AckMsg>) {
-    let mut conn = Reconnecting::new(s.pool.connector().clone());
-    let mut batch: Vec<(String, u64)> = Vec::new();
-    let mut flushes: Vec<Sender<()>> = Vec::new();
-    loop {
-        let mut next = match acks_rx.recv_timeout(Duration::from_millis(200)) {
-            Ok(m) => Some(m),
-            Err(RecvTimeoutError::Timeout) => None,
-            Err(RecvTimeoutError::Disconnected) => return,
-        };
-        while let Some(msg) = next.take() {
-            match msg {
-                AckMsg::Done(id, fence) => batch.push((id, fence)),
-                AckMsg::Flush(reply) => flushes.push(reply),
-            }
-            if batch.len() < MAX_BATCH {
-                next = acks_rx.try_recv().ok();
-            }
-        }
-        // Retried until written: a dropped completion would rerun the job
-        // after its lease.
-        while !batch.is_empty() {
-            match conn.run(|c| wire::ack_many(c, &batch)) {
-                Ok(stale) => {
-                    s.stats.completed.fetch_add((batch.len() - stale.len()) as u64, Ordering::Relaxed);
-                    if !stale.is_empty() {
-                        s.stats.stale.fetch_add(stale.len() as u64, Ordering::Relaxed);
-                        log("WARN", &format!("{} completion(s) rejected as stale by SolidEngine (leases expired: {:?}); nothing was changed", stale.len(), stale));
-                    }
-                    batch.clear();
-                }
-                Err(_) => {
-                    s.stats.redis_errors.fetch_add(1, Ordering::Relaxed);
-                    if s.closed.load(Ordering::Acquire) {
-                        return;
-                    }
-                    std::thread::sleep(conn.backoff_remaining().max(Duration::from_millis(50)));
-                }
-            }
-        }
-        for reply in flushes.drain(..) {
-            let _ = reply.send(());
-        }
-        if s.closed.load(Ordering::Acquire) && acks_rx.is_empty() {
-            return;
-        }
-    }
+fn ack_loop(s: &Shared, acks_rx: Receiver<AckMsg<(String, u64)>>) {
+    let conn = Reconnecting::new(s.pool.connector().clone());
+    acker::run(acks_rx, conn, &s.closed, &s.stats, |conn, batch| {
+        let stale = conn.run(|c| wire::ack_many(c, batch))?;
+        Ok(batch.iter().filter(|(_, fence)| stale.contains(fence)).cloned().collect())
+    });
 }
 
 /// Extends the lease of every task running longer than a third of it, a

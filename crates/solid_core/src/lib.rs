@@ -6,6 +6,7 @@
 //! job sources ([`redis_source::RedisSource`]) whose Rust threads do all I/O
 //! for a worker node, merged for the workers by [`hub::Hub`]. The magnus crate under `ext/` only converts values and maps errors.
 
+pub mod acker;
 pub mod backoff;
 pub mod channel_order;
 pub mod claim;

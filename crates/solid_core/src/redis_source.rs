@@ -16,9 +16,10 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, select, unbounded, Receiver, RecvTimeoutError, Sender};
+use crossbeam_channel::{bounded, select, unbounded, Receiver, Sender};
 use parking_lot::Mutex;
 
+use crate::acker::{self, AckMsg};
 use crate::channel_order::{ChannelOrder, ChannelSelector};
 use crate::claim::{ClaimToken, ClaimedJob};
 use crate::connection::{Connector, Pool, Reconnecting};
@@ -61,11 +62,6 @@ impl RedisSourceConfig {
     }
 }
 
-enum AckMsg {
-    Done(ClaimToken, String),
-    Flush(Sender<()>),
-}
-
 struct Shared {
     cfg: RedisSourceConfig,
     store: Store,
@@ -87,7 +83,7 @@ pub struct RedisSource {
     /// Nudges the fetcher when a worker takes a job (capacity 1: a pending
     /// nudge is enough, so workers never block on it).
     taken_tx: Sender<()>,
-    acks_tx: Sender<AckMsg>,
+    acks_tx: Sender<AckMsg<(ClaimToken, String)>>,
     /// Dropped on stop: every `select!` on the fetcher's stop receiver fires.
     stop_tx: Mutex<Option<Sender<()>>>,
     threads: Mutex<Vec<(&'static str, JoinHandle<()>)>>,
@@ -191,7 +187,7 @@ impl RedisSource {
         if let Some(t) = job.taken_at {
             self.shared.window.record(t.elapsed());
         }
-        let _ = self.acks_tx.send(AckMsg::Done(job.token, job.envelope.id.clone()));
+        let _ = self.acks_tx.send(AckMsg::Done((job.token, job.envelope.id.clone())));
         self.settled();
     }
 
@@ -416,57 +412,12 @@ fn fetch_loop(s: &Shared, jobs_tx: Sender<ClaimedJob>, taken_rx: Receiver<()>, s
     }
 }
 
-fn ack_loop(s: &Shared, acks_rx: Receiver<AckMsg>) {
-    let mut conn = Reconnecting::new(s.pool.connector().clone());
-    let mut batch: Vec<(ClaimToken, String)> = Vec::new();
-    let mut flushes: Vec<Sender<()>> = Vec::new();
-    loop {
-        let first = match acks_rx.recv_timeout(Duration::from_millis(200)) {
-            Ok(m) => Some(m),
-            Err(RecvTimeoutError::Timeout) => None,
-            Err(RecvTimeoutError::Disconnected) => return,
-        };
-        let mut next = first;
-        while let Some(msg) = next.take() {
-            match msg {
-                AckMsg::Done(t, id) => batch.push((t, id)),
-                AckMsg::Flush(reply) => flushes.push(reply),
-            }
-            if batch.len() < MAX_BATCH {
-                next = acks_rx.try_recv().ok();
-            }
-        }
-        // Completions are retried until written: dropping one would rerun a
-        // finished job after recovery.
-        while !batch.is_empty() {
-            match conn.run(|c| s.store.ack(c, &s.cfg.node_id, &batch)) {
-                Ok(stale) => {
-                    s.stats.completed.fetch_add((batch.len() - stale.len()) as u64, Ordering::Relaxed);
-                    if !stale.is_empty() {
-                        s.stats.stale.fetch_add(stale.len() as u64, Ordering::Relaxed);
-                        log("WARN", &format!("{} completion(s) rejected as stale (claims {:?} were recovered); nothing was changed", stale.len(), stale));
-                    }
-                    batch.clear();
-                }
-                Err(e) => {
-                    s.stats.redis_errors.fetch_add(1, Ordering::Relaxed);
-                    if !e.is_connection() {
-                        log("WARN", &format!("completing claims failed: {e}; retrying"));
-                    }
-                    if s.closed.load(Ordering::Acquire) {
-                        return;
-                    }
-                    std::thread::sleep(conn.backoff_remaining().max(Duration::from_millis(50)));
-                }
-            }
-        }
-        for reply in flushes.drain(..) {
-            let _ = reply.send(());
-        }
-        if s.closed.load(Ordering::Acquire) && acks_rx.is_empty() {
-            return;
-        }
-    }
+fn ack_loop(s: &Shared, acks_rx: Receiver<AckMsg<(ClaimToken, String)>>) {
+    let conn = Reconnecting::new(s.pool.connector().clone());
+    acker::run(acks_rx, conn, &s.closed, &s.stats, |conn, batch| {
+        let stale = conn.run(|c| s.store.ack(c, &s.cfg.node_id, batch))?;
+        Ok(batch.iter().filter(|(t, _)| stale.contains(t)).cloned().collect())
+    });
 }
 
 /// Most due jobs promoted per script call; a larger backlog is promoted in

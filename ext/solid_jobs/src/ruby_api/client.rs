@@ -110,26 +110,8 @@ impl Client {
 
     /// call([command, arg...]) -> reply: a raw Redis command, for inspection
     /// tools and tests. Never used on the job path.
-    fn call(rb_self: &Self, args: RArray) -> Result<Value, Error> {
-        let mut parts: Vec<Vec<u8>> = Vec::with_capacity(args.len());
-        for a in args.into_iter() {
-            let s = RString::from_value(a).ok_or_else(|| arg_error("call takes Strings".into()))?;
-            parts.push(unsafe { s.as_slice() }.to_vec());
-        }
-        if parts.is_empty() {
-            return Err(arg_error("call needs a command".into()));
-        }
-        let reply = without_gvl(|_| {
-            rb_self.pool.with(|c| {
-                let mut cmd = redis::cmd(std::str::from_utf8(&parts[0]).unwrap_or("PING"));
-                for p in &parts[1..] {
-                    cmd.arg(p.as_slice());
-                }
-                cmd.query::<redis::Value>(c).map_err(solid_core::Error::from)
-            })
-        })?
-        .map_err(err)?;
-        redis_to_ruby(&reply)
+    fn call(&self, args: RArray) -> Result<Value, Error> {
+        raw_call(&self.pool, args)
     }
 }
 
@@ -157,7 +139,28 @@ pub(crate) fn parse_envelopes(ruby: &Ruby, envelopes: RArray) -> Result<Vec<Enve
         .collect()
 }
 
-pub(crate) fn redis_to_ruby(v: &redis::Value) -> Result<Value, Error> {
+/// Sends one raw command (an Array of Strings) on a pooled connection.
+pub(crate) fn raw_call(pool: &Pool, args: RArray) -> Result<Value, Error> {
+    let mut parts: Vec<Vec<u8>> = Vec::with_capacity(args.len());
+    for a in args.into_iter() {
+        let s = RString::from_value(a).ok_or_else(|| arg_error("call takes Strings".into()))?;
+        parts.push(unsafe { s.as_slice() }.to_vec());
+    }
+    let Some((name, rest)) = parts.split_first() else { return Err(arg_error("call needs a command".into())) };
+    let reply = without_gvl(|_| {
+        pool.with(|c| {
+            let mut cmd = redis::cmd(std::str::from_utf8(name).unwrap_or("PING"));
+            for p in rest {
+                cmd.arg(p.as_slice());
+            }
+            cmd.query::<redis::Value>(c).map_err(solid_core::Error::from)
+        })
+    })?
+    .map_err(err)?;
+    redis_to_ruby(&reply)
+}
+
+fn redis_to_ruby(v: &redis::Value) -> Result<Value, Error> {
     let ruby = Ruby::get().expect("GVL");
     Ok(match v {
         redis::Value::Nil => ruby.qnil().as_value(),

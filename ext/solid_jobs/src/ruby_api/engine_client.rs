@@ -2,13 +2,12 @@
 //! the SolidEngine backend. One frozen, shareable instance serves every
 //! Ractor; connections come from a checkout pool.
 
-use magnus::{function, method, prelude::*, Error, RArray, RModule, RString, Ruby, Value};
+use magnus::{function, method, prelude::*, Error, RArray, RModule, Ruby, Value};
 use solid_core::connection::Pool;
 use solid_core::engine_client as wire;
-use solid_core::redis;
 
-use super::client::{build_envelope, parse_envelopes, redis_to_ruby};
-use crate::helpers::errors::{arg_error, to_ruby as err};
+use super::client::{build_envelope, parse_envelopes, raw_call};
+use crate::helpers::errors::to_ruby as err;
 use crate::helpers::nogvl::without_gvl;
 
 #[magnus::wrap(class = "SolidJobs::Native::EngineClient", free_immediately, size, frozen_shareable)]
@@ -92,23 +91,7 @@ impl EngineClient {
 
     /// call([command, arg...]) -> reply: a raw command, for tools and tests.
     fn call(&self, args: RArray) -> Result<Value, Error> {
-        let mut parts: Vec<Vec<u8>> = Vec::with_capacity(args.len());
-        for a in args.into_iter() {
-            let s = RString::from_value(a).ok_or_else(|| arg_error("call takes Strings".into()))?;
-            parts.push(unsafe { s.as_slice() }.to_vec());
-        }
-        let Some((name, rest)) = parts.split_first() else { return Err(arg_error("call needs a command".into())) };
-        let reply = without_gvl(|_| {
-            self.pool.with(|c| {
-                let mut cmd = redis::cmd(std::str::from_utf8(name).unwrap_or("PING"));
-                for p in rest {
-                    cmd.arg(p.as_slice());
-                }
-                cmd.query::<redis::Value>(c).map_err(solid_core::Error::from)
-            })
-        })?
-        .map_err(err)?;
-        redis_to_ruby(&reply)
+        raw_call(&self.pool, args)
     }
 }
 

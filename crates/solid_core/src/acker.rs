@@ -1,0 +1,79 @@
+//! The completion writer shared by every job source: completions queue up
+//! while a write is in flight and go out together in the next one.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+
+use crate::connection::Reconnecting;
+use crate::error::Result;
+use crate::log::log;
+use crate::source::Stats;
+use crate::store::MAX_BATCH;
+
+pub enum AckMsg<T> {
+    /// A completed job, in the source's own terms (token and id, id and fence).
+    Done(T),
+    /// Replies once everything queued before it is written.
+    Flush(Sender<()>),
+}
+
+/// Writes completions until `closed` is set and the queue is empty.
+/// `write` sends one batch and returns the stale entries (rejected by the
+/// backend: someone else owns the job now). A batch is retried until
+/// written: dropping a completion would run a finished job again.
+pub fn run<T: std::fmt::Debug>(
+    acks_rx: Receiver<AckMsg<T>>,
+    mut conn: Reconnecting,
+    closed: &AtomicBool,
+    stats: &Stats,
+    mut write: impl FnMut(&mut Reconnecting, &[T]) -> Result<Vec<T>>,
+) {
+    let mut batch: Vec<T> = Vec::new();
+    let mut flushes: Vec<Sender<()>> = Vec::new();
+    loop {
+        let mut next = match acks_rx.recv_timeout(Duration::from_millis(200)) {
+            Ok(m) => Some(m),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => return,
+        };
+        while let Some(msg) = next.take() {
+            match msg {
+                AckMsg::Done(item) => batch.push(item),
+                AckMsg::Flush(reply) => flushes.push(reply),
+            }
+            if batch.len() < MAX_BATCH {
+                next = acks_rx.try_recv().ok();
+            }
+        }
+        while !batch.is_empty() {
+            match write(&mut conn, &batch) {
+                Ok(stale) => {
+                    stats.completed.fetch_add((batch.len() - stale.len()) as u64, Ordering::Relaxed);
+                    if !stale.is_empty() {
+                        stats.stale.fetch_add(stale.len() as u64, Ordering::Relaxed);
+                        log("WARN", &format!("{} completion(s) rejected as stale (their jobs were recovered or redelivered: {:?}); nothing was changed", stale.len(), stale));
+                    }
+                    batch.clear();
+                }
+                Err(e) => {
+                    stats.redis_errors.fetch_add(1, Ordering::Relaxed);
+                    if !e.is_connection() {
+                        log("WARN", &format!("writing completions failed: {e}; retrying"));
+                    }
+                    if closed.load(Ordering::Acquire) {
+                        return;
+                    }
+                    std::thread::sleep(conn.backoff_remaining().max(Duration::from_millis(50)));
+                }
+            }
+        }
+        for reply in flushes.drain(..) {
+            let _ = reply.send(());
+        }
+        if closed.load(Ordering::Acquire) && acks_rx.is_empty() {
+            return;
+        }
+    }
+}
