@@ -241,6 +241,8 @@ impl Engine {
             }
         }
 
+        self.collect_stale_entries();
+
         let retention = self.config.completed_retention_ms;
         while let Some(&(at, seq, id)) = self.finished.front() {
             if at.saturating_add(retention) > now_ms {
@@ -256,6 +258,31 @@ impl Engine {
             }
         }
         tick
+    }
+
+    /// Lazy deletion leaves dead entries behind: every acked job leaves its
+    /// lease entry until the lease would have ended, every cancelled job its
+    /// schedule entry. When dead entries outnumber live ones 3 to 1 the heap
+    /// is rebuilt: O(n) work after at least 3n/4 additions, so O(1)
+    /// amortised, and memory stays within 4x the live reservations.
+    fn collect_stale_entries(&mut self) {
+        const FLOOR: usize = 1024;
+        let jobs = &self.jobs;
+        if self.leases.len() > FLOOR && self.leases.len() > 4 * self.stats.reserved as usize {
+            self.leases.retain(|Reverse((deadline, fence, id))| {
+                jobs.get(id).is_some_and(|j| j.state == State::Reserved && j.fence == *fence && j.time_ms == *deadline)
+            });
+        }
+        if self.scheduled.len() > FLOOR && self.scheduled.len() > 4 * self.stats.scheduled as usize {
+            self.scheduled.retain(|Reverse((_, seq, id))| {
+                jobs.get(id).is_some_and(|j| j.state == State::Scheduled && j.seq == *seq)
+            });
+        }
+    }
+
+    /// Entries in the lease and schedule heaps, valid or not (for tests).
+    pub fn heap_entries(&self) -> (usize, usize) {
+        (self.leases.len(), self.scheduled.len())
     }
 
     fn forget(&mut self, id: JobId) {

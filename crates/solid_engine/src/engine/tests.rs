@@ -295,3 +295,21 @@ fn export_import_round_trip_keeps_queue_order() {
     assert_eq!(copy.get(1, id(1)).unwrap().state, State::Completed);
     assert_eq!(copy.get(1, id(5)).unwrap().due_ms, Some(9_000));
 }
+
+#[test]
+fn stale_heap_entries_are_collected() {
+    let mut e = engine();
+    for n in 0..5_000u128 {
+        e.push(0, 1, id(n), p("x"), None);
+        e.push(0, 2, id(100_000 + n), p("s"), Some(1_000_000));
+    }
+    for r in fetch(&mut e, 0, 5_000, &[1]) {
+        e.ack(1, r.id, r.fence).unwrap();
+    }
+    for n in 0..5_000u128 {
+        e.cancel(1, id(100_000 + n)).unwrap();
+    }
+    e.tick(2);
+    let (leases, scheduled) = e.heap_entries();
+    assert!(leases <= 1024 && scheduled <= 1024, "{leases} lease / {scheduled} schedule entries left");
+}
