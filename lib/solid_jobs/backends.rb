@@ -14,9 +14,12 @@ module SolidJobs
     CAPABILITIES = %i[at_least_once retries scheduling crash_recovery deduplication fencing lease_extension get cancel
                       durability].freeze
 
-    # A claimed job, for callers of the adapter API (tools, tests). Workers
-    # use the native dispatcher instead.
-    Claim = Struct.new(:job_id, :channel, :envelope, :reservation, :fence, keyword_init: true)
+    # A claimed job, for callers of the adapter API (tools, tests; workers
+    # use the native dispatcher). `reservation` names who holds it (the
+    # adapter's node on Redis, the job on SolidEngine) and `fence` is the
+    # fencing token every settle is checked against. `raw` is the envelope
+    # as stored.
+    Claim = Struct.new(:job_id, :channel, :envelope, :reservation, :fence, :raw, keyword_init: true)
 
     ADAPTERS = {solid_redis: "Redis", redis: "Redis", solid_engine: "SolidEngine"}.freeze
 

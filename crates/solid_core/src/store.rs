@@ -392,6 +392,18 @@ impl Store {
         Ok(ok == 1)
     }
 
+    /// Recovers every registered node whose heartbeat expired; returns how
+    /// many jobs went back to their channels. What each worker's heartbeat
+    /// does, on demand.
+    pub fn recover_dead_nodes(&self, conn: &mut Connection) -> Result<u64> {
+        let nodes: Vec<String> = redis::cmd("SMEMBERS").arg(self.keys.nodes()).query(conn)?;
+        let mut total = 0;
+        for node in nodes {
+            total += self.requeue_node(conn, &node, true)?.unwrap_or(0);
+        }
+        Ok(total)
+    }
+
     /// Refreshes a heartbeat. Returns whether any served channel has ready
     /// jobs, and the ids of registered nodes whose heartbeat has expired.
     pub fn heartbeat(&self, conn: &mut Connection, node_id: &str, ttl_ms: u64, description: &str, channels: &[&str]) -> Result<(bool, Vec<String>)> {

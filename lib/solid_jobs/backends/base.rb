@@ -33,10 +33,14 @@ module SolidJobs
 
       def push(_task, _argument_lists, _channel, _max_failures, _due_ms) = raise(NotImplementedError)
       def push_envelopes(_envelopes, _due_ms) = raise(NotImplementedError)
+      # Claims one job of `channel` (a Claim, or nil when there is none).
+      # ack, retry_job and fail_job settle it; each raises StaleClaimError
+      # when the claim was recovered meanwhile, and then changes nothing.
       def claim(_channel) = not_supported!(:claim)
       def ack(_claim) = not_supported!(:ack)
       def retry_job(_claim, delay:) = not_supported!(:retry_job)
       def fail_job(_claim, reason: "failed") = not_supported!(:fail_job)
+      def extend_lease(_claim, _seconds) = not_supported!(:extend_lease)
       def get_job(_id) = not_supported!(:get_job)
       def cancel(_id) = not_supported!(:cancel)
       def recover = not_supported!(:recover)
@@ -46,6 +50,12 @@ module SolidJobs
       def source_spec(_channels, config:, node_id:, description:) = raise(NotImplementedError)
 
       private
+
+      def decode(raw)
+        Native.decode_envelope(raw)
+      rescue EnvelopeError
+        nil
+      end
 
       def not_supported!(operation)
         raise NotSupported, "the #{self.class.name.split("::").last} backend #{name.inspect} cannot #{operation}"

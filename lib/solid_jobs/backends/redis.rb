@@ -1,5 +1,7 @@
 # frozen_string_literal: true
 
+require "securerandom"
+
 module SolidJobs
   module Backends
     # The default backend: Redis, with the keyspace of docs/keyspace.md.
@@ -18,6 +20,11 @@ module SolidJobs
         url = spec[:url] || config.redis_url
         @namespace = config.namespace
         @client = Ractor.make_shareable(Native::Client.new(url, config.namespace))
+        # Adapter claims belong to a node of their own, registered for one
+        # recovery delay at each claim: a claim not settled within it is
+        # recovered by the workers, like any dead node's.
+        @adapter_node = "adapter-#{SecureRandom.uuid}"
+        @claim_ttl_ms = (config.recovery_delay * 1000).round
       end
 
       def capabilities = CAPABILITIES
@@ -38,11 +45,7 @@ module SolidJobs
         state, channel, raw = @client.job_state(id.to_s)
         return nil unless state
 
-        envelope = begin
-          raw && Native.decode_envelope(raw)
-        rescue EnvelopeError
-          nil
-        end
+        envelope = raw && decode(raw)
         {"id" => id.to_s, "state" => state, "channel" => channel, "envelope" => envelope}
       end
 
@@ -50,7 +53,27 @@ module SolidJobs
       # is dropped, never run, when a worker meets it.
       def cancel(id) = @client.cancel(id.to_s)
 
-      def recover = 0 # every worker node recovers dead nodes on each heartbeat
+      def claim(channel)
+        token, raw = @client.claim(@adapter_node, channel.to_s, @claim_ttl_ms)
+        return nil unless token
+
+        envelope = decode(raw)
+        Claim.new(job_id: envelope["id"], channel: channel.to_s, envelope: envelope, reservation: @adapter_node, fence: token, raw: raw)
+      end
+
+      def ack(claim) = settle(claim, "ack", "")
+      def retry_job(claim, delay:) = settle(claim, "retry", (delay * 1000).round.to_s)
+      def fail_job(claim, reason: "failed") = settle(claim, "fail", reason.to_s)
+
+      # Moves the claims of every node whose heartbeat expired back to their
+      # channels now (worker nodes also do this on each heartbeat); returns
+      # the number of jobs requeued.
+      def recover = @client.recover
+
+      private def settle(claim, action, arg)
+        @client.settle(claim.reservation, claim.fence, claim.channel, claim.raw, action, arg)
+        true
+      end
 
       def source_spec(channels, config:, node_id:, description:)
         c = config

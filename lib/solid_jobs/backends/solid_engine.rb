@@ -43,15 +43,23 @@ module SolidJobs
         envelopes.group_by { |e| e["channel"] }.flat_map { |channel, list| @client.push_envelopes(channel_id(channel), list, due_ms) }
       end
 
+      def claim(channel)
+        id, fence, _attempts, payload = @client.fetch_one(channel_id(channel.to_s), (@lease * 1000).round)
+        return nil unless id
+
+        Claim.new(job_id: id, channel: channel.to_s, envelope: decode(payload), reservation: id, fence: fence, raw: payload)
+      end
+
+      def ack(claim) = settle(claim, "ack", "")
+      def retry_job(claim, delay:) = settle(claim, "retry", (delay * 1000).round.to_s)
+      def fail_job(claim, reason: "failed") = settle(claim, "fail", reason.to_s)
+      def extend_lease(claim, seconds) = settle(claim, "extend", (seconds * 1000).round.to_s)
+
       # {"id", "channel_id", "state", "attempts", "envelope", "due_ms"} or nil.
       def get_job(id)
         row = @client.get(id.to_s) or return nil
         job_id, channel_id, state, attempts, payload, due_ms = row
-        envelope = begin
-          Native.decode_envelope(payload)
-        rescue EnvelopeError
-          nil
-        end
+        envelope = decode(payload)
         {"id" => job_id, "channel_id" => channel_id, "state" => state, "attempts" => attempts, "envelope" => envelope, "due_ms" => due_ms}
       end
 
@@ -60,6 +68,11 @@ module SolidJobs
 
       # The engine recovers by itself: an expired lease makes a job ready again.
       def recover = 0
+
+      private def settle(claim, action, arg)
+        @client.settle(claim.job_id, claim.fence, action, arg)
+        true
+      end
 
       def source_spec(channels, config:, node_id:, description:) # rubocop:disable Lint/UnusedMethodArgument
         c = config

@@ -91,6 +91,67 @@ impl Client {
         Ok(ids)
     }
 
+    /// claim(node_id, channel, ttl_ms) -> [token, envelope JSON] or nil:
+    /// registers `node_id` for `ttl_ms` and claims one job (adapter API).
+    fn claim(&self, node_id: String, channel: String, ttl_ms: u64) -> Result<Option<(u64, String)>, Error> {
+        let batch = without_gvl(|_| {
+            self.pool.with(|c| {
+                self.store.heartbeat(c, &node_id, ttl_ms, r#"{"adapter":true}"#, &[channel.as_str()])?;
+                self.store.claim(c, &node_id, &[channel.as_str()], 1, now_ms())
+            })
+        })?
+        .map_err(err)?;
+        if let Some(m) = batch.malformed.first() {
+            let _ = without_gvl(|_| self.pool.with(|c| self.store.quarantine(c, &node_id, m.token, &m.channel, &m.raw, &m.reason)));
+            return Ok(None);
+        }
+        Ok(batch.jobs.into_iter().next().map(|j| (j.token, j.raw)))
+    }
+
+    fn claimed(token: u64, channel: &str, raw: &str) -> Result<solid_core::ClaimedJob, Error> {
+        let envelope = Envelope::decode(raw).map_err(err)?;
+        Ok(solid_core::ClaimedJob {
+            token,
+            channel: channel.to_owned(),
+            raw: raw.to_owned(),
+            envelope,
+            claimed_ms: now_ms(),
+            taken_at: None,
+            source: 0,
+            attempts: 0,
+        })
+    }
+
+    /// settle(node_id, token, channel, envelope_json, action, arg) with action
+    /// "ack", "retry" (arg: delay ms) or "fail" (arg: reason). Raises
+    /// StaleClaimError when the claim was recovered.
+    fn settle(&self, node_id: String, token: u64, channel: String, raw: String, action: String, arg: String) -> Result<(), Error> {
+        let job = Self::claimed(token, &channel, &raw)?;
+        let id = job.envelope.id.clone();
+        without_gvl(|_| {
+            self.pool.with(|c| match action.as_str() {
+                "ack" => match self.store.ack(c, &node_id, &[(token, id.clone())])?.as_slice() {
+                    [] => Ok(()),
+                    _ => Err(solid_core::Error::StaleClaim(token)),
+                },
+                "retry" => self.store.retry(c, &node_id, &job, now_ms() + arg.parse::<u64>().unwrap_or(0)),
+                _ => {
+                    let record = serde_json::json!({
+                        "id": id, "task": job.envelope.task, "channel": channel, "raw": raw,
+                        "reason": arg, "discarded_ms": now_ms(), "kind": "discarded",
+                    });
+                    self.store.discard(c, &node_id, Some(token), &id, &record, true)
+                }
+            })
+        })?
+        .map_err(err)
+    }
+
+    /// recover() -> jobs requeued from nodes whose heartbeat expired.
+    fn recover(&self) -> Result<u64, Error> {
+        without_gvl(|_| self.pool.with(|c| self.store.recover_dead_nodes(c)))?.map_err(err)
+    }
+
     /// cancel(id) -> true when a waiting job was cancelled; raises
     /// RedisError (BUSY) when it is running.
     fn cancel(&self, id: String) -> Result<bool, Error> {
@@ -198,6 +259,9 @@ pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
     class.define_method("call", method!(Client::call, 1))?;
     class.define_method("unarchive", method!(Client::unarchive, 1))?;
     class.define_method("cancel", method!(Client::cancel, 1))?;
+    class.define_method("claim", method!(Client::claim, 3))?;
+    class.define_method("settle", method!(Client::settle, 6))?;
+    class.define_method("recover", method!(Client::recover, 0))?;
     class.define_method("job_state", method!(Client::job_state, 1))?;
     class.define_singleton_method("build", function!(Client::build, 5))?;
     Ok(())

@@ -85,6 +85,37 @@ impl EngineClient {
         })
     }
 
+    /// fetch_one(channel_id, lease_ms) -> [id, fence, attempts, payload] or nil
+    fn fetch_one(ruby: &Ruby, rb_self: &Self, channel_id: u32, lease_ms: u64) -> Result<Value, Error> {
+        let got = without_gvl(|_| rb_self.pool.with(|c| wire::fetch(c, 1, lease_ms, 0, &[channel_id])))?.map_err(err)?;
+        Ok(match got.into_iter().next() {
+            None => ruby.qnil().as_value(),
+            Some(r) => {
+                let a = ruby.ary_new();
+                a.push(r.job_id)?;
+                a.push(r.fence)?;
+                a.push(r.attempts)?;
+                a.push(ruby.str_from_slice(&r.payload))?;
+                a.as_value()
+            }
+        })
+    }
+
+    /// settle(id, fence, action, arg): "ack", "retry" (arg: delay ms),
+    /// "fail" (arg: reason), "extend" (arg: lease ms). Raises
+    /// StaleClaimError when the reservation is no longer current.
+    fn settle(&self, id: String, fence: u64, action: String, arg: String) -> Result<(), Error> {
+        without_gvl(|_| {
+            self.pool.with(|c| match action.as_str() {
+                "ack" => wire::ack(c, &id, fence),
+                "retry" => wire::retry(c, &id, fence, arg.parse().unwrap_or(0)),
+                "extend" => wire::extend(c, &id, fence, arg.parse().unwrap_or(0)),
+                _ => wire::fail(c, &id, fence, &arg),
+            })
+        })?
+        .map_err(err)
+    }
+
     fn cancel(&self, id: String) -> Result<bool, Error> {
         without_gvl(|_| self.pool.with(|c| wire::cancel(c, &id)))?.map_err(err)
     }
@@ -104,6 +135,8 @@ pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
     class.define_method("push_envelopes", method!(EngineClient::push_envelopes, 3))?;
     class.define_method("get", method!(EngineClient::get, 1))?;
     class.define_method("cancel", method!(EngineClient::cancel, 1))?;
+    class.define_method("fetch_one", method!(EngineClient::fetch_one, 2))?;
+    class.define_method("settle", method!(EngineClient::settle, 4))?;
     class.define_method("call", method!(EngineClient::call, 1))?;
     Ok(())
 }

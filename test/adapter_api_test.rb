@@ -1,0 +1,79 @@
+# frozen_string_literal: true
+
+require_relative "test_helper"
+require_relative "support/engine_server"
+
+# The adapter API, the same calls on both backends: claim, ack, retry_job,
+# fail_job, fencing of late settles, get_job and recover.
+module AdapterContract
+  def test_claim_ack_and_a_second_ack_is_stale
+    id = LedgerTask.enqueue("/dev/null", "a")
+    claim = backend.claim("default")
+    assert_equal id, claim.job_id
+    assert_equal ["/dev/null", "a"], claim.envelope["arguments"]
+    assert_kind_of Integer, claim.fence
+    assert backend.ack(claim)
+    assert_raises(SolidJobs::StaleClaimError) { backend.ack(claim) }
+    assert_nil backend.claim("default")
+  end
+
+  def test_retry_job_and_fail_job
+    retried = LedgerTask.enqueue("/dev/null", "r")
+    claim = backend.claim("default")
+    backend.retry_job(claim, delay: 60)
+    assert_includes %w[retrying scheduled], backend.get_job(retried)["state"]
+    assert_raises(SolidJobs::StaleClaimError) { backend.fail_job(claim) }
+
+    failed = LedgerTask.enqueue("/dev/null", "f")
+    claim = backend.claim("default")
+    assert_equal failed, claim.job_id
+    backend.fail_job(claim, reason: "broken on purpose")
+    assert_includes %w[archived dead], backend.get_job(failed)["state"]
+  end
+end
+
+class RedisAdapterApiTest < SolidJobsTest
+  include AdapterContract
+
+  def backend = SolidJobs.routing.backend_for("default")
+
+  def test_recover_requeues_claims_of_expired_nodes
+    id = LedgerTask.enqueue("/dev/null", "recovered")
+    claim = backend.claim("default")
+    assert_equal 0, backend.recover, "the claiming node is alive"
+    redis.del(key("node:#{claim.reservation}"))
+    assert_equal 1, backend.recover
+    assert_raises(SolidJobs::StaleClaimError) { backend.ack(claim) }
+    assert_equal id, backend.claim("default").job_id
+  end
+end
+
+class SolidEngineAdapterApiTest < SolidJobsTest
+  include AdapterContract
+
+  def setup
+    super
+    @server = EngineServer.new(lease_ms: 500).start
+    configure_solid_jobs(backend: :solid_engine, url: @server.url,
+                         backends: {solid_engine: {adapter: :solid_engine, url: @server.url, lease: 0.3}})
+  end
+
+  def teardown
+    super
+    @server&.cleanup
+  end
+
+  def backend = SolidJobs.routing.backend_for("default")
+
+  def test_an_expired_lease_makes_the_job_claimable_again_and_the_old_claim_stale
+    id = LedgerTask.enqueue("/dev/null", "lease")
+    first = backend.claim("default")
+    again = eventually("lease expired", timeout: 10) { backend.claim("default") }
+    assert_equal id, again.job_id
+    refute_equal first.fence, again.fence
+    assert_raises(SolidJobs::StaleClaimError) { backend.ack(first) }
+    assert backend.extend_lease(again, 5)
+    assert backend.ack(again)
+    assert_equal "completed", backend.get_job(id)["state"]
+  end
+end
