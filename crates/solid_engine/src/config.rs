@@ -178,9 +178,8 @@ pub fn from_args<I: IntoIterator<Item = String>>(args: I) -> Result<Cli> {
             "--version" | "-V" => return Ok(Cli::Version),
             _ => {}
         }
-        let mut value = || {
-            inline.clone().or_else(|| args.next()).ok_or_else(|| Error::Config(format!("{flag} needs a value")))
-        };
+        let mut value =
+            || inline.clone().or_else(|| args.next()).ok_or_else(|| Error::Config(format!("{flag} needs a value")));
         match flag.as_str() {
             "--listen" => listen.push(value()?),
             "--durability" => flags.durability = Some(value()?),

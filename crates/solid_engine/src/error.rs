@@ -23,7 +23,10 @@ pub enum Error {
     /// AUTH with the wrong password.
     WrongPass,
     /// The fence is not the current reservation of the job.
-    Stale { id: JobId, fence: u64 },
+    Stale {
+        id: JobId,
+        fence: u64,
+    },
     /// No job with this id is retained.
     NotFound(JobId),
     /// The job is reserved, so it cannot be cancelled.
@@ -33,7 +36,11 @@ pub enum Error {
     /// The durable log could not be written; the change is not confirmed.
     Storage(String),
     /// A data file is corrupt at a known position (not at the tail).
-    Corrupt { file: String, offset: u64, reason: String },
+    Corrupt {
+        file: String,
+        offset: u64,
+        reason: String,
+    },
     /// Bad flags or configuration file.
     Config(String),
     Io(std::io::Error),

@@ -85,7 +85,9 @@ pub fn check(data: &[u8]) {
 fn drive(engine: &mut Engine, now: u64, cmd: Command) {
     let mut out = Vec::new();
     let reply = match cmd {
-        Command::Push { channel, id, payload, due_ms } => Reply::Int(engine.push(now, channel, id, payload, due_ms).into()),
+        Command::Push { channel, id, payload, due_ms } => {
+            Reply::Int(engine.push(now, channel, id, payload, due_ms).into())
+        }
         Command::PushMany { channel, due_ms, jobs } => Reply::Int(engine.push_many(now, channel, due_ms, jobs) as i64),
         Command::Fetch { count, lease_ms, channels, .. } => {
             let mut reserved = Vec::new();
@@ -97,7 +99,9 @@ fn drive(engine: &mut Engine, now: u64, cmd: Command) {
         Command::Retry { id, fence, delay_ms } => {
             engine.retry(now, id, fence, delay_ms).map_or_else(Reply::Error, |_| Reply::Ok)
         }
-        Command::Fail { id, fence, reason } => engine.fail(now, id, fence, reason).map_or_else(Reply::Error, |_| Reply::Ok),
+        Command::Fail { id, fence, reason } => {
+            engine.fail(now, id, fence, reason).map_or_else(Reply::Error, |_| Reply::Ok)
+        }
         Command::Extend { id, fence, lease_ms } => {
             engine.extend(now, id, fence, lease_ms).map_or_else(Reply::Error, |_| Reply::Ok)
         }
@@ -158,7 +162,8 @@ fn seeds() -> Vec<Vec<u8>> {
     out
 }
 
-const TOKENS: &[&[u8]] = &[b"\r\n", b"*", b"$", b":", b"+", b"-", b"-1", b"0", b"99999999999", b"\n", b"*1\r\n", b"$0\r\n"];
+const TOKENS: &[&[u8]] =
+    &[b"\r\n", b"*", b"$", b":", b"+", b"-", b"-1", b"0", b"99999999999", b"\n", b"*1\r\n", b"$0\r\n"];
 
 fn mutate(rng: &mut Rng, input: &mut Vec<u8>) {
     for _ in 0..=rng.below(4) {
@@ -240,7 +245,15 @@ mod tests {
 
     #[test]
     fn known_tricky_inputs() {
-        for input in [&b""[..], b"\r\n", b"*1\r\n*1\r\n", b"$-1\r\n", b"*2\r\n$4\r\nPING\r\n", b"\x00\xff\r\n", b"*1\r\n$0\r\n\r\n"] {
+        for input in [
+            &b""[..],
+            b"\r\n",
+            b"*1\r\n*1\r\n",
+            b"$-1\r\n",
+            b"*2\r\n$4\r\nPING\r\n",
+            b"\x00\xff\r\n",
+            b"*1\r\n$0\r\n\r\n",
+        ] {
             check(input);
         }
     }

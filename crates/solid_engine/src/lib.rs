@@ -26,19 +26,13 @@ pub use error::{Error, Result};
 /// Writes one operational log line to stderr: start, recovery, compaction,
 /// shutdown, failures. One line per event, prefixed for grepping.
 pub fn log(message: std::fmt::Arguments<'_>) {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis())
-        .unwrap_or(0);
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
     eprintln!("solid-engine ts={now} {message}");
 }
 
 /// Milliseconds since the Unix epoch: the engine's clock in the server.
 pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -90,8 +90,12 @@ fn non_bulk_requests_are_protocol_errors() {
 
 #[test]
 fn fail_reason_is_optional_and_dead_count_defaults() {
-    assert!(matches!(cmd(&["FAIL", ID, "9"]).unwrap(), Command::Fail { fence: 9, ref reason, .. } if reason.is_empty()));
-    assert!(matches!(cmd(&["FAIL", ID, "9", "boom"]).unwrap(), Command::Fail { ref reason, .. } if &**reason == b"boom"));
+    assert!(
+        matches!(cmd(&["FAIL", ID, "9"]).unwrap(), Command::Fail { fence: 9, ref reason, .. } if reason.is_empty())
+    );
+    assert!(
+        matches!(cmd(&["FAIL", ID, "9", "boom"]).unwrap(), Command::Fail { ref reason, .. } if &**reason == b"boom")
+    );
     assert_eq!(cmd(&["DEAD"]).unwrap(), Command::Dead(DEFAULT_DEAD_COUNT));
     assert_eq!(cmd(&["dead", "5"]).unwrap(), Command::Dead(5));
 }
@@ -126,8 +130,15 @@ fn replies_encode_as_documented() {
     assert_eq!(String::from_utf8(out).unwrap(), expected);
 
     let mut out = Vec::new();
-    Reply::Job(JobInfo { id: id(), channel: 1, state: State::Scheduled, attempts: 0, payload: Payload::from(&b""[..]), due_ms: Some(5) })
-        .encode(&mut out);
+    Reply::Job(JobInfo {
+        id: id(),
+        channel: 1,
+        state: State::Scheduled,
+        attempts: 0,
+        payload: Payload::from(&b""[..]),
+        due_ms: Some(5),
+    })
+    .encode(&mut out);
     let expected = format!("*6\r\n$36\r\n{ID}\r\n:1\r\n$9\r\nscheduled\r\n:0\r\n$0\r\n\r\n:5\r\n");
     assert_eq!(String::from_utf8(out).unwrap(), expected);
 

@@ -134,13 +134,34 @@ pub struct Stats {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
     /// A job was created; `due_ms == 0` means ready at once.
-    Pushed { id: JobId, channel: u32, due_ms: u64, payload: Payload },
+    Pushed {
+        id: JobId,
+        channel: u32,
+        due_ms: u64,
+        payload: Payload,
+    },
     /// A reservation with this fence was handed out (attempts + 1).
-    Reserved { id: JobId, fence: u64 },
-    Acked { id: JobId, at_ms: u64 },
-    Retried { id: JobId, due_ms: u64 },
-    Failed { id: JobId, at_ms: u64, reason: Payload },
-    Cancelled { id: JobId, at_ms: u64 },
+    Reserved {
+        id: JobId,
+        fence: u64,
+    },
+    Acked {
+        id: JobId,
+        at_ms: u64,
+    },
+    Retried {
+        id: JobId,
+        due_ms: u64,
+    },
+    Failed {
+        id: JobId,
+        at_ms: u64,
+        reason: Payload,
+    },
+    Cancelled {
+        id: JobId,
+        at_ms: u64,
+    },
 }
 
 /// The full state of one job, as written to a snapshot.

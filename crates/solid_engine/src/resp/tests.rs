@@ -60,10 +60,7 @@ fn decoder_is_incremental_byte_by_byte() {
         buf.drain(..used);
         frames.extend(frame);
     }
-    assert_eq!(
-        frames,
-        vec![Frame::Array(vec![bulk("PING"), bulk("abc")]), Frame::Simple(b"OK".to_vec())]
-    );
+    assert_eq!(frames, vec![Frame::Array(vec![bulk("PING"), bulk("abc")]), Frame::Simple(b"OK".to_vec())]);
     assert!(buf.is_empty());
 }
 

@@ -122,12 +122,7 @@ pub(crate) fn execute(
         Command::Stats => {
             let stats = shared.engine.lock().stats();
             let durability = shared.storage.as_ref().map_or("memory", |s| s.durability().name());
-            Reply::Bulk(stats_text(
-                &stats,
-                shared.tracker.count(),
-                durability,
-                shared.started.elapsed().as_secs(),
-            ))
+            Reply::Bulk(stats_text(&stats, shared.tracker.count(), durability, shared.started.elapsed().as_secs()))
         }
         #[cfg(test)]
         Command::DebugPanic => panic!("DEBUG PANIC: injected by a test"),

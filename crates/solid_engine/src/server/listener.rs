@@ -19,7 +19,11 @@ pub enum Listener {
     Tcp(TcpListener),
     /// `inode`: (device, inode) of the socket file we created, so shutdown
     /// never removes a file that another server put at the same path.
-    Unix { listener: UnixListener, path: PathBuf, inode: Option<(u64, u64)> },
+    Unix {
+        listener: UnixListener,
+        path: PathBuf,
+        inode: Option<(u64, u64)>,
+    },
 }
 
 fn inode(path: &Path) -> Option<(u64, u64)> {

@@ -149,8 +149,7 @@ impl Server {
             (Durability::Memory, _) => None,
             (durability, Some(dir)) => {
                 let started = Instant::now();
-                let (storage, report) =
-                    Storage::open(dir, durability, config.compact_threshold_bytes, &mut engine)?;
+                let (storage, report) = Storage::open(dir, durability, config.compact_threshold_bytes, &mut engine)?;
                 let requeued = engine.finish_recovery();
                 engine.raise_fence_floor(report.next_fence.saturating_add(1 << 32));
                 let truncated = match report.truncated {

@@ -192,7 +192,17 @@ fn job_lifecycle_over_the_unix_socket() {
     assert_eq!(acks, vec![Frame::Integer(1), Frame::Integer(0)]);
 
     let stats = text(&c.call(&["STATS"]));
-    for line in ["completed:1", "dead:1", "cancelled:1", "pushed_total:3", "acked_total:1", "retried_total:1", "failed_total:1", "connections:1", "durability:memory"] {
+    for line in [
+        "completed:1",
+        "dead:1",
+        "cancelled:1",
+        "pushed_total:3",
+        "acked_total:1",
+        "retried_total:1",
+        "failed_total:1",
+        "connections:1",
+        "durability:memory",
+    ] {
         assert!(stats.lines().any(|l| l == line), "{line} missing in\n{stats}");
     }
     assert!(stats.contains("uptime_s:") && stats.contains("expired_leases_total:0"));

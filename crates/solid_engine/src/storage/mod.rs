@@ -108,8 +108,7 @@ impl Storage {
         };
         let writer = LogWriter::open(dir, report.log_gen, size)?;
         engine.set_journal(true);
-        let storage =
-            Storage { dir: dir.to_path_buf(), durability, writer, compact_threshold, _lock: lock };
+        let storage = Storage { dir: dir.to_path_buf(), durability, writer, compact_threshold, _lock: lock };
         Ok((storage, report))
     }
 

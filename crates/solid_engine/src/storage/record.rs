@@ -30,10 +30,15 @@ pub enum Record {
     Event(Event),
     /// Snapshot header: the fence counter and the log generation that
     /// continues the snapshot.
-    Meta { next_fence: u64, log_gen: u64 },
+    Meta {
+        next_fence: u64,
+        log_gen: u64,
+    },
     Job(JobImage),
     /// Snapshot trailer: how many jobs it holds (proves it is complete).
-    End { jobs: u64 },
+    End {
+        jobs: u64,
+    },
 }
 
 /// Appends one framed record, built by `body` after the type byte.

@@ -98,7 +98,8 @@ fn torn_last_record_is_truncated() {
     let good_len = fs::metadata(&path).unwrap().len();
     // A partial record, as a crash in the middle of write() leaves it.
     let mut record = Vec::new();
-    let event = crate::engine::Event::Pushed { id: JobId(3), channel: 1, due_ms: 0, payload: Payload::from(&b"three"[..]) };
+    let event =
+        crate::engine::Event::Pushed { id: JobId(3), channel: 1, due_ms: 0, payload: Payload::from(&b"three"[..]) };
     encode_event(&mut record, &event);
     fs::OpenOptions::new().append(true).open(&path).unwrap().write_all(&record[..record.len() - 3]).unwrap();
 
