@@ -466,3 +466,18 @@ fn housekeeping_compacts_a_log_much_larger_than_the_live_state() {
     let job = items(server.tcp().call(&["GET", &keep]));
     assert_eq!(text(&job[4]), "survivor");
 }
+
+#[test]
+fn blocking_fetch_wakes_when_a_scheduled_job_is_due() {
+    let server = TestServer::memory();
+    let mut c = server.tcp();
+    let id = new_id();
+    let due = (crate::now_ms() + 150).to_string();
+    assert_eq!(c.call(&["PUSH", "6", &id, "later", "AT", &due]), Frame::Integer(1));
+    assert_eq!(text(&items(c.call(&["GET", &id]))[2]), "scheduled");
+    let started = Instant::now();
+    let got = items(c.call(&["FETCH", "1", "0", "5000", "6"]));
+    assert_eq!(got.len(), 1);
+    let took = started.elapsed();
+    assert!(took >= Duration::from_millis(100) && took < Duration::from_secs(2), "{took:?}");
+}
