@@ -7,7 +7,10 @@
 //!   connections, in-flight requests answered, blocked FETCHes returned
 //!   empty, log flushed and fsync'd, Unix socket files removed.
 //! - A panic while serving one connection is caught and closes only that
-//!   connection. Locks are parking_lot locks, which are not poisoned.
+//!   connection. Locks are parking_lot locks, which are not poisoned. (A
+//!   panic *inside* an engine operation would leave that one operation
+//!   half-applied; the engine is kept panic-free by its tests and the
+//!   protocol fuzzer, which drives it with every parsed command.)
 //! - Over `max_connections`, a new connection gets `-MAXCONN ...` and is
 //!   closed; the others are unaffected.
 //! - Housekeeping (lease expiry, promotion, pruning, balanced-mode fsync,
