@@ -29,6 +29,8 @@ mod replay;
 mod types;
 
 #[cfg(test)]
+mod model_tests;
+#[cfg(test)]
 mod tests;
 
 use std::cmp::Reverse;

@@ -240,9 +240,10 @@ impl Server {
         crate::log(format_args!(
             "shutdown jobs={} log_synced={} uptime_s={}",
             engine.job_count(),
-            match &result {
-                Ok(()) => "yes".to_string(),
-                Err(e) => format!("no ({e})"),
+            match (&result, &shared.storage) {
+                (_, None) => "n/a".to_string(),
+                (Ok(()), Some(_)) => "yes".to_string(),
+                (Err(e), Some(_)) => format!("no ({e})"),
             },
             shared.started.elapsed().as_secs()
         ));
