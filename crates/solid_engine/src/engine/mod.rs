@@ -328,6 +328,10 @@ impl Engine {
         set_state(&mut self.stats, job, state);
         job.seq = seq;
         job.time_ms = at_ms;
+        // A finished job is kept only for GET and deduplication: its payload
+        // is dropped, or retention at full speed would hold gigabytes.
+        self.live_bytes -= job.payload.len() as u64;
+        job.payload = Payload::from(&[][..]);
         self.finished.push_back((at_ms, seq, id));
     }
 

@@ -47,7 +47,7 @@ fn duplicate_push_is_idempotent_in_every_retained_state() {
     e.ack(0, id(1), r[0].fence).unwrap();
     assert!(!e.push(1, 1, id(1), p("c"), None), "completed");
     let job = e.get(1, id(1)).unwrap();
-    assert_eq!((job.state, job.channel, &*job.payload), (State::Completed, 1, &b"a"[..]));
+    assert_eq!((job.state, job.channel, &*job.payload), (State::Completed, 1, &b""[..]), "finished jobs drop their payload");
     assert_eq!(e.stats().pushed_total, 1);
     assert_eq!(e.push_many(1, 1, 0, vec![(id(1), p("x")), (id(2), p("y")), (id(2), p("z"))]), 1);
 }
