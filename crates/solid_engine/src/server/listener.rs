@@ -54,7 +54,14 @@ impl Listener {
             }
             std::fs::remove_file(path).map_err(fail)?;
         }
-        let listener = UnixListener::bind(path).map_err(fail)?;
+        // Created 0600 from the start: with the default umask the socket
+        // would be reachable by others between bind and chmod. The umask is
+        // process-wide, so it is restored at once; the binary binds before it
+        // starts any thread.
+        let previous = unsafe { libc::umask(0o177) };
+        let bound = UnixListener::bind(path);
+        unsafe { libc::umask(previous) };
+        let listener = bound.map_err(fail)?;
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(fail)?;
         Ok(Listener::Unix { listener, path: path.to_path_buf(), inode: inode(path) })
     }
