@@ -24,7 +24,6 @@ $LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
 require "solid_jobs"
 require "sidekiq"
 require "redis"
-require "etc"
 require "fileutils"
 require "tmpdir"
 require_relative "support/common"
@@ -32,6 +31,8 @@ require_relative "support/child_group"
 require_relative "support/redis_server"
 require_relative "support/worker_process"
 require_relative "support/drain_watch"
+require_relative "support/queue_probes"
+require_relative "support/environment"
 require_relative "support/command_stats"
 require_relative "support/report"
 require_relative "jobs"
@@ -67,23 +68,14 @@ module Bench
     def self.settings(env)
       smoke = env["BENCH_SMOKE"] == "1"
       Settings.new(
-        noop_jobs: smoke ? 200 : positive_integer(env, "BENCH_NOOP_JOBS", 100_000),
-        cpu_jobs: smoke ? 20 : positive_integer(env, "BENCH_CPU_JOBS", 1000),
+        noop_jobs: smoke ? 200 : Bench.positive_integer(env, "BENCH_NOOP_JOBS", 100_000),
+        cpu_jobs: smoke ? 20 : Bench.positive_integer(env, "BENCH_CPU_JOBS", 1000),
         concurrencies: smoke ? [1] : [1, 2],
-        case_timeout: positive_integer(env, "BENCH_CASE_TIMEOUT", 300),
-        repeat: positive_integer(env, "BENCH_REPEAT", 1),
+        case_timeout: Bench.positive_integer(env, "BENCH_CASE_TIMEOUT", 300),
+        repeat: Bench.positive_integer(env, "BENCH_REPEAT", 1),
         # A smoke run must not overwrite the real results.
         output: env["BENCH_OUTPUT"] || (smoke ? nil : DEFAULT_OUTPUT)
       )
-    end
-
-    def self.positive_integer(env, name, default)
-      return default unless env[name]
-
-      value = Integer(env[name], exception: false)
-      raise Failure, "#{name} must be a positive integer (got #{env[name].inspect})" unless value&.positive?
-
-      value
     end
 
     def initialize(settings)
@@ -93,7 +85,7 @@ module Bench
     def run
       $stdout.sync = true
       # Other work on a 2-core host skews every number; record how busy it was.
-      @load_at_start = load_average
+      @load_at_start = Environment.load_average
       @log_dir = Dir.mktmpdir("solid-jobs-bench-logs")
       @children = ChildGroup.new
       @server = RedisServer.new(@children).start
@@ -166,10 +158,11 @@ module Bench
       seed(system, workload, jobs)
       before = CommandStats.snapshot(@redis)
       worker = start_worker(system, workload, concurrency)
-      window = drain(system, jobs, worker)
+      probe = queue_probe(system)
+      window = drain(probe, jobs, worker)
       after = CommandStats.snapshot(@redis)
       # The INFO for `before` is itself counted in `after`.
-      result.commands = CommandStats.delta(before, after, window.own_commands.merge("info" => 1))
+      result.commands = CommandStats.delta(before, after, probe.own_commands.merge("info" => 1))
       result.seconds = window.seconds
       stop_worker(worker, result)
       verify_processed(system, jobs)
@@ -198,10 +191,13 @@ module Bench
       WorkerProcess.public_send(system, @children, @server.url, concurrency, log).start
     end
 
-    def drain(system, jobs, worker)
+    def queue_probe(system)
       spec = SYSTEMS.fetch(system)
-      window = DrainWatch.new(@redis, list_key: spec[:list], claims_pattern: spec[:claims], jobs: jobs,
-                                      worker: worker, timeout: @settings.case_timeout).wait
+      RedisQueueProbe.new(@redis, list_key: spec[:list], claims_pattern: spec[:claims])
+    end
+
+    def drain(probe, jobs, worker)
+      window = DrainWatch.new(probe, jobs: jobs, worker: worker, timeout: @settings.case_timeout).wait
       raise Failure, "the drain finished within one poll interval; use more jobs to time it" unless window.seconds.positive?
 
       window
@@ -253,35 +249,15 @@ module Bench
     end
 
     def environment_line
-      "CPU: #{cpu_model} | nproc: #{Etc.nprocessors} | Ruby: #{RUBY_VERSION}p#{RUBY_PATCHLEVEL} | " \
-        "Redis: #{@redis.info("server")["redis_version"]} | commit: #{git_commit} | Sidekiq: #{Sidekiq::VERSION} | " \
+      "CPU: #{Environment.cpu_model} | nproc: #{Environment.nproc} | Ruby: #{Environment.ruby} | " \
+        "Redis: #{@redis.info("server")["redis_version"]} | commit: #{Environment.git_commit} | Sidekiq: #{Sidekiq::VERSION} | " \
         "SolidJobs: #{SolidJobs::VERSION} | load average at start: #{@load_at_start}"
-    end
-
-    def load_average
-      File.read("/proc/loadavg").split.first(3).join(" ")
-    rescue SystemCallError
-      "unknown"
     end
 
     def workload_line
       "Jobs per case: #{@settings.noop_jobs} noop, #{@settings.cpu_jobs} cpu (#{@cpu_iterations} iterations, " \
         "#{format("%.2f", @cpu_job_ms)} ms each when calibrated); fastest of #{@settings.repeat} run(s) per case. " \
         "Run at #{Time.now.utc.strftime("%Y-%m-%d %H:%M UTC")}."
-    end
-
-    def cpu_model
-      line = File.foreach("/proc/cpuinfo").find { |l| l.start_with?("model name") }
-      line ? line.split(":", 2).last.strip : "unknown"
-    rescue SystemCallError
-      "unknown"
-    end
-
-    def git_commit
-      commit = IO.popen(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], err: File::NULL, &:read).strip
-      commit.empty? ? "unknown" : commit
-    rescue SystemCallError
-      "unknown"
     end
   end
 end

@@ -1,21 +1,21 @@
 # frozen_string_literal: true
 
 module Bench
-  # Puts every process the benchmark starts (redis-server, workers) into one
-  # process group, watched by a tiny shell loop that kills the group if the
-  # benchmark dies without cleaning up: a crash inside a native extension
-  # (or kill -9) skips every `ensure`, and would otherwise leave redis-server
-  # and a busy worker running forever.
+  # Puts every process the benchmark starts (redis-server, engine servers,
+  # workers, load generators) into one process group, led by a tiny shell
+  # loop that kills the group if the benchmark dies without cleaning up: a
+  # crash inside a native extension (or kill -9) skips every `ensure`, and
+  # would otherwise leave servers and a busy worker running forever.
+  #
+  # The watchdog leads the group, not the first child: setpgid into a group
+  # whose leader has exited and been reaped fails with EPERM, and children
+  # such as an engine server per durability mode come and go during a run.
   class ChildGroup
     WATCH_INTERVAL = 1
 
     def spawn(*command, **options)
-      pid = Process.spawn(*command, **options, pgroup: @pgid || true)
-      unless @pgid
-        @pgid = pid # the first child leads the group
-        start_watchdog
-      end
-      pid
+      start_watchdog unless @watchdog
+      Process.spawn(*command, **options, pgroup: @watchdog)
     end
 
     # Normal cleanup has stopped the children; the watchdog is not needed.
@@ -32,8 +32,10 @@ module Bench
 
     private
 
+    # `kill -KILL 0` signals the watchdog's own group: every child, and the
+    # watchdog last of all.
     def start_watchdog
-      script = "while kill -0 #{Process.pid} 2>/dev/null; do sleep #{WATCH_INTERVAL}; done; kill -KILL -#{@pgid} 2>/dev/null"
+      script = "while kill -0 #{Process.pid} 2>/dev/null; do sleep #{WATCH_INTERVAL}; done; kill -KILL 0"
       @watchdog = Process.spawn("sh", "-c", script, pgroup: true, in: File::NULL, out: File::NULL, err: File::NULL)
     end
   end

@@ -1,5 +1,7 @@
 # frozen_string_literal: true
 
+require_relative "markdown"
+
 module Bench
   # One measured (or failed) case: a system draining one workload.
   Result = Struct.new(:system, :workload, :concurrency, :jobs, :seconds, :commands, :error, keyword_init: true) do
@@ -23,7 +25,7 @@ module Bench
         sidekiq, solid = SYSTEMS.map { |system| find(system, workload, concurrency) }
         [workload, concurrency, rate(sidekiq), rate(solid), ratio(solid, sidekiq), per_job(sidekiq), per_job(solid)]
       end
-      markdown_table(["Workload", "Concurrency", "Sidekiq jobs/s", "SolidJobs jobs/s", "SolidJobs/Sidekiq",
+      Markdown.table(["Workload", "Concurrency", "Sidekiq jobs/s", "SolidJobs jobs/s", "SolidJobs/Sidekiq",
                       "Sidekiq cmds/job", "SolidJobs cmds/job"], rows)
     end
 
@@ -92,13 +94,5 @@ module Bench
     end
 
     def label(system) = system == :sidekiq ? "Sidekiq" : "SolidJobs"
-
-    def markdown_table(header, rows)
-      cells = [header, *rows].map { |row| row.map(&:to_s) }
-      widths = header.each_index.map { |i| cells.map { |row| row[i].length }.max }
-      line = ->(row) { "| " + row.each_with_index.map { |cell, i| cell.ljust(widths[i]) }.join(" | ") + " |" }
-      separator = "|" + widths.map { |w| "-" * (w + 2) }.join("|") + "|"
-      [line.(cells.first), separator, *cells.drop(1).map(&line)].join("\n")
-    end
   end
 end

@@ -3,12 +3,14 @@
 require "rbconfig"
 
 module Bench
-  # One worker node (Sidekiq's or SolidJobs' own CLI) in its own process,
-  # with stdout and stderr captured to a file shown when something fails.
+  # One worker node (Sidekiq's or SolidJobs' own CLI, the latter on Redis or
+  # SolidEngine) in its own process, with stdout and stderr captured to a
+  # file shown when something fails.
   class WorkerProcess
     STOP_TIMEOUT = 30
     ROOT = File.expand_path("../..", __dir__)
     JOBS_FILE = "./benchmark/jobs.rb"
+    ENGINE_JOBS_FILE = "./benchmark/engine_jobs.rb"
 
     def self.sidekiq(children, redis_url, concurrency, log_path)
       new(children, ["sidekiq", "-r", JOBS_FILE, "-c", concurrency.to_s, "-q", "bench"],
@@ -18,6 +20,13 @@ module Bench
     def self.solid_jobs(children, redis_url, concurrency, log_path)
       new(children, [RbConfig.ruby, "-Ilib", "exe/solid-jobs", "--require", JOBS_FILE, "--concurrency", concurrency.to_s,
                      "--channel", "bench", "--redis-url", redis_url], {}, log_path)
+    end
+
+    # The CLI has only --redis-url, so the engine's URL reaches the jobs file
+    # (which configures the backend) through the environment.
+    def self.solid_jobs_engine(children, engine_url, concurrency, log_path)
+      new(children, [RbConfig.ruby, "-Ilib", "exe/solid-jobs", "--require", ENGINE_JOBS_FILE, "--concurrency", concurrency.to_s,
+                     "--channel", "bench"], {"SOLID_JOBS_BENCH_ENGINE_URL" => engine_url}, log_path)
     end
 
     attr_reader :exit_status
