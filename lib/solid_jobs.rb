@@ -36,7 +36,7 @@ module SolidJobs
 
       yield config
       config.validate!
-      @client = nil if @client && @client.url != config.redis_url
+      @client = nil if @client && (@client.url != config.redis_url || @client_namespace != config.namespace)
       @routing = nil
       config
     end
@@ -48,6 +48,7 @@ module SolidJobs
         unless Ractor.current == Ractor.main
           raise Error, "SolidJobs.client is not initialized; it is created in the main Ractor before workers start"
         end
+        @client_namespace = config.namespace
         @client = Ractor.make_shareable(Native::Client.new(config.redis_url, config.namespace))
       end
     end

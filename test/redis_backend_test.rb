@@ -12,7 +12,11 @@ class RedisBackendTest < SolidJobsTest
     assert backend.supports?(:cancel)
     refute backend.supports?(:lease_extension)
     assert_raises(ArgumentError) { backend.supports?(:teleport) }
-    assert_raises(SolidJobs::Backends::NotSupported) { backend.claim("default") }
+    id = LedgerTask.enqueue("p", "x")
+    claim = backend.claim("default")
+    error = assert_raises(SolidJobs::Backends::NotSupported) { backend.extend_lease(claim, 30) }
+    assert_match(/cannot extend_lease/, error.message)
+    assert_equal id, claim.job_id
   end
 
   def test_get_and_cancel_a_waiting_job_which_then_never_runs

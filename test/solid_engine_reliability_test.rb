@@ -142,7 +142,7 @@ class SolidEngineReliabilityTest < SolidJobsTest
     assert_nil backend.get_job(SecureRandom.uuid)
     assert backend.supports?(:lease_extension)
     refute SolidJobs::Backends::Redis.new(:redis, {}, SolidJobs.config).supports?(:lease_extension)
-    assert_raises(SolidJobs::Backends::NotSupported) { SolidJobs::Backends::Redis.new(:redis, {}, SolidJobs.config).claim("default") }
+    assert_raises(SolidJobs::Backends::NotSupported) { SolidJobs::Backends::Redis.new(:redis, {}, SolidJobs.config).extend_lease(nil, 1) }
   end
 
   def test_retry_within_is_refused_on_solid_engine

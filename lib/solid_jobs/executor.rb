@@ -38,8 +38,10 @@ module SolidJobs
       [nil, "#{name} is not a SolidJobs::Task (include SolidJobs::Task)"]
     rescue NameError => e
       [nil, "unknown task #{name} (#{e.message.lines.first.strip}); is the worker running the code that enqueued it (--require)?"]
-    rescue Ractor::IsolationError => e
-      [nil, "task #{name} cannot be loaded inside a Ractor (#{e.message}); load it eagerly with --require"]
+    rescue Ractor::IsolationError, Ractor::UnsafeError => e
+      # Autoloading (Rails, Zeitwerk) cannot run in a non-main Ractor.
+      [nil, "task #{name} cannot be loaded inside a Ractor (#{e.class}: #{e.message}); load it eagerly with --require, " \
+            "or use execution_mode = :thread"]
     end
   end
 end

@@ -5,9 +5,9 @@
 -- extra otherwise.
 -- KEYS[1] node claims hash, KEYS[2] fence counter, KEYS[3] node heartbeat key,
 -- KEYS[4] job index, KEYS[5] cancelled metric, KEYS[6] cancelled-waiting counter,
--- KEYS[7..] channel lists in visiting order
+-- KEYS[7] attempts hash, KEYS[8..] channel lists in visiting order
 -- ARGV[1] max jobs, ARGV[2] claim stamp (claimed_ms), ARGV[3..] channel names
--- matching KEYS[7..]
+-- matching KEYS[8..]
 -- Returns a flat array: token, channel, envelope, token, channel, envelope...
 if redis.call('EXISTS', KEYS[3]) == 0 then
   -- Recovery may already have declared this node dead; a claim recorded now
@@ -17,13 +17,13 @@ end
 local want = tonumber(ARGV[1])
 local check = tonumber(redis.call('GET', KEYS[6]) or '0') > 0
 local out = {}
-for i = 7, #KEYS do
+for i = 8, #KEYS do
   while want > 0 do
     local envs = redis.call('RPOP', KEYS[i], want)
     if not envs then break end
-    local name = ARGV[i - 4]
+    local name = ARGV[i - 5]
     local keep = envs
-    if check then keep = drop_cancelled(envs, KEYS[4], KEYS[5], KEYS[6]) end
+    if check then keep = drop_cancelled(envs, KEYS[4], KEYS[5], KEYS[6], KEYS[7]) end
     if #keep > 0 then
       local last = redis.call('INCRBY', KEYS[2], #keep)
       local fields = {}

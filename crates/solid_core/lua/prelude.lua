@@ -17,9 +17,9 @@ local function is_cancelled(state)
   return state and string.sub(state, 1, 9) == 'cancelled'
 end
 
--- Removes cancelled jobs from `envs` (forgetting them in the index and
--- counting them); returns the envelopes to keep.
-local function drop_cancelled(envs, index, metric, waiting)
+-- Removes cancelled jobs from `envs` (forgetting them in the index and the
+-- failure records, and counting them); returns the envelopes to keep.
+local function drop_cancelled(envs, index, metric, waiting, attempts)
   local ids, lookup = {}, {}
   for j, env in ipairs(envs) do
     ids[j] = job_id(env)
@@ -37,19 +37,27 @@ local function drop_cancelled(envs, index, metric, waiting)
   end
   if #dropped > 0 then
     redis.call('HDEL', index, unpack(dropped))
+    redis.call('HDEL', attempts, unpack(dropped))
     redis.call('INCRBY', metric, #dropped)
     redis.call('DECRBY', waiting, #dropped)
   end
   return keep
 end
 
--- Whether any node's claim hash holds job `id` (an O(claims) scan: claims
--- are bounded by the nodes' prefetch windows). For get and cancel only.
+-- The node whose claim hash holds job `id`, and the claim's token (an
+-- O(claims) scan: claims are bounded by the nodes' prefetch windows; for get
+-- and cancel only). A record merely mentioning the id (in its arguments) is
+-- not a match: the candidate's own id is read and compared.
 local function claimed_by(nodes_key, prefix, id)
-  local needle = '"id":"' .. id .. '"'
   for _, node in ipairs(redis.call('SMEMBERS', nodes_key)) do
-    for _, rec in ipairs(redis.call('HVALS', prefix .. 'claims:' .. node)) do
-      if string.find(rec, needle, 1, true) then return node end
+    local all = redis.call('HGETALL', prefix .. 'claims:' .. node)
+    for i = 1, #all, 2 do
+      local rec = all[i + 1]
+      if string.find(rec, id, 1, true) then
+        local s1 = string.find(rec, '|', 1, true)
+        local s2 = s1 and string.find(rec, '|', s1 + 1, true)
+        if s2 and job_id(string.sub(rec, s2 + 1)) == id then return node, all[i] end
+      end
     end
   end
   return nil

@@ -3,7 +3,7 @@
 -- atomic script, so it is promoted exactly once.
 -- KEYS[1] planned zset, KEYS[2] retrying zset, KEYS[3] doorbell,
 -- KEYS[4] archive entries (for malformed members), KEYS[5] job index,
--- KEYS[6] cancelled metric, KEYS[7] cancelled-waiting counter
+-- KEYS[6] cancelled metric, KEYS[7] cancelled-waiting counter, KEYS[8] attempts hash
 -- ARGV[1] now ms, ARGV[2] max members per set, ARGV[3] key prefix
 -- Returns {promoted, next due ms or -1}
 local now = tonumber(ARGV[1])
@@ -18,6 +18,7 @@ for k = 1, 2 do
       local id = job_id(env)
       if id and is_cancelled(redis.call('HGET', KEYS[5], id)) then
         redis.call('HDEL', KEYS[5], id)
+        redis.call('HDEL', KEYS[8], id)
         redis.call('INCR', KEYS[6])
         redis.call('DECR', KEYS[7])
       else

@@ -1,11 +1,13 @@
 -- Put an archived job back on its channel. Returns 1, or 0 when the job is
--- no longer in the archive (already re-enqueued, or trimmed).
+-- no longer in the archive (already re-enqueued, or trimmed) or when a job
+-- with its id is live again (then the archive entry stays).
 -- KEYS[1] archive zset, KEYS[2] archive entries, KEYS[3] channel list,
 -- KEYS[4] channels set, KEYS[5] doorbell, KEYS[6] job index
 -- ARGV[1] job id, ARGV[2] channel name, ARGV[3] envelope
-if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then return 0 end
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) == false then return 0 end
+if redis.call('HSETNX', KEYS[6], ARGV[1], 'ready|' .. ARGV[2]) == 0 then return 0 end
+redis.call('ZREM', KEYS[1], ARGV[1])
 redis.call('HDEL', KEYS[2], ARGV[1])
-redis.call('HSET', KEYS[6], ARGV[1], 'ready|' .. ARGV[2])
 if redis.call('LPUSH', KEYS[3], ARGV[3]) == 1 then redis.call('PUBLISH', KEYS[5], 'ready') end
 redis.call('SADD', KEYS[4], ARGV[2])
 return 1

@@ -96,6 +96,9 @@ pub struct Reconnecting {
     conn: Option<Connection>,
     failures: u32,
     next_attempt: Instant,
+    /// Whether the last `run` got as far as calling its function (so a
+    /// command may have reached Redis even if it then failed).
+    sent: bool,
 }
 
 /// Reconnect delays: 50 ms doubling up to 2 s.
@@ -104,7 +107,7 @@ const RECONNECT_MAX: Duration = Duration::from_secs(2);
 
 impl Reconnecting {
     pub fn new(connector: Connector) -> Self {
-        Reconnecting { connector, conn: None, failures: 0, next_attempt: Instant::now() }
+        Reconnecting { connector, conn: None, failures: 0, next_attempt: Instant::now(), sent: false }
     }
 
     pub fn is_connected(&self) -> bool {
@@ -116,7 +119,14 @@ impl Reconnecting {
         self.next_attempt.saturating_duration_since(Instant::now())
     }
 
+    /// True when the last `run` called its function: a failure then may
+    /// have happened after Redis executed the command.
+    pub fn last_call_sent(&self) -> bool {
+        self.sent
+    }
+
     pub fn run<T>(&mut self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
+        self.sent = false;
         if self.conn.is_none() {
             if Instant::now() < self.next_attempt {
                 return Err(Error::Connection("reconnect backoff in progress".into()));
@@ -129,6 +139,7 @@ impl Reconnecting {
                 }
             }
         }
+        self.sent = true;
         let out = f(self.conn.as_mut().expect("connected"));
         match &out {
             Err(e) if e.is_connection() => {

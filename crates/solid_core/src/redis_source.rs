@@ -274,15 +274,24 @@ impl RedisSource {
         self.stop_claiming();
         let (tx, rx) = bounded(1);
         let _ = self.acks_tx.send(AckMsg::Flush(tx));
-        if rx.recv_timeout(flush_timeout).is_err() {
-            log("WARN", "completions could not be written before shutdown; those jobs stay claimed and will be recovered");
-        }
+        let flushed = rx.recv_timeout(flush_timeout).is_ok();
         // Stop heartbeating before deregistering, or a late heartbeat would
         // re-create the node key after the requeue removed it.
         self.shared.heartbeat_closed.store(true, Ordering::Release);
         self.shared.bells.ring_all();
         self.join(&["heartbeat", "fetcher"]);
         let s = &self.shared;
+        if !flushed {
+            // Requeueing now would put finished jobs whose completion is
+            // still unwritten back to work. Leave every claim in place: the
+            // heartbeat has stopped, so other nodes recover them after
+            // recovery_delay, by which time the acker may have written some.
+            log("WARN", "completions could not be written before shutdown; this node's claims are left for recovery by other nodes");
+            s.closed.store(true, Ordering::Release);
+            s.bells.ring_all();
+            self.join(&["acker", "subscriber"]);
+            return Ok(0);
+        }
         let mut attempt = 0;
         let requeued = loop {
             match s.pool.with(|c| s.store.requeue_node(c, &s.cfg.node_id, false)) {
@@ -369,7 +378,6 @@ fn fetch_loop(s: &Shared, jobs_tx: Sender<ClaimedJob>, taken_rx: Receiver<()>, s
         let names: Vec<&str> = order.iter().map(|&i| selector.names()[i].as_str()).collect();
         last_stamp = now_ms().max(last_stamp + 1);
         let stamp = last_stamp;
-        let was_connected = conn.is_connected();
         match conn.run(|c| s.store.claim(c, &s.cfg.node_id, &names, want, stamp)) {
             Ok(batch) => {
                 let empty = batch.is_empty();
@@ -395,7 +403,9 @@ fn fetch_loop(s: &Shared, jobs_tx: Sender<ClaimedJob>, taken_rx: Receiver<()>, s
             }
             Err(e) => {
                 s.stats.redis_errors.fetch_add(1, Ordering::Relaxed);
-                if e.is_connection() && was_connected {
+                // The script may have run with its reply lost; releasing a
+                // stamp that claimed nothing is harmless.
+                if e.is_connection() && conn.last_call_sent() {
                     unsettled_stamp = Some(stamp);
                 }
                 if matches!(&e, Error::Redis(m) if m.contains("NODE_EXPIRED")) {

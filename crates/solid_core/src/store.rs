@@ -128,19 +128,14 @@ impl Store {
     /// Where a job is: its state, channel and, when claimed or archived, its
     /// envelope. None when the job is unknown or completed.
     pub fn job_state(&self, conn: &mut Connection, job_id: &str) -> Result<Option<JobState>> {
-        let found: Option<(String, String, String)> =
+        let found: Option<(String, String, String, String)> =
             self.scripts.find.key(self.keys.jobs()).key(self.keys.nodes()).arg(job_id).arg(self.keys.prefix()).invoke(conn)?;
-        if let Some((state, channel, node)) = found {
+        if let Some((state, channel, node, token)) = found {
             let envelope = if node.is_empty() {
                 None
             } else {
-                let records: Vec<String> = redis::cmd("HVALS").arg(self.keys.claims(&node)).query(conn)?;
-                let needle = format!("\"id\":\"{job_id}\"");
-                records
-                    .iter()
-                    .filter_map(|r| crate::claim::decode_record(r))
-                    .find(|(_, _, raw)| raw.contains(&needle))
-                    .map(|(_, _, raw)| raw.to_owned())
+                let record: Option<String> = redis::cmd("HGET").arg(self.keys.claims(&node)).arg(&token).query(conn)?;
+                record.and_then(|r| crate::claim::decode_record(&r).map(|(_, _, raw)| raw.to_owned()))
             };
             return Ok(Some(JobState { state, channel, envelope }));
         }
@@ -166,7 +161,8 @@ impl Store {
             .key(self.keys.node(node_id))
             .key(self.keys.jobs())
             .key(self.keys.metric("cancelled"))
-            .key(self.keys.cancelling());
+            .key(self.keys.cancelling())
+            .key(self.keys.attempts());
         for c in channels {
             inv.key(self.keys.channel(c));
         }
@@ -329,6 +325,7 @@ impl Store {
             .key(self.keys.jobs())
             .key(self.keys.metric("cancelled"))
             .key(self.keys.cancelling())
+            .key(self.keys.attempts())
             .arg(now_ms())
             .arg(limit)
             .arg(self.keys.prefix())

@@ -279,3 +279,34 @@ fn the_job_index_deduplicates_finds_and_cancels() {
     assert_eq!(store.promote(&mut c, 10).unwrap().0, 0);
     assert_eq!(c.llen::<_, i64>("solid_jobs:channel:default").unwrap(), 1);
 }
+
+#[test]
+fn index_lookups_match_ids_exactly_and_unarchive_respects_a_live_id() {
+    let redis = RedisServer::start();
+    let mut c = redis.conn();
+    let store = Store::new(Keyspace::default());
+    let waiting = env("Foo", "default", 1);
+    // A running job whose arguments mention the waiting job's id.
+    let mentions = Envelope::build("Foo", json!([{"id": waiting.id}]), "default", 3, now_ms(), now_ms()).unwrap();
+    store.enqueue(&mut c, "default", &[mentions.encode()]).unwrap();
+    register(&store, &mut c, "n1");
+    let running = store.claim(&mut c, "n1", &["default"], 1, now_ms()).unwrap().jobs.remove(0);
+    store.enqueue(&mut c, "default", &[waiting.encode()]).unwrap();
+    assert_eq!(store.job_state(&mut c, &waiting.id).unwrap().unwrap().state, "ready");
+    assert!(store.cancel(&mut c, &waiting.id).unwrap(), "a mention in another job's arguments is not a claim");
+    let found = store.job_state(&mut c, &mentions.id).unwrap().unwrap();
+    assert_eq!((found.state.as_str(), found.envelope.as_deref()), ("claimed", Some(running.raw.as_str())));
+
+    // A dropped cancelled job leaves no failure record behind.
+    let _: () = c.hset("solid_jobs:attempts", &waiting.id, r#"{"failures":2}"#).unwrap();
+    assert!(store.claim(&mut c, "n1", &["default"], 1, now_ms()).unwrap().jobs.is_empty());
+    assert!(!c.hexists::<_, _, bool>("solid_jobs:attempts", &waiting.id).unwrap());
+
+    // Unarchiving while a job with the same id is live changes nothing.
+    let again = env("Foo", "default", 2);
+    store.discard(&mut c, "n1", None, &again.id, &json!({"id": again.id, "raw": again.encode()}), true).unwrap();
+    store.enqueue(&mut c, "default", &[again.encode()]).unwrap();
+    assert!(!store.unarchive(&mut c, &again.id).unwrap());
+    assert_eq!(c.zcard::<_, i64>("solid_jobs:archive").unwrap(), 1, "the archive entry stays");
+    assert_eq!(c.llen::<_, i64>("solid_jobs:channel:default").unwrap(), 1);
+}

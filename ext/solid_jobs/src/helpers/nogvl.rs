@@ -2,6 +2,14 @@
 //! lock), run Rust code, catch any panic before it can unwind into C, and
 //! reacquire. The unblocking function lets Ruby interrupt the wait (signals,
 //! Thread#kill, Ractor teardown).
+//!
+//! `rb_thread_call_without_gvl2` is used, not `..._gvl`: the latter checks
+//! interrupts after reacquiring the GVL and may raise right there, which
+//! would longjmp over these Rust frames (skipping destructors, and losing a
+//! result such as a job just taken off a channel). `2` instead declines to
+//! run while an interrupt is pending (a thread switch, a signal, a kill); we
+//! then let Ruby handle it inside `protect`, so a raise comes back as an
+//! `Err` that unwinds Rust normally, and try again.
 
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -28,17 +36,37 @@ unsafe extern "C" fn set_flag(data: *mut c_void) {
     (*(data as *const AtomicBool)).store(true, Ordering::Release);
 }
 
-fn call_without_gvl<G: FnOnce() -> R, R>(g: G, flag: *const AtomicBool) -> Option<std::thread::Result<R>> {
+fn run_without_gvl<G: FnOnce() -> R, R>(g: G, flag: *const AtomicBool) -> Result<R, Error> {
     let mut call = Call { f: Some(g), out: None };
-    unsafe {
-        rb_sys::rb_thread_call_without_gvl(
-            Some(trampoline::<G, R>),
-            &mut call as *mut _ as *mut c_void,
-            Some(set_flag),
-            flag as *mut c_void,
-        );
+    loop {
+        unsafe {
+            rb_sys::rb_thread_call_without_gvl2(
+                Some(trampoline::<G, R>),
+                &mut call as *mut _ as *mut c_void,
+                Some(set_flag),
+                flag as *mut c_void,
+            );
+        }
+        match call.out.take() {
+            Some(Ok(r)) => return Ok(r),
+            Some(Err(panic)) => {
+                let msg = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown panic".into());
+                return Err(errors::internal(&format!("panic in native code: {msg}")));
+            }
+            // Not run: an interrupt was pending. Handle it (a raise becomes
+            // Err here, with every Rust frame still intact), then retry.
+            None => {
+                magnus::rb_sys::protect(|| {
+                    unsafe { rb_sys::rb_thread_check_ints() };
+                    rb_sys::Qnil as rb_sys::VALUE
+                })?;
+            }
+        }
     }
-    call.out
 }
 
 /// Runs `f` without the GVL. `f` receives a flag that Ruby's unblocking
@@ -51,18 +79,5 @@ where
     let flag: *const AtomicBool = &interrupted;
     // SAFETY: `interrupted` outlives the call, which returns before this
     // frame does; the unblocking function only stores to the atomic.
-    let out = call_without_gvl(move || f(unsafe { &*flag }), flag);
-    match out {
-        Some(Ok(r)) => Ok(r),
-        Some(Err(panic)) => {
-            let msg = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into());
-            Err(errors::internal(&format!("panic in native code: {msg}")))
-        }
-        // Interrupted before the function started.
-        None => Err(errors::internal("native call was interrupted before it ran")),
-    }
+    run_without_gvl(move || f(unsafe { &*flag }), flag)
 }
