@@ -27,9 +27,10 @@ class SolidEngineReliabilityTest < SolidJobsTest
                          backends: {solid_engine: {adapter: :solid_engine, url: server.url, lease: 1.0}})
   end
 
-  def worker(server, *args, name: "worker", lease: "1.0")
+  def worker(server, *args, name: "worker", lease: "1.0", prefetch: nil)
     log = File.join(@ledger_dir, "#{name}.log")
     env = {"SOLID_JOBS_TEST_ENGINE_URL" => server.url, "SOLID_JOBS_TEST_LEASE" => lease}
+    env["SOLID_JOBS_TEST_PREFETCH"] = prefetch.to_s if prefetch
     # Redis is never touched: point it at a closed port to prove it.
     w = WorkerProcess.new(redis_url: "redis://127.0.0.1:#{RedisServer.free_port}/0", namespace: @namespace, log: log,
                           args: args, env: env).start
@@ -116,6 +117,30 @@ class SolidEngineReliabilityTest < SolidJobsTest
     assert_equal 0, completions("later")
     assert_equal "completed", backend.get_job(first)["state"]
     assert_includes %w[ready scheduled], backend.get_job(later)["state"], "handed back, never run"
+  end
+
+  def test_stop_releases_prefetched_jobs_without_charging_an_attempt
+    server = engine
+    route_to(server)
+    path = ledger_path
+    # A long lease, so the prefetched reservations are still held at the stop.
+    w = worker(server, "--concurrency", "1", lease: "30", prefetch: 4)
+    first = SlowTask.enqueue(path, "running", 1.5)
+    eventually("started") { ledger_lines.include?("start running") }
+    waiting = SlowTask.enqueue_many(Array.new(3) { |i| [path, "waiting#{i}", 0] })
+    eventually("prefetched while the only worker is busy") { waiting.any? { |id| backend.get_job(id)["state"] == "reserved" } }
+    w.signal("TERM")
+    assert_equal 0, w.wait.exitstatus, File.read(w.log)
+    assert_equal 1, completions("running")
+    assert_equal "completed", backend.get_job(first)["state"]
+    waiting.each_with_index do |id, i|
+      assert_equal 0, completions("waiting#{i}")
+      job = backend.get_job(id)
+      assert_equal ["ready", 0], [job["state"], job["attempts"]], "job #{i} handed back unused: ready, no attempt charged"
+    end
+    stats = backend.client.call(["STATS"])
+    assert_match(/^released_total:[1-3]\r?$/, stats)
+    assert_match(/^retried_total:0\r?$/, stats)
   end
 
   def test_sigkill_of_a_strict_server_loses_no_confirmed_job

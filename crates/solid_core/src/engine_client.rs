@@ -111,6 +111,23 @@ pub fn ack_many(c: &mut Connection, done: &[(String, u64)]) -> Result<Vec<u64>> 
     Ok(stale)
 }
 
+/// Hands back `(id, fence)` reservations that never reached a task
+/// (RELEASEMANY): each job is ready again at the head of its channel with
+/// the attempt taken back. Returns how many were released; the others were
+/// stale (their lease had already ended) or unknown.
+pub fn release_many(c: &mut Connection, held: &[(String, u64)]) -> Result<u64> {
+    let mut released = 0;
+    for chunk in held.chunks(1000) {
+        let mut cmd = redis::cmd("RELEASEMANY");
+        for (id, fence) in chunk {
+            cmd.arg(id).arg(*fence);
+        }
+        let results: Vec<i64> = cmd.query(c)?;
+        released += results.iter().filter(|r| **r == 1).count() as u64;
+    }
+    Ok(released)
+}
+
 pub fn retry(c: &mut Connection, job_id: &str, fence: u64, delay_ms: u64) -> Result<()> {
     fenced(redis::cmd("RETRY").arg(job_id).arg(fence).arg(delay_ms).query(c), fence)
 }

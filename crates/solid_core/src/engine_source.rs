@@ -145,7 +145,8 @@ impl EngineSource {
         self.shared.pool.with(f)
     }
 
-    /// Hands a reservation back to the engine at once (RETRY with no delay).
+    /// Hands a reservation whose task ran back to the engine at once (RETRY
+    /// with no delay: the attempt stays counted).
     fn hand_back(&self, id: &str, fence: u64) -> bool {
         self.write(|c| wire::retry(c, id, fence, 0)).is_ok()
     }
@@ -237,8 +238,11 @@ impl JobSource for EngineSource {
     }
 
     /// Writes completions, then hands back every reservation still held:
-    /// prefetched jobs, and tasks still running at the timeout. What cannot
-    /// be handed back (engine unreachable) is redelivered when its lease ends.
+    /// prefetched jobs that never started are released (RELEASEMANY: ready
+    /// at the head of their channel, the attempt not counted), tasks still
+    /// running at the timeout are retried at once (RETRY 0: their attempt
+    /// was used). What cannot be handed back (engine unreachable) is
+    /// redelivered when its lease ends.
     fn shutdown(&self, flush_timeout: Duration) -> Result<u64> {
         self.stop_claiming();
         let (tx, rx) = bounded(1);
@@ -251,9 +255,20 @@ impl JobSource for EngineSource {
         for handle in self.threads.lock().drain(..) {
             let _ = handle.join();
         }
-        let mut held: Vec<(String, u64)> = self.jobs_rx.try_iter().map(|j| (j.envelope.id, j.token)).collect();
-        held.extend(self.shared.running.lock().drain().map(|(fence, (id, _))| (id, fence)));
-        Ok(held.iter().filter(|(id, fence)| self.hand_back(id, *fence)).count() as u64)
+        let unstarted: Vec<(String, u64)> = self.jobs_rx.try_iter().map(|j| (j.envelope.id, j.token)).collect();
+        let running: Vec<(String, u64)> = self.shared.running.lock().drain().map(|(fence, (id, _))| (id, fence)).collect();
+        let released = if unstarted.is_empty() {
+            0
+        } else {
+            match self.shared.pool.with(|c| wire::release_many(c, &unstarted)) {
+                Ok(n) => n,
+                Err(e) => {
+                    log("WARN", &format!("{} prefetched jobs could not be released to SolidEngine ({e}); they run again after their lease", unstarted.len()));
+                    0
+                }
+            }
+        };
+        Ok(released + running.iter().filter(|(id, fence)| self.hand_back(id, *fence)).count() as u64)
     }
 
     fn stats(&self) -> &Stats {

@@ -105,6 +105,10 @@ fn drive(engine: &mut Engine, now: u64, cmd: Command) {
         Command::Extend { id, fence, lease_ms } => {
             engine.extend(now, id, fence, lease_ms).map_or_else(Reply::Error, |_| Reply::Ok)
         }
+        Command::Release { id, fence } => engine.release(now, id, fence).map_or_else(Reply::Error, |_| Reply::Ok),
+        Command::ReleaseMany(pairs) => {
+            Reply::Ints(engine.release_many(now, &pairs).into_iter().map(i64::from).collect())
+        }
         Command::Get(id) => engine.get(now, id).map_or(Reply::Nil, Reply::Job),
         Command::Cancel(id) => engine.cancel(now, id).map_or_else(Reply::Error, |c| Reply::Int(c.into())),
         Command::Dead(count) => Reply::Dead(engine.dead(count)),
@@ -144,6 +148,8 @@ fn seeds() -> Vec<Vec<u8>> {
         vec!["RETRY", &id, "1", "5"],
         vec!["FAIL", &id, "2", "boom"],
         vec!["EXTEND", &id2, "3", "100"],
+        vec!["RELEASE", &id, "4"],
+        vec!["RELEASEMANY", &id, "5", &id2, "6"],
         vec!["GET", &id],
         vec!["CANCEL", &id2],
         vec!["DEAD", "3"],

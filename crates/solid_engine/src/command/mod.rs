@@ -68,6 +68,11 @@ pub enum Command {
         fence: u64,
         lease_ms: u64,
     },
+    Release {
+        id: JobId,
+        fence: u64,
+    },
+    ReleaseMany(Vec<(JobId, u64)>),
     Get(JobId),
     Cancel(JobId),
     Dead(usize),
@@ -135,6 +140,18 @@ impl Args {
     fn payload(&mut self) -> Result<Payload, Error> {
         Ok(Payload::from(self.next()?))
     }
+
+    /// `<job_id> <fence> [<job_id> <fence> ...]`: at least one pair.
+    fn fence_pairs(&mut self) -> Result<Vec<(JobId, u64)>, Error> {
+        if self.remaining() == 0 || !self.remaining().is_multiple_of(2) {
+            return Err(arity(self.name));
+        }
+        let mut pairs = Vec::with_capacity(self.remaining() / 2);
+        while self.remaining() > 0 {
+            pairs.push((self.id()?, self.u64("fence")?));
+        }
+        Ok(pairs)
+    }
 }
 
 /// Plain decimal, no sign, no spaces.
@@ -154,9 +171,10 @@ fn printable(raw: &[u8]) -> String {
     text
 }
 
+#[rustfmt::skip]
 const NAMES: &[&str] = &[
     "PING", "AUTH", "CLIENT", "SELECT", "QUIT", "PUSH", "PUSHMANY", "FETCH", "ACK", "ACKMANY", "RETRY", "FAIL",
-    "EXTEND", "GET", "CANCEL", "DEAD", "STATS", "INFO", "DEBUG",
+    "EXTEND", "RELEASE", "RELEASEMANY", "GET", "CANCEL", "DEAD", "STATS", "INFO", "DEBUG",
 ];
 
 /// Parses one request frame.
@@ -249,16 +267,7 @@ pub fn parse(frame: Frame) -> Result<Command, Error> {
             Command::Fetch { count, lease_ms, block_ms, channels }
         }
         "ACK" => Command::Ack { id: a.id()?, fence: a.u64("fence")? },
-        "ACKMANY" => {
-            if a.remaining() == 0 || !a.remaining().is_multiple_of(2) {
-                return Err(arity(name));
-            }
-            let mut pairs = Vec::with_capacity(a.remaining() / 2);
-            while a.remaining() > 0 {
-                pairs.push((a.id()?, a.u64("fence")?));
-            }
-            Command::AckMany(pairs)
-        }
+        "ACKMANY" => Command::AckMany(a.fence_pairs()?),
         "RETRY" => Command::Retry { id: a.id()?, fence: a.u64("fence")?, delay_ms: a.u64("delay_ms")? },
         "FAIL" => {
             let id = a.id()?;
@@ -267,6 +276,8 @@ pub fn parse(frame: Frame) -> Result<Command, Error> {
             Command::Fail { id, fence, reason }
         }
         "EXTEND" => Command::Extend { id: a.id()?, fence: a.u64("fence")?, lease_ms: a.u64("lease_ms")? },
+        "RELEASE" => Command::Release { id: a.id()?, fence: a.u64("fence")? },
+        "RELEASEMANY" => Command::ReleaseMany(a.fence_pairs()?),
         "GET" => Command::Get(a.id()?),
         "CANCEL" => Command::Cancel(a.id()?),
         "DEAD" => match a.remaining() {

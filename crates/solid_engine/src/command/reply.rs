@@ -77,7 +77,7 @@ impl Reply {
 
 /// The STATS body: one `key:value` line per figure.
 pub fn stats_text(stats: &Stats, connections: usize, durability: &str, uptime_s: u64) -> Vec<u8> {
-    let lines: [(&str, String); 15] = [
+    let lines: [(&str, String); 16] = [
         ("ready", stats.ready.to_string()),
         ("scheduled", stats.scheduled.to_string()),
         ("reserved", stats.reserved.to_string()),
@@ -90,6 +90,7 @@ pub fn stats_text(stats: &Stats, connections: usize, durability: &str, uptime_s:
         ("failed_total", stats.failed_total.to_string()),
         ("cancelled_total", stats.cancelled_total.to_string()),
         ("expired_leases_total", stats.expired_leases_total.to_string()),
+        ("released_total", stats.released_total.to_string()),
         ("connections", connections.to_string()),
         ("durability", durability.to_string()),
         ("uptime_s", uptime_s.to_string()),

@@ -1,5 +1,5 @@
 use super::*;
-use crate::engine::{JobInfo, Reservation, State};
+use crate::engine::{JobInfo, Reservation, State, Stats};
 
 const ID: &str = "6f1c2b7e-0a4d-4f3b-9d2e-1a2b3c4d5e6f";
 
@@ -145,4 +145,31 @@ fn replies_encode_as_documented() {
     let mut out = Vec::new();
     Reply::Error(Error::Stale { id: id(), fence: 4 }).encode(&mut out);
     assert_eq!(String::from_utf8(out).unwrap(), format!("-STALE fence 4 is not the current reservation of {ID}\r\n"));
+}
+
+#[test]
+fn release_and_releasemany_parsing() {
+    let other = "00000000-0000-0000-0000-000000000001";
+    assert_eq!(cmd(&["RELEASE", ID, "12"]).unwrap(), Command::Release { id: id(), fence: 12 });
+    assert_eq!(cmd(&["release", ID, "0"]).unwrap(), Command::Release { id: id(), fence: 0 });
+    assert_eq!(err_line(&["RELEASE", ID]), "ERR wrong number of arguments for 'release'");
+    assert_eq!(err_line(&["RELEASE", ID, "1", "0"]), "ERR wrong number of arguments for 'release'");
+    assert!(err_line(&["RELEASE", ID, "-1"]).starts_with("ERR fence must be an integer"));
+    assert_eq!(err_line(&["RELEASE", "nope", "1"]), "ERR invalid job id 'nope'");
+    assert_eq!(
+        cmd(&["ReleaseMany", ID, "3", other, "4"]).unwrap(),
+        Command::ReleaseMany(vec![(id(), 3), (JobId(1), 4)])
+    );
+    assert_eq!(err_line(&["RELEASEMANY"]), "ERR wrong number of arguments for 'releasemany'");
+    assert_eq!(err_line(&["RELEASEMANY", ID, "1", other]), "ERR wrong number of arguments for 'releasemany'");
+    assert!(err_line(&["RELEASEMANY", ID, "x"]).starts_with("ERR fence must be an integer"));
+    assert!(!cmd(&["RELEASE", ID, "1"]).unwrap().allowed_without_auth());
+}
+
+#[test]
+fn stats_text_lists_released_total() {
+    let stats = Stats { released_total: 7, retried_total: 2, ..Stats::default() };
+    let text = String::from_utf8(stats_text(&stats, 1, "memory", 0)).unwrap();
+    assert!(text.split("\r\n").any(|l| l == "released_total:7"), "{text}");
+    assert!(text.split("\r\n").any(|l| l == "retried_total:2"), "{text}");
 }

@@ -5,15 +5,20 @@
 //!  ───────────────▶ scheduled ──────▶ ready ───────▶ reserved ─────▶ completed
 //!                      │  ▲   PUSH ──▶  │  ▲ lease expiry │  │ FAIL
 //!               CANCEL │  └─── RETRY ───┼──┼────────────────┘  └─────▶ dead
-//!                      ▼                │  └──────────┘
+//!                      ▼                │  └─ RELEASE ─┘
 //!                  cancelled ◀──────────┘ CANCEL
 //! ```
+//!
+//! Lease expiry and RELEASE both put the job back at the head of its
+//! channel; RELEASE also takes back the attempt (the reservation never
+//! reached a task).
 //!
 //! Guarantees:
 //! - Pure and deterministic: no I/O, no threads, no clock. Every operation
 //!   takes `now_ms`; the same calls with the same times give the same result.
 //! - Fencing: each reservation gets a fresh token from one monotonic
-//!   counter. Only the current token can ack, retry, fail or extend; any
+//!   counter. Only the current token can ack, retry, fail, extend or
+//!   release; any
 //!   other token is `STALE` and changes nothing.
 //! - A lease is valid while `now_ms < deadline`. Expiry, promotion of due
 //!   jobs and retention pruning are applied lazily at the start of every
@@ -495,6 +500,58 @@ impl Engine {
         self.stats.failed_total += 1;
         self.record(|| Event::Failed { id, at_ms: now_ms, reason });
         Ok(())
+    }
+
+    /// Hands back a reservation that never reached a task: the job becomes
+    /// ready at the head of its channel (like lease expiry) and the attempt
+    /// is taken back (`attempts - 1`, never below 0). Only the current
+    /// fence may release; the fence is stale afterwards.
+    pub fn release(&mut self, now_ms: u64, id: JobId, fence: u64) -> Result<(), Error> {
+        self.tick(now_ms);
+        self.release_one(id, fence)?;
+        self.requeue_released(&[id]);
+        Ok(())
+    }
+
+    /// RELEASEMANY: `true` where released, `false` where stale or unknown.
+    /// The released jobs end up at the heads of their channels in the order
+    /// given (the first pair first), as a batch of expired leases does.
+    pub fn release_many(&mut self, now_ms: u64, pairs: &[(JobId, u64)]) -> Vec<bool> {
+        self.tick(now_ms);
+        let mut released = Vec::new();
+        let results = pairs
+            .iter()
+            .map(|&(id, fence)| {
+                let ok = self.release_one(id, fence).is_ok();
+                if ok {
+                    released.push(id);
+                }
+                ok
+            })
+            .collect();
+        self.requeue_released(&released);
+        results
+    }
+
+    /// Ends a reservation without queueing the job yet: `Ready`, one
+    /// attempt less. A second pair for the same job is then stale.
+    fn release_one(&mut self, id: JobId, fence: u64) -> Result<(), Error> {
+        self.reserved_mut(id, fence)?;
+        let job = self.jobs.get_mut(&id).expect("job exists");
+        set_state(&mut self.stats, job, State::Ready);
+        job.attempts = job.attempts.saturating_sub(1);
+        Ok(())
+    }
+
+    /// Queues released jobs at the heads of their channels so that the
+    /// first of `ids` ends up first, and journals them in the order of the
+    /// `requeue_front` calls, so replay builds the same queues.
+    fn requeue_released(&mut self, ids: &[JobId]) {
+        for &id in ids.iter().rev() {
+            self.requeue_front(id);
+            self.record(|| Event::Released { id });
+        }
+        self.stats.released_total += ids.len() as u64;
     }
 
     /// Moves the lease deadline to `now + lease_ms` (0 = default lease).

@@ -182,6 +182,37 @@ impl Model {
         Ok(())
     }
 
+    /// Ready at the head, one attempt less; `release` requeues.
+    fn release_one(&mut self, id: u128, fence: u64) -> Result<(), &'static str> {
+        self.check(id, fence)?;
+        let job = self.jobs.get_mut(&id).unwrap();
+        job.state = State::Ready;
+        job.attempts = job.attempts.saturating_sub(1);
+        Ok(())
+    }
+
+    fn requeue_front(&mut self, ids: &[u128]) {
+        for &id in ids.iter().rev() {
+            let channel = self.jobs[&id].channel;
+            self.queues.entry(channel).or_default().push_front(id);
+        }
+    }
+
+    fn release(&mut self, now: u64, id: u128, fence: u64) -> Result<(), &'static str> {
+        self.tick(now);
+        self.release_one(id, fence)?;
+        self.requeue_front(&[id]);
+        Ok(())
+    }
+
+    fn release_many(&mut self, now: u64, pairs: &[(u128, u64)]) -> Vec<bool> {
+        self.tick(now);
+        let results: Vec<bool> = pairs.iter().map(|&(id, fence)| self.release_one(id, fence).is_ok()).collect();
+        let released: Vec<u128> = pairs.iter().zip(&results).filter(|(_, ok)| **ok).map(|(p, _)| p.0).collect();
+        self.requeue_front(&released);
+        results
+    }
+
     fn cancel(&mut self, now: u64, id: u128) -> Result<bool, &'static str> {
         self.tick(now);
         match self.jobs.get(&id).map(|j| j.state) {
@@ -243,7 +274,7 @@ fn run(seed: u64, steps: usize) {
                 fences[fences.len() - 1 - rng.below(recent) as usize]
             }
         };
-        match rng.below(10) {
+        match rng.below(12) {
             0 | 1 => {
                 let channel = 1 + rng.below(3) as u32;
                 let due = if rng.below(3) == 0 { Some(now + rng.below(300)) } else { None };
@@ -285,6 +316,16 @@ fn run(seed: u64, steps: usize) {
                 let e = engine.cancel(now, JobId(id)).map_err(code);
                 assert_eq!(e, model.cancel(now, id), "cancel {ctx}");
             }
+            9 => {
+                let (id, fence) = pick_fence(&mut rng, &fences);
+                let e = engine.release(now, JobId(id), fence).map_err(code);
+                assert_eq!(e, model.release(now, id, fence), "release {ctx}");
+            }
+            10 => {
+                let pairs: Vec<(u128, u64)> = (0..1 + rng.below(4)).map(|_| pick_fence(&mut rng, &fences)).collect();
+                let wire: Vec<(JobId, u64)> = pairs.iter().map(|&(id, f)| (JobId(id), f)).collect();
+                assert_eq!(engine.release_many(now, &wire), model.release_many(now, &pairs), "release_many {ctx}");
+            }
             _ => {
                 let e = engine.get(now, JobId(id)).map(|j| (j.state, j.attempts, j.due_ms));
                 assert_eq!(e, model.get(now, id), "get {ctx}");
@@ -313,7 +354,7 @@ fn run(seed: u64, steps: usize) {
     let s = engine.stats();
     // The run must have exercised the interesting paths, not just pushes.
     assert!(s.acked_total > 20 && s.expired_leases_total > 20 && s.failed_total > 5, "{s:?}");
-    assert!(s.retried_total > 10 && s.cancelled_total > 10, "{s:?}");
+    assert!(s.retried_total > 10 && s.cancelled_total > 10 && s.released_total > 10, "{s:?}");
 }
 
 #[test]

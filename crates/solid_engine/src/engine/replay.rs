@@ -40,6 +40,13 @@ impl Engine {
             Event::Cancelled { id, at_ms } if self.jobs.contains_key(&id) => {
                 self.make_finished(id, State::Cancelled, at_ms);
             }
+            Event::Released { id } => {
+                if let Some(job) = self.jobs.get_mut(&id) {
+                    set_state(&mut self.stats, job, State::Ready);
+                    job.attempts = job.attempts.saturating_sub(1);
+                    self.requeue_front(id);
+                }
+            }
             _ => {}
         }
     }

@@ -47,7 +47,11 @@ fn duplicate_push_is_idempotent_in_every_retained_state() {
     e.ack(0, id(1), r[0].fence).unwrap();
     assert!(!e.push(1, 1, id(1), p("c"), None), "completed");
     let job = e.get(1, id(1)).unwrap();
-    assert_eq!((job.state, job.channel, &*job.payload), (State::Completed, 1, &b""[..]), "finished jobs drop their payload");
+    assert_eq!(
+        (job.state, job.channel, &*job.payload),
+        (State::Completed, 1, &b""[..]),
+        "finished jobs drop their payload"
+    );
     assert_eq!(e.stats().pushed_total, 1);
     assert_eq!(e.push_many(1, 1, 0, vec![(id(1), p("x")), (id(2), p("y")), (id(2), p("z"))]), 1);
 }
@@ -312,4 +316,134 @@ fn stale_heap_entries_are_collected() {
     e.tick(2);
     let (leases, scheduled) = e.heap_entries();
     assert!(leases <= 1024 && scheduled <= 1024, "{leases} lease / {scheduled} schedule entries left");
+}
+
+#[test]
+fn release_requeues_at_the_head_and_takes_back_the_attempt() {
+    let mut e = engine();
+    e.push(0, 1, id(1), p("a"), None);
+    e.push(0, 1, id(2), p("b"), None);
+    let r = fetch(&mut e, 0, 1, &[1]).remove(0);
+    assert_eq!((r.id, r.attempts), (id(1), 1));
+    e.push(1, 1, id(3), p("c"), None);
+    e.release(2, id(1), r.fence).unwrap();
+    let job = e.get(2, id(1)).unwrap();
+    assert_eq!((job.state, job.attempts, job.due_ms), (State::Ready, 0, None));
+    let s = e.stats();
+    assert_eq!((s.ready, s.reserved, s.released_total, s.retried_total), (3, 0, 1, 0));
+    assert_eq!(s.expired_leases_total, 0);
+    // Head of its channel, ahead of jobs pushed before and after it.
+    let got: Vec<_> = fetch(&mut e, 3, 3, &[1]).iter().map(|r| (r.id, r.attempts)).collect();
+    assert_eq!(got, vec![(id(1), 1), (id(2), 1), (id(3), 1)]);
+}
+
+#[test]
+fn release_after_a_used_attempt_keeps_the_used_one() {
+    let mut e = engine();
+    e.push(0, 1, id(1), p("a"), None);
+    let first = fetch(&mut e, 0, 1, &[1]).remove(0);
+    e.retry(1, id(1), first.fence, 0).unwrap();
+    let second = fetch(&mut e, 2, 1, &[1]).remove(0);
+    assert_eq!(second.attempts, 2);
+    e.release(3, id(1), second.fence).unwrap();
+    assert_eq!(e.get(3, id(1)).unwrap().attempts, 1);
+    let third = fetch(&mut e, 4, 1, &[1]).remove(0);
+    assert_eq!(third.attempts, 2, "the released reservation is not counted");
+}
+
+#[test]
+fn release_is_fenced_like_ack() {
+    let mut e = engine();
+    e.push(0, 1, id(1), p("a"), None);
+    let r = fetch(&mut e, 0, 1, &[1]).remove(0);
+    assert!(matches!(e.release(1, id(1), r.fence + 1), Err(Error::Stale { .. })));
+    assert!(matches!(e.release(1, id(9), r.fence), Err(Error::NotFound(_))));
+    assert_eq!(state(&mut e, 1, 1), Some(State::Reserved), "a stale release changed nothing");
+    e.release(1, id(1), r.fence).unwrap();
+    // The fence is dead once released: no second release, no ack, no retry.
+    assert!(matches!(e.release(2, id(1), r.fence), Err(Error::Stale { .. })));
+    assert!(matches!(e.ack(2, id(1), r.fence), Err(Error::Stale { .. })));
+    assert!(matches!(e.retry(2, id(1), r.fence, 0), Err(Error::Stale { .. })));
+    assert!(matches!(e.extend(2, id(1), r.fence, 0), Err(Error::Stale { .. })));
+    assert_eq!(e.stats().released_total, 1);
+    // The old lease entry does not expire the job again later.
+    assert_eq!(e.tick(5_000).expired, 0);
+    assert_eq!(state(&mut e, 5_000, 1), Some(State::Ready));
+    // An expired lease can no longer be released: it is ready already.
+    let again = fetch(&mut e, 5_000, 1, &[1]).remove(0);
+    assert!(matches!(e.release(6_000, id(1), again.fence), Err(Error::Stale { .. })));
+    assert_eq!(e.get(6_000, id(1)).unwrap().attempts, 1, "expiry keeps the attempt");
+}
+
+#[test]
+fn release_many_keeps_the_given_order_at_the_head() {
+    let mut e = engine();
+    for n in 1..=4 {
+        e.push(0, 1, id(n), p("x"), None);
+    }
+    e.push(0, 2, id(10), p("y"), None);
+    let r = fetch(&mut e, 0, 3, &[1]);
+    let r10 = fetch(&mut e, 0, 1, &[2]).remove(0);
+    let res = e.release_many(
+        1,
+        &[(id(1), r[0].fence), (id(10), r10.fence), (id(2), r[1].fence), (id(2), r[1].fence), (id(9), 1), (id(3), 1)],
+    );
+    assert_eq!(res, vec![true, true, true, false, false, false], "a duplicate pair is stale");
+    let s = e.stats();
+    assert_eq!((s.released_total, s.reserved, s.ready), (3, 1, 4));
+    let got: Vec<_> = fetch(&mut e, 2, 10, &[1, 2]).iter().map(|r| (r.id, r.attempts)).collect();
+    assert_eq!(got, vec![(id(1), 1), (id(2), 1), (id(4), 1), (id(10), 1)]);
+}
+
+#[test]
+fn release_never_takes_attempts_below_zero() {
+    let mut e = engine();
+    // A reservation with no recorded attempt (only reachable by import).
+    e.import(JobImage {
+        id: id(1),
+        channel: 1,
+        state: State::Reserved,
+        attempts: 0,
+        time_ms: 0,
+        reason: p(""),
+        payload: p("a"),
+    });
+    e.release(0, id(1), 0).unwrap();
+    assert_eq!(e.get(0, id(1)).unwrap().attempts, 0);
+    // Replay is as careful.
+    let mut r = engine();
+    r.apply(Event::Pushed { id: id(2), channel: 1, due_ms: 0, payload: p("b") });
+    r.apply(Event::Released { id: id(2) });
+    let job = r.get(0, id(2)).unwrap();
+    assert_eq!((job.state, job.attempts), (State::Ready, 0));
+    assert_eq!(r.stats().ready, 1);
+}
+
+#[test]
+fn released_jobs_replay_to_the_same_queues_and_attempts() {
+    let mut e = engine();
+    e.set_journal(true);
+    for n in 1..=5 {
+        e.push(0, 1, id(n), p("x"), None);
+    }
+    let r = fetch(&mut e, 0, 4, &[1]);
+    e.retry(1, id(4), r[3].fence, 0).unwrap();
+    let r4 = fetch(&mut e, 1, 1, &[1]).remove(0);
+    assert_eq!(r4.id, id(5));
+    e.release(2, id(2), r[1].fence).unwrap();
+    assert_eq!(e.release_many(2, &[(id(5), r4.fence), (id(1), r[0].fence)]), vec![true, true]);
+    let mut events = Vec::new();
+    e.take_events(&mut events);
+    assert_eq!(events.iter().filter(|ev| matches!(ev, Event::Released { .. })).count(), 3);
+
+    let mut replayed = engine();
+    for ev in events {
+        replayed.apply(ev);
+    }
+    assert_eq!(replayed.finish_recovery(), 1, "job 3 is still reserved");
+    let live: Vec<_> = fetch(&mut e, 3, 10, &[1]).iter().map(|r| (r.id, r.attempts)).collect();
+    let back: Vec<_> = fetch(&mut replayed, 3, 10, &[1]).iter().map(|r| (r.id, r.attempts)).collect();
+    // Live, job 3 is still reserved; after recovery it leads, attempt kept.
+    assert_eq!(live, vec![(id(5), 1), (id(1), 1), (id(2), 1), (id(4), 2)]);
+    assert_eq!(back, vec![(id(3), 2), (id(5), 1), (id(1), 1), (id(2), 1), (id(4), 2)]);
 }

@@ -124,6 +124,7 @@ pub struct Stats {
     pub failed_total: u64,
     pub cancelled_total: u64,
     pub expired_leases_total: u64,
+    pub released_total: u64,
 }
 
 /// A state change that must be made durable. The engine journals one per
@@ -161,6 +162,11 @@ pub enum Event {
     Cancelled {
         id: JobId,
         at_ms: u64,
+    },
+    /// A reservation was handed back unused (RELEASE): the job is ready at
+    /// the head of its channel, attempts - 1 (never below 0).
+    Released {
+        id: JobId,
     },
 }
 

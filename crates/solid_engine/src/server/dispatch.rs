@@ -110,6 +110,20 @@ pub(crate) fn execute(
         Command::Extend { id, fence, lease_ms } => {
             unit(with_engine(shared, session, |e, now| e.extend(now, id, fence, lease_ms)))
         }
+        Command::Release { id, fence } => {
+            let result = with_engine(shared, session, |e, now| e.release(now, id, fence));
+            if result.is_ok() {
+                shared.notifier.notify();
+            }
+            unit(result)
+        }
+        Command::ReleaseMany(pairs) => {
+            let released = with_engine(shared, session, |e, now| e.release_many(now, &pairs));
+            if released.contains(&true) {
+                shared.notifier.notify();
+            }
+            Reply::Ints(released.into_iter().map(i64::from).collect())
+        }
         Command::Get(id) => match with_engine(shared, session, |e, now| e.get(now, id)) {
             Some(job) => Reply::Job(job),
             None => Reply::Nil,

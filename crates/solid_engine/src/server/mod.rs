@@ -247,6 +247,15 @@ impl Server {
             },
             shared.started.elapsed().as_secs()
         ));
+        drop(engine);
+        // A connection thread still holds the shared state for a moment
+        // after leaving the tracker. Wait for those handles, so the storage
+        // (and the data_dir LOCK) is released once `run` returns and a new
+        // server can open the directory at once.
+        let deadline = Instant::now() + Duration::from_secs(1);
+        while Arc::strong_count(&shared) > 1 && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(1));
+        }
         result
     }
 }

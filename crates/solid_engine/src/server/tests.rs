@@ -481,3 +481,68 @@ fn blocking_fetch_wakes_when_a_scheduled_job_is_due() {
     let took = started.elapsed();
     assert!(took >= Duration::from_millis(100) && took < Duration::from_secs(2), "{took:?}");
 }
+
+#[test]
+fn release_hands_reservations_back_to_the_head_and_survives_restart() {
+    let data = TempDir::new("server-release");
+    let config = Config {
+        durability: crate::storage::Durability::Strict,
+        data_dir: Some(data.path().to_path_buf()),
+        ..Config::default()
+    };
+    let (a, b, c, d) = (new_id(), new_id(), new_id(), new_id());
+    {
+        let server = TestServer::start(config.clone());
+        let mut conn = server.unix();
+        assert_eq!(conn.call(&["PUSHMANY", "1", "0", &a, "a", &b, "b"]), Frame::Integer(2));
+        let fences: Vec<String> = items(conn.call(&["FETCH", "2", "0", "0", "1"]))
+            .into_iter()
+            .map(|r| int(&items(r)[2]).to_string())
+            .collect();
+        assert_eq!(error_code(&conn.call(&["RELEASE", &a, "1"])), "STALE");
+        assert_eq!(error_code(&conn.call(&["RELEASE", &new_id(), "1"])), "NOTFOUND");
+        assert_eq!(error_code(&conn.call(&["RELEASE", &a])), "ERR");
+        assert_eq!(conn.call(&["RELEASE", &a, &fences[0]]), simple("OK"));
+        assert_eq!(error_code(&conn.call(&["RELEASE", &a, &fences[0]])), "STALE");
+        assert_eq!(error_code(&conn.call(&["ACK", &a, &fences[0]])), "STALE", "the released fence is dead");
+        let job = items(conn.call(&["GET", &a]));
+        assert_eq!((text(&job[2]), int(&job[3])), ("ready".into(), 0));
+
+        assert_eq!(conn.call(&["PUSH", "1", &c, "c"]), Frame::Integer(1));
+        let res = items(conn.call(&["RELEASEMANY", &b, &fences[1], &c, "1", &new_id(), "2"]));
+        assert_eq!(res, vec![Frame::Integer(1), Frame::Integer(0), Frame::Integer(0)]);
+
+        // A blocked FETCH is woken by a release.
+        assert_eq!(conn.call(&["PUSH", "2", &d, "d"]), Frame::Integer(1));
+        let fence_d = int(&items(items(conn.call(&["FETCH", "1", "0", "0", "2"])).remove(0))[2]).to_string();
+        let mut waiter = server.tcp();
+        let handle = thread::spawn(move || {
+            let started = Instant::now();
+            let got = items(waiter.call(&["FETCH", "1", "0", "10000", "2"]));
+            (got, started.elapsed())
+        });
+        thread::sleep(Duration::from_millis(100));
+        assert_eq!(conn.call(&["RELEASE", &d, &fence_d]), simple("OK"));
+        let (got, took) = handle.join().unwrap();
+        assert_eq!(got.len(), 1);
+        let r = items(got.into_iter().next().unwrap());
+        assert_eq!((text(&r[0]), int(&r[3])), (d.clone(), 1), "the released attempt is not counted");
+        assert!(took < Duration::from_secs(2), "took {took:?}");
+
+        let stats = text(&conn.call(&["STATS"]));
+        for line in ["released_total:3", "retried_total:0", "expired_leases_total:0", "ready:3", "reserved:1"] {
+            assert!(stats.lines().any(|l| l == line), "{line} missing in\n{stats}");
+        }
+        server.stop().unwrap();
+    }
+    let server = TestServer::start(config);
+    let mut conn = server.tcp();
+    for id in [&a, &b, &c] {
+        let job = items(conn.call(&["GET", id]));
+        assert_eq!((text(&job[2]), int(&job[3])), ("ready".into(), 0), "{id}");
+    }
+    // Released to the head: b (released last) before a, then c.
+    let got: Vec<String> =
+        items(conn.call(&["FETCH", "10", "0", "0", "1"])).into_iter().map(|r| text(&items(r)[0])).collect();
+    assert_eq!(got, vec![b, a, c]);
+}

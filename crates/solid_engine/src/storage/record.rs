@@ -20,6 +20,7 @@ const ACK: u8 = 3;
 const RETRY: u8 = 4;
 const FAIL: u8 = 5;
 const CANCEL: u8 = 6;
+const RELEASE: u8 = 7;
 const SNAP_META: u8 = 10;
 const SNAP_JOB: u8 = 11;
 const SNAP_END: u8 = 12;
@@ -94,6 +95,7 @@ pub fn encode_event(out: &mut Vec<u8>, event: &Event) {
             put_id(o, *id);
             put_u64(o, *at_ms);
         }),
+        Event::Released { id } => frame(out, RELEASE, |o| put_id(o, *id)),
     }
 }
 
@@ -199,6 +201,7 @@ fn decode_body(body: &[u8]) -> Option<Record> {
             Record::Event(Event::Failed { id, at_ms, reason: r.rest() })
         }
         CANCEL => Record::Event(Event::Cancelled { id: r.id()?, at_ms: r.u64()? }),
+        RELEASE => Record::Event(Event::Released { id: r.id()? }),
         SNAP_META => Record::Meta { next_fence: r.u64()?, log_gen: r.u64()? },
         SNAP_JOB => {
             let id = r.id()?;

@@ -87,6 +87,84 @@ fn round_trip_in_each_durable_mode() {
 }
 
 #[test]
+fn released_jobs_are_ready_with_their_attempt_back_after_restart() {
+    for durability in [Durability::Balanced, Durability::Strict] {
+        let dir = TempDir::new("storage-release");
+        let fences;
+        {
+            let (mut e, s, _) = open(dir.path(), durability, u64::MAX);
+            for n in 1..=4 {
+                push(&mut e, &s, n, &format!("job{n}"));
+            }
+            let r = fetch(&mut e, &s, 3);
+            // Job 3 used an attempt (retried) before its second reservation.
+            exec(&mut e, &s, |e| e.retry(2, r[2].id, r[2].fence, 0)).unwrap();
+            let r3 = fetch(&mut e, &s, 2);
+            assert_eq!((r3[0].id, r3[0].attempts, r3[1].id), (JobId(4), 1, JobId(3)));
+            assert_eq!(r3[1].attempts, 2);
+            exec(&mut e, &s, |e| e.release(3, JobId(2), r[1].fence)).unwrap();
+            let res = exec(&mut e, &s, |e| e.release_many(3, &[(JobId(3), r3[1].fence), (JobId(1), r[0].fence)]));
+            assert_eq!(res, vec![true, true]);
+            fences = (r[0].fence, r3[1].fence);
+            // Job 4 stays reserved.
+        }
+        let (mut e, _s, report) = open(dir.path(), durability, u64::MAX);
+        assert_eq!(report.log_records, 4 + 3 + 1 + 2 + 3, "{durability:?}");
+        let state = |e: &mut Engine, n| e.get(4, JobId(n)).map(|j| (j.state, j.attempts));
+        assert_eq!(state(&mut e, 1), Some((State::Ready, 0)), "{durability:?}");
+        assert_eq!(state(&mut e, 2), Some((State::Ready, 0)));
+        assert_eq!(state(&mut e, 3), Some((State::Ready, 1)), "the retried attempt stays counted");
+        assert_eq!(state(&mut e, 4), Some((State::Ready, 1)), "reservation recovered as ready");
+        let stats = e.stats();
+        assert_eq!((stats.ready, stats.reserved, stats.released_total), (4, 0, 0), "totals count from the start");
+        assert!(matches!(e.ack(4, JobId(1), fences.0), Err(Error::Stale { .. })));
+        assert!(matches!(e.release(4, JobId(3), fences.1), Err(Error::Stale { .. })));
+        // The still-reserved job leads (recovery), then the released ones in
+        // the order released: 3 and 1 together, after 2 released alone.
+        let mut out = Vec::new();
+        e.fetch(5, 10, 0, &[1], &mut out);
+        let got: Vec<_> = out.iter().map(|r| (r.id, r.attempts)).collect();
+        assert_eq!(got, vec![(JobId(4), 2), (JobId(3), 2), (JobId(1), 1), (JobId(2), 1)], "{durability:?}");
+    }
+}
+
+#[test]
+fn release_survives_compaction() {
+    let dir = TempDir::new("storage-release-compact");
+    {
+        let (mut e, s, _) = open(dir.path(), Durability::Strict, u64::MAX);
+        for n in 1..=3 {
+            push(&mut e, &s, n, "x");
+        }
+        let r = fetch(&mut e, &s, 3);
+        let res = exec(&mut e, &s, |e| e.release_many(3, &[(JobId(2), r[1].fence), (JobId(3), r[2].fence)]));
+        assert_eq!(res, vec![true, true]);
+        let images = e.export();
+        let gen = s.start_compaction().unwrap();
+        s.finish_compaction(gen, e.next_fence(), &images, 0).unwrap();
+        // After the snapshot: released again in the new log.
+        exec(&mut e, &s, |e| e.release(4, JobId(1), r[0].fence)).unwrap();
+    }
+    let (mut e, _s, report) = open(dir.path(), Durability::Strict, u64::MAX);
+    assert_eq!((report.snapshot_jobs, report.log_records), (3, 1));
+    let mut out = Vec::new();
+    e.fetch(5, 10, 0, &[1], &mut out);
+    let got: Vec<_> = out.iter().map(|r| (r.id, r.attempts)).collect();
+    assert_eq!(got, vec![(JobId(1), 1), (JobId(2), 1), (JobId(3), 1)]);
+}
+
+#[test]
+fn release_record_round_trips() {
+    let mut buf = Vec::new();
+    let event = crate::engine::Event::Released { id: JobId(0x1234_5678_9abc_def0_1122_3344_5566_7788) };
+    encode_event(&mut buf, &event);
+    assert_eq!(buf.len(), super::record::FRAME_HEADER + 1 + 16);
+    assert_eq!(buf[super::record::FRAME_HEADER], 7, "record type 7");
+    let (record, used) = super::record::read_frame(&buf).unwrap();
+    assert_eq!((record, used), (super::record::Record::Event(event), buf.len()));
+}
+
+#[test]
 fn torn_last_record_is_truncated() {
     let dir = TempDir::new("storage-torn");
     {
@@ -267,8 +345,9 @@ fn random_history_survives_restart_and_compaction() {
             }
             4 | 5 if !recent.is_empty() => {
                 let r = recent.swap_remove(next(recent.len() as u64) as usize);
-                let _ = match next(4) {
+                let _ = match next(5) {
                     0 => e.retry(now, r.id, r.fence, next(100)),
+                    4 => e.release(now, r.id, r.fence),
                     1 => e.fail(now, r.id, r.fence, body),
                     2 => e.extend(now, r.id, r.fence, 300),
                     _ => e.ack(now, r.id, r.fence),
