@@ -71,6 +71,22 @@ class SolidEngineReliabilityTest < SolidJobsTest
     assert_operator backend.get_job(id)["attempts"], :>=, 2
   end
 
+  def test_leases_of_prefetched_jobs_are_extended_while_they_wait
+    server = engine
+    route_to(server)
+    path = ledger_path
+    ids = SlowTask.enqueue_many(Array.new(4) { |i| [path, "w#{i}", 0.4] })
+    # One worker, four prefetched, a 0.6 s lease: the last job waits ~1.2 s
+    # in the buffer, twice its lease, before a worker takes it.
+    w = worker(server, "--concurrency", "1", lease: "0.6", prefetch: 4)
+    eventually("all ran", timeout: 30) { (0...4).all? { |i| completions("w#{i}") >= 1 } }
+    eventually("all completed") { ids.all? { |id| backend.get_job(id)["state"] == "completed" } }
+    (0...4).each { |i| assert_equal 1, completions("w#{i}"), "w#{i} was redelivered while it waited" }
+    assert_equal [1], ids.map { |id| backend.get_job(id)["attempts"] }.uniq
+    w.signal("TERM")
+    assert_equal 0, w.wait.exitstatus
+  end
+
   def test_stale_ack_is_rejected_and_ignored_by_the_worker
     server = engine(lease_ms: 500)
     route_to(server)

@@ -45,6 +45,15 @@ pub struct EngineSourceConfig {
 /// stopping node waits for its fetcher, without any polling cost.
 const FETCH_BLOCK: Duration = Duration::from_millis(500);
 
+struct Held {
+    id: String,
+    /// Fetched, or last extended.
+    renewed: Instant,
+    /// A worker took it: at shutdown it is retried (its attempt was used),
+    /// not released.
+    started: bool,
+}
+
 struct Shared {
     cfg: EngineSourceConfig,
     pool: Pool,
@@ -53,10 +62,12 @@ struct Shared {
     closed: AtomicBool,
     inflight: AtomicUsize,
     window: PrefetchWindow,
-    /// Jobs handed to workers and not settled: fence -> (job id, taken at).
-    /// Touched once when a job is taken and once when it is settled, never
-    /// during I/O; the lease extender reads it.
-    running: Mutex<HashMap<u64, (String, Instant)>>,
+    /// Every reservation this node holds, from FETCH until it is settled or
+    /// handed back: fence -> held. Buffered jobs are here too, so their
+    /// leases are extended while they wait for a worker. Locked once per
+    /// fetched batch, once when a worker takes a job and once when it is
+    /// settled, never during I/O.
+    held: Mutex<HashMap<u64, Held>>,
     stats: Stats,
 }
 
@@ -92,7 +103,7 @@ impl EngineSource {
             stopping: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             inflight: AtomicUsize::new(0),
-            running: Mutex::new(HashMap::new()),
+            held: Mutex::new(HashMap::new()),
             stats: Stats::default(),
         });
         let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
@@ -125,7 +136,7 @@ impl EngineSource {
     }
 
     fn settled(&self, job: &ClaimedJob) {
-        self.shared.running.lock().remove(&job.token);
+        self.shared.held.lock().remove(&job.token);
         self.shared.inflight.fetch_sub(1, Ordering::AcqRel);
     }
 
@@ -162,11 +173,21 @@ impl JobSource for EngineSource {
     }
 
     fn taken(&self, job: &mut ClaimedJob) {
-        self.shared.inflight.fetch_add(1, Ordering::AcqRel);
-        let now = Instant::now();
-        job.taken_at = Some(now);
-        self.shared.running.lock().insert(job.token, (job.envelope.id.clone(), now));
+        self.shared.inflight.fetch_add(1, Ordering::SeqCst);
+        job.taken_at = Some(Instant::now());
+        if let Some(h) = self.shared.held.lock().get_mut(&job.token) {
+            h.started = true;
+        }
         let _ = self.taken_tx.try_send(());
+    }
+
+    /// Not run after all (the node is stopping): it stays held, unstarted,
+    /// and shutdown releases it.
+    fn untake(&self, job: ClaimedJob) {
+        if let Some(h) = self.shared.held.lock().get_mut(&job.token) {
+            h.started = false;
+        }
+        self.shared.inflight.fetch_sub(1, Ordering::SeqCst);
     }
 
     fn complete(&self, job: &ClaimedJob) {
@@ -225,16 +246,16 @@ impl JobSource for EngineSource {
     }
 
     fn stop_claiming(&self) {
-        self.shared.stopping.store(true, Ordering::Release);
+        self.shared.stopping.store(true, Ordering::SeqCst);
         self.stop_tx.lock().take();
     }
 
     fn is_stopping(&self) -> bool {
-        self.shared.stopping.load(Ordering::Acquire)
+        self.shared.stopping.load(Ordering::SeqCst)
     }
 
     fn inflight(&self) -> usize {
-        self.shared.inflight.load(Ordering::Acquire)
+        self.shared.inflight.load(Ordering::SeqCst)
     }
 
     /// Writes completions, then hands back every reservation still held:
@@ -255,8 +276,15 @@ impl JobSource for EngineSource {
         for handle in self.threads.lock().drain(..) {
             let _ = handle.join();
         }
-        let unstarted: Vec<(String, u64)> = self.jobs_rx.try_iter().map(|j| (j.envelope.id, j.token)).collect();
-        let running: Vec<(String, u64)> = self.shared.running.lock().drain().map(|(fence, (id, _))| (id, fence)).collect();
+        // Buffered jobs are also in `held`; drop the channel's copies.
+        self.jobs_rx.try_iter().for_each(drop);
+        let mut held: Vec<(u64, Held)> = self.shared.held.lock().drain().collect();
+        // Fences grow with fetch order: release the oldest first, so the
+        // channel keeps its order.
+        held.sort_by_key(|(fence, _)| *fence);
+        let (started, unstarted): (Vec<_>, Vec<_>) = held.into_iter().partition(|(_, h)| h.started);
+        let unstarted: Vec<(String, u64)> = unstarted.into_iter().map(|(fence, h)| (h.id, fence)).collect();
+        let running: Vec<(String, u64)> = started.into_iter().map(|(fence, h)| (h.id, fence)).collect();
         let released = if unstarted.is_empty() {
             0
         } else {
@@ -305,6 +333,8 @@ fn fetch_loop(s: &Shared, jobs_tx: Sender<ClaimedJob>, taken_rx: Receiver<()>, s
         let order: Vec<u32> = selector.next_order().into_iter().map(|i| ids[i]).collect();
         match conn.run(|c| wire::fetch(c, want, lease_ms, FETCH_BLOCK.as_millis() as u64, &order)) {
             Ok(reservations) => {
+                let fetched = Instant::now();
+                let mut batch = Vec::with_capacity(reservations.len());
                 for r in reservations {
                     let channel = s.names.get(&r.channel_id).cloned().unwrap_or_else(|| r.channel_id.to_string());
                     let raw = String::from_utf8_lossy(&r.payload).into_owned();
@@ -321,9 +351,7 @@ fn fetch_loop(s: &Shared, jobs_tx: Sender<ClaimedJob>, taken_rx: Receiver<()>, s
                                 source: 0,
                                 attempts: r.attempts,
                             };
-                            if jobs_tx.send(job).is_err() {
-                                return;
-                            }
+                            batch.push(job);
                         }
                         Err(e) => {
                             log("WARN", &format!("quarantining undecodable SolidEngine job {}: {e}", r.job_id));
@@ -332,6 +360,19 @@ fn fetch_loop(s: &Shared, jobs_tx: Sender<ClaimedJob>, taken_rx: Receiver<()>, s
                                 s.stats.quarantined.fetch_add(1, Ordering::Relaxed);
                             }
                         }
+                    }
+                }
+                // Held before a worker can see them, so a job taken at once
+                // is already known to `taken` and to the lease extender.
+                {
+                    let mut held = s.held.lock();
+                    for job in &batch {
+                        held.insert(job.token, Held { id: job.envelope.id.clone(), renewed: fetched, started: false });
+                    }
+                }
+                for job in batch {
+                    if jobs_tx.send(job).is_err() {
+                        return;
                     }
                 }
             }
@@ -354,28 +395,37 @@ fn ack_loop(s: &Shared, acks_rx: Receiver<AckMsg<(String, u64)>>) {
     });
 }
 
-/// Extends the lease of every task running longer than a third of it, a
-/// third of a lease at a time, so a healthy long task is never redelivered.
+/// Extends every lease this node holds (buffered jobs included) once a third
+/// of it has passed since it was fetched or last extended, so neither a long
+/// task nor a job waiting in the prefetch buffer is redelivered.
 fn extend_loop(s: &Shared, close_rx: Receiver<()>) {
     let mut conn = Reconnecting::new(s.pool.connector().clone());
     let tick = s.cfg.lease / 3;
     let lease_ms = s.cfg.lease.as_millis() as u64;
     loop {
-        match close_rx.recv_timeout(tick) {
+        match close_rx.recv_timeout(tick / 2) {
             Err(RecvTimeoutError::Timeout) => {}
             _ => return,
         }
         let due: Vec<(u64, String)> = s
-            .running
+            .held
             .lock()
             .iter()
-            .filter(|(_, (_, taken))| taken.elapsed() >= tick)
-            .map(|(fence, (id, _))| (*fence, id.clone()))
+            .filter(|(_, h)| h.renewed.elapsed() >= tick)
+            .map(|(fence, h)| (*fence, h.id.clone()))
             .collect();
         for (fence, id) in due {
-            if let Err(e) = conn.run(|c| wire::extend(c, &id, fence, lease_ms)) {
-                if !e.is_connection() {
-                    log("WARN", &format!("extending the lease of job {id} failed: {e}"));
+            let sent = Instant::now();
+            match conn.run(|c| wire::extend(c, &id, fence, lease_ms)) {
+                Ok(()) => {
+                    if let Some(h) = s.held.lock().get_mut(&fence) {
+                        h.renewed = sent;
+                    }
+                }
+                Err(e) => {
+                    if !e.is_connection() {
+                        log("WARN", &format!("extending the lease of job {id} failed: {e}"));
+                    }
                 }
             }
         }

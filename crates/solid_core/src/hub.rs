@@ -44,7 +44,7 @@ impl Hub {
     }
 
     pub fn is_stopping(&self) -> bool {
-        self.stopping.load(Ordering::Acquire)
+        self.stopping.load(Ordering::SeqCst)
     }
 
     /// Blocks up to `timeout` for the next job from any source.
@@ -70,12 +70,16 @@ impl Hub {
                 Ok(op) => {
                     let index = op.index();
                     let Ok(mut job) = op.recv(self.sources[index].jobs()) else { return NextJob::Stopped };
+                    job.source = index;
+                    // Count it in flight *before* checking for stop (both
+                    // SeqCst): either this worker sees the stop, or the
+                    // stopping thread sees the job in flight and waits for
+                    // it. Never both miss, which would requeue a running job.
+                    self.sources[index].taken(&mut job);
                     if self.is_stopping() {
-                        // Still claimed in its backend: shutdown hands it back.
+                        self.sources[index].untake(job);
                         return NextJob::Stopped;
                     }
-                    job.source = index;
-                    self.sources[index].taken(&mut job);
                     return NextJob::Job(job);
                 }
                 Err(_) => {}
@@ -111,7 +115,7 @@ impl Hub {
 
     /// Stops claiming everywhere; waiting workers get `Stopped` at once.
     pub fn stop_claiming(&self) {
-        self.stopping.store(true, Ordering::Release);
+        self.stopping.store(true, Ordering::SeqCst);
         self.stop_tx.lock().take();
         for s in &self.sources {
             s.stop_claiming();

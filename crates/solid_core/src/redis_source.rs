@@ -160,7 +160,7 @@ impl RedisSource {
     }
 
     pub fn inflight(&self) -> usize {
-        self.shared.inflight.load(Ordering::Acquire)
+        self.shared.inflight.load(Ordering::SeqCst)
     }
 
     pub fn is_stopping(&self) -> bool {
@@ -175,7 +175,7 @@ impl RedisSource {
     /// A worker took `job` from `jobs()`: count it in flight, start its
     /// clock (for the prefetch window) and nudge the fetcher to refill.
     pub fn taken(&self, job: &mut ClaimedJob) {
-        self.shared.inflight.fetch_add(1, Ordering::AcqRel);
+        self.shared.inflight.fetch_add(1, Ordering::SeqCst);
         job.taken_at = Some(Instant::now());
         let _ = self.taken_tx.try_send(());
     }
@@ -237,7 +237,7 @@ impl RedisSource {
     }
 
     fn settled(&self) {
-        self.shared.inflight.fetch_sub(1, Ordering::AcqRel);
+        self.shared.inflight.fetch_sub(1, Ordering::SeqCst);
     }
 
     /// Settles after a write that succeeded or was rejected as stale; after a
@@ -507,6 +507,10 @@ impl JobSource for RedisSource {
     }
     fn taken(&self, job: &mut ClaimedJob) {
         RedisSource::taken(self, job)
+    }
+    /// The job is still claimed in Redis: shutdown requeues it.
+    fn untake(&self, _job: ClaimedJob) {
+        self.shared.inflight.fetch_sub(1, Ordering::SeqCst);
     }
     fn complete(&self, job: &ClaimedJob) {
         RedisSource::complete(self, job)

@@ -19,6 +19,9 @@ pub trait JobSource: Send + Sync {
     fn jobs(&self) -> &Receiver<ClaimedJob>;
     /// A worker took `job` from `jobs()`.
     fn taken(&self, job: &mut ClaimedJob);
+    /// Undoes `taken` for a job that will not run (the node began stopping
+    /// as it was taken); shutdown hands it back like any unstarted job.
+    fn untake(&self, job: ClaimedJob);
     /// The task returned. May be written asynchronously: the job stays
     /// claimed until it is, so a crash before then reruns it.
     fn complete(&self, job: &ClaimedJob);
