@@ -53,6 +53,27 @@ class SolidEngineReliabilityTest < SolidJobsTest
     assert_equal 0, w.wait.exitstatus, File.read(w.log)
   end
 
+  def test_one_process_works_channels_on_both_backends
+    server = engine
+    configure_solid_jobs(
+      channels: %w[critical default],
+      backend: :redis,
+      backends: {engine: {adapter: :solid_engine, url: server.url}},
+      channel_backends: {"default" => :engine}
+    )
+    path = ledger_path
+    on_redis = CriticalTask.enqueue(path, "via-redis")
+    on_engine = LedgerTask.enqueue(path, "via-engine")
+    assert_equal 1, redis.llen(key("channel:critical"))
+    assert_equal "ready", SolidJobs.routing.backend_for("default").get_job(on_engine)["state"]
+    start_conductor
+    eventually("both ran") { completions("via-redis") == 1 && completions("via-engine") == 1 }
+    eventually("both completed") do
+      redis.get(key("metric:processed")).to_i == 1 && SolidJobs.routing.backend_for("default").get_job(on_engine)["state"] == "completed"
+    end
+    assert_nil SolidJobs.routing.backend_for("critical").get_job(on_redis), "completed on Redis"
+  end
+
   def test_sigkilled_worker_loses_its_lease_and_the_job_runs_again
     server = engine(lease_ms: 1000)
     route_to(server)
