@@ -31,16 +31,25 @@ pub(crate) enum Flow {
 /// Runs `op` under the engine lock with the current time, and queues the
 /// events it journaled to the log while still under the lock (so log order
 /// is engine order).
+///
+/// Every reply waits for the log as far as it stood when the reply was
+/// computed, not only for the command's own records: a reply that changed
+/// nothing (a duplicate PUSH's `:0`, `CANCEL`'s `:0`, GET) still reports
+/// state that another connection's unconfirmed record created, and must not
+/// be sent before that record is as durable as the mode promises.
 fn with_engine<T>(shared: &Shared, session: &mut Session, op: impl FnOnce(&mut Engine, u64) -> T) -> T {
-    let now = crate::now_ms();
     let mut engine = shared.engine.lock();
+    // Read under the lock, so a command that waited for it is judged at the
+    // time it runs (lease deadlines).
+    let now = crate::now_ms();
     let out = op(&mut engine, now);
     if let Some(storage) = &shared.storage {
         engine.take_events(&mut session.events);
         if !session.events.is_empty() {
-            session.ticket = session.ticket.max(storage.append(&session.events));
+            storage.append(&session.events);
             session.events.clear();
         }
+        session.ticket = session.ticket.max(storage.appended_end());
     }
     out
 }
@@ -132,9 +141,9 @@ pub(crate) fn execute(
             Ok(cancelled) => Reply::Int(i64::from(cancelled)),
             Err(e) => Reply::Error(e),
         },
-        Command::Dead(count) => Reply::Dead(shared.engine.lock().dead(count)),
+        Command::Dead(count) => Reply::Dead(with_engine(shared, session, |e, _| e.dead(count))),
         Command::Stats => {
-            let stats = shared.engine.lock().stats();
+            let stats = with_engine(shared, session, |e, _| e.stats());
             let durability = shared.storage.as_ref().map_or("memory", |s| s.durability().name());
             Reply::Bulk(stats_text(&stats, shared.tracker.count(), durability, shared.started.elapsed().as_secs()))
         }

@@ -120,6 +120,12 @@ impl LogWriter {
         pending.end
     }
 
+    /// The end of everything appended so far: a reply that reports state
+    /// must not go out before this much of the log is durable.
+    pub fn appended_end(&self) -> u64 {
+        self.pending.lock().end
+    }
+
     fn check(&self) -> Result<()> {
         match &*self.failure.lock() {
             Some(reason) => Err(Error::Storage(reason.clone())),

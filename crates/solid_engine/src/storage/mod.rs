@@ -126,6 +126,12 @@ impl Storage {
         self.writer.append(events)
     }
 
+    /// The ticket covering every record appended so far (under the engine
+    /// lock: everything the engine's current state depends on).
+    pub fn appended_end(&self) -> u64 {
+        self.writer.appended_end()
+    }
+
     /// Returns once the records before `ticket` are as durable as the mode
     /// promises. Call without holding the engine lock.
     pub fn confirm(&self, ticket: u64) -> Result<()> {
