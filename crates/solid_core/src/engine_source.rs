@@ -49,9 +49,6 @@ struct Held {
     id: String,
     /// Fetched, or last extended.
     renewed: Instant,
-    /// A worker took it: at shutdown it is retried (its attempt was used),
-    /// not released.
-    started: bool,
 }
 
 struct Shared {
@@ -62,12 +59,15 @@ struct Shared {
     closed: AtomicBool,
     inflight: AtomicUsize,
     window: PrefetchWindow,
-    /// Every reservation this node holds, from FETCH until it is settled or
-    /// handed back: fence -> held. Buffered jobs are here too, so their
-    /// leases are extended while they wait for a worker. Locked once per
-    /// fetched batch, once when a worker takes a job and once when it is
-    /// settled, never during I/O.
+    /// Every reservation this node holds, from FETCH until its settle is
+    /// written or it is handed back: fence -> held. Buffered jobs are here
+    /// too, so their leases are extended while they wait for a worker.
+    /// Locked once per fetched batch and once per completion batch (by the
+    /// acker), never per job on the hot path and never during I/O.
     held: Mutex<HashMap<u64, Held>>,
+    /// Fences of jobs taken from the buffer and given back untouched when
+    /// the node began stopping (rare): released, not retried, at shutdown.
+    untaken: Mutex<Vec<u64>>,
     stats: Stats,
 }
 
@@ -104,6 +104,7 @@ impl EngineSource {
             closed: AtomicBool::new(false),
             inflight: AtomicUsize::new(0),
             held: Mutex::new(HashMap::new()),
+            untaken: Mutex::new(Vec::new()),
             stats: Stats::default(),
         });
         let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
@@ -137,7 +138,7 @@ impl EngineSource {
 
     fn settled(&self, job: &ClaimedJob) {
         self.shared.held.lock().remove(&job.token);
-        self.shared.inflight.fetch_sub(1, Ordering::AcqRel);
+        self.shared.inflight.fetch_sub(1, Ordering::SeqCst);
     }
 
     fn settle_if_final(&self, job: &ClaimedJob, out: &Result<()>) {
@@ -175,27 +176,22 @@ impl JobSource for EngineSource {
     fn taken(&self, job: &mut ClaimedJob) {
         self.shared.inflight.fetch_add(1, Ordering::SeqCst);
         job.taken_at = Some(Instant::now());
-        if let Some(h) = self.shared.held.lock().get_mut(&job.token) {
-            h.started = true;
-        }
         let _ = self.taken_tx.try_send(());
     }
 
-    /// Not run after all (the node is stopping): it stays held, unstarted,
-    /// and shutdown releases it.
+    /// Not run after all (the node is stopping): shutdown releases it.
     fn untake(&self, job: ClaimedJob) {
-        if let Some(h) = self.shared.held.lock().get_mut(&job.token) {
-            h.started = false;
-        }
+        self.shared.untaken.lock().push(job.token);
         self.shared.inflight.fetch_sub(1, Ordering::SeqCst);
     }
 
+    /// The acker forgets the reservation once the ACK is written.
     fn complete(&self, job: &ClaimedJob) {
         if let Some(t) = job.taken_at {
             self.shared.window.record(t.elapsed());
         }
         let _ = self.acks_tx.send(AckMsg::Done((job.envelope.id.clone(), job.token)));
-        self.settled(job);
+        self.shared.inflight.fetch_sub(1, Ordering::SeqCst);
     }
 
     /// SolidEngine counts deliveries, not failures: the failure count is the
@@ -268,21 +264,27 @@ impl JobSource for EngineSource {
         self.stop_claiming();
         let (tx, rx) = bounded(1);
         let _ = self.acks_tx.send(AckMsg::Flush(tx));
-        if rx.recv_timeout(flush_timeout).is_err() {
-            log("WARN", "completions could not be written to SolidEngine before shutdown; those jobs run again after their lease");
-        }
+        let flushed = rx.recv_timeout(flush_timeout).is_ok();
         self.shared.closed.store(true, Ordering::Release);
         self.close_tx.lock().take();
         for handle in self.threads.lock().drain(..) {
             let _ = handle.join();
         }
-        // Buffered jobs are also in `held`; drop the channel's copies.
-        self.jobs_rx.try_iter().for_each(drop);
+        if !flushed {
+            // Handing back now would put finished jobs whose ACK is still
+            // unwritten back to work; their leases end and the engine
+            // redelivers what really did not finish.
+            log("WARN", "completions could not be written to SolidEngine before shutdown; held jobs are redelivered when their leases end");
+            return Ok(0);
+        }
+        // Jobs never started: still in the buffer, or given back at stop.
+        let mut unstarted_fences: std::collections::HashSet<u64> = self.jobs_rx.try_iter().map(|j| j.token).collect();
+        unstarted_fences.extend(self.shared.untaken.lock().drain(..));
         let mut held: Vec<(u64, Held)> = self.shared.held.lock().drain().collect();
         // Fences grow with fetch order: release the oldest first, so the
         // channel keeps its order.
         held.sort_by_key(|(fence, _)| *fence);
-        let (started, unstarted): (Vec<_>, Vec<_>) = held.into_iter().partition(|(_, h)| h.started);
+        let (unstarted, started): (Vec<_>, Vec<_>) = held.into_iter().partition(|(fence, _)| unstarted_fences.contains(fence));
         let unstarted: Vec<(String, u64)> = unstarted.into_iter().map(|(fence, h)| (h.id, fence)).collect();
         let running: Vec<(String, u64)> = started.into_iter().map(|(fence, h)| (h.id, fence)).collect();
         let released = if unstarted.is_empty() {
@@ -367,7 +369,7 @@ fn fetch_loop(s: &Shared, jobs_tx: Sender<ClaimedJob>, taken_rx: Receiver<()>, s
                 {
                     let mut held = s.held.lock();
                     for job in &batch {
-                        held.insert(job.token, Held { id: job.envelope.id.clone(), renewed: fetched, started: false });
+                        held.insert(job.token, Held { id: job.envelope.id.clone(), renewed: fetched });
                     }
                 }
                 for job in batch {
@@ -391,6 +393,12 @@ fn ack_loop(s: &Shared, acks_rx: Receiver<AckMsg<(String, u64)>>) {
     let conn = Reconnecting::new(s.pool.connector().clone());
     acker::run(acks_rx, conn, &s.closed, &s.stats, |conn, batch| {
         let stale = conn.run(|c| wire::ack_many(c, batch))?;
+        // Written (or stale): these reservations are no longer held.
+        let mut held = s.held.lock();
+        for (_, fence) in batch {
+            held.remove(fence);
+        }
+        drop(held);
         Ok(batch.iter().filter(|(_, fence)| stale.contains(fence)).cloned().collect())
     });
 }
@@ -422,6 +430,9 @@ fn extend_loop(s: &Shared, close_rx: Receiver<()>) {
                         h.renewed = sent;
                     }
                 }
+                // Stale: completed (ACK in flight) or already redelivered;
+                // nothing to extend.
+                Err(Error::StaleClaim(_)) => {}
                 Err(e) => {
                     if !e.is_connection() {
                         log("WARN", &format!("extending the lease of job {id} failed: {e}"));
