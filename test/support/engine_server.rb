@@ -3,10 +3,13 @@
 require "tmpdir"
 require "fileutils"
 require "socket"
+require_relative "server_process"
 
 # A real solid-engine-server process on a private Unix socket, for tests
 # and benchmarks (built by `rake engine:build`).
 class EngineServer
+  include ServerProcess
+
   ROOT = File.expand_path("../..", __dir__)
   BINARY = File.join(ROOT, "target", "release", "solid-engine-server")
 
@@ -46,18 +49,6 @@ class EngineServer
     s&.close
   end
 
-  def stop(signal = "TERM")
-    return unless @pid
-
-    Process.kill(signal, @pid)
-    Process.wait(@pid)
-  rescue Errno::ESRCH, Errno::ECHILD
-    nil
-  ensure
-    @pid = nil
-  end
-
-  def kill = stop("KILL")
 
   def cleanup
     stop

@@ -1,12 +1,15 @@
 # frozen_string_literal: true
 
 require "socket"
+require_relative "server_process"
 require "tmpdir"
 require "fileutils"
 
 # A private redis-server on a free port. Nothing in the suite assumes a
 # running Redis; the process is killed when the suite ends.
 class RedisServer
+  include ServerProcess
+
   attr_reader :port, :dir
 
   def self.free_port
@@ -32,19 +35,6 @@ class RedisServer
     self
   end
 
-  def stop(signal = "TERM")
-    return unless @pid
-
-    Process.kill(signal, @pid)
-    Process.wait(@pid)
-  rescue Errno::ESRCH, Errno::ECHILD
-    nil
-  ensure
-    @pid = nil
-  end
-
-  def kill = stop("KILL")
-  def running? = !@pid.nil?
 
   def cleanup
     stop

@@ -26,7 +26,7 @@ use crate::log::log;
 use crate::now_ms;
 use crate::prefetch::{Prefetch, PrefetchWindow};
 use crate::source::{JobSource, Stats};
-use crate::store::{FailureCount, MAX_BATCH};
+use crate::store::FailureCount;
 
 #[derive(Debug, Clone)]
 pub struct EngineSourceConfig {
@@ -322,16 +322,13 @@ fn fetch_loop(s: &Shared, jobs_tx: Sender<ClaimedJob>, taken_rx: Receiver<()>, s
     let mut conn = Reconnecting::new(s.pool.connector().clone());
     let lease_ms = s.cfg.lease.as_millis() as u64;
     while !s.stopping.load(Ordering::Acquire) {
-        let window = s.window.window();
-        let buffered = jobs_tx.len();
-        if buffered * 2 > window || buffered >= window {
+        let Some(want) = s.window.refill(jobs_tx.len()) else {
             select! {
                 recv(taken_rx) -> _ => {},
                 recv(stop_rx) -> _ => return,
             }
             continue;
-        }
-        let want = (window - buffered).min(MAX_BATCH);
+        };
         let order: Vec<u32> = selector.next_order().into_iter().map(|i| ids[i]).collect();
         match conn.run(|c| wire::fetch(c, want, lease_ms, FETCH_BLOCK.as_millis() as u64, &order)) {
             Ok(reservations) => {

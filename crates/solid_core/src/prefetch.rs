@@ -44,6 +44,15 @@ impl PrefetchWindow {
         self.avg_ns.store(next, Ordering::Relaxed);
     }
 
+    /// How many jobs to claim when `buffered` are waiting: the window's
+    /// free part once the buffer is at most half full, else None (wait for
+    /// workers). Refilling at half, not at every free slot, makes each claim
+    /// a batch of at least half the window instead of one job per round trip.
+    pub fn refill(&self, buffered: usize) -> Option<usize> {
+        let window = self.window();
+        (buffered * 2 <= window && buffered < window).then(|| (window - buffered).min(crate::store::MAX_BATCH))
+    }
+
     pub fn window(&self) -> usize {
         match self.mode {
             Prefetch::Fixed(n) => n.max(1),
@@ -63,6 +72,16 @@ impl PrefetchWindow {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn refills_at_half_empty() {
+        let w = PrefetchWindow::new(Prefetch::Fixed(8));
+        assert_eq!(w.refill(0), Some(8));
+        assert_eq!(w.refill(4), Some(4));
+        assert_eq!(w.refill(5), None);
+        assert_eq!(PrefetchWindow::new(Prefetch::Fixed(1)).refill(0), Some(1));
+        assert_eq!(PrefetchWindow::new(Prefetch::Fixed(1)).refill(1), None);
+    }
 
     #[test]
     fn fixed_is_fixed() {

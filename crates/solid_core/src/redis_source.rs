@@ -30,7 +30,7 @@ use crate::log::log;
 use crate::now_ms;
 use crate::source::{JobSource, Stats};
 use crate::prefetch::{Prefetch, PrefetchWindow};
-use crate::store::{ArchivePolicy, FailureCount, Store, MAX_BATCH};
+use crate::store::{ArchivePolicy, FailureCount, Store};
 
 #[derive(Debug, Clone)]
 pub struct RedisSourceConfig {
@@ -361,18 +361,13 @@ fn fetch_loop(s: &Shared, jobs_tx: Sender<ClaimedJob>, taken_rx: Receiver<()>, s
                 }
             }
         }
-        // Refill once the buffer is half empty, so each claim is a batch of
-        // at least half the window rather than one job per round trip.
-        let window = s.window.window();
-        let buffered = jobs_tx.len();
-        if buffered * 2 > window || buffered >= window {
+        let Some(want) = s.window.refill(jobs_tx.len()) else {
             select! {
                 recv(taken_rx) -> _ => {},
                 recv(stop_rx) -> _ => return,
             }
             continue;
-        }
-        let want = (window - buffered).min(MAX_BATCH);
+        };
         let seen = s.bells.ready.epoch();
         let order = selector.next_order();
         let names: Vec<&str> = order.iter().map(|&i| selector.names()[i].as_str()).collect();
