@@ -21,6 +21,9 @@ struct Output<'a> {
     shared: &'a Shared,
     stream: Stream,
     buf: Vec<u8>,
+    /// A storage failure was reported: the connection must close, or later
+    /// replies would be paired with the wrong requests.
+    failed: bool,
 }
 
 impl Output<'_> {
@@ -34,6 +37,8 @@ impl Output<'_> {
                     self.buf.clear();
                     Reply::Error(e).encode(&mut self.buf);
                     let _ = self.stream.write_all(&self.buf);
+                    self.buf.clear();
+                    self.failed = true;
                     return Err(());
                 }
             }
@@ -54,7 +59,7 @@ impl Output<'_> {
 /// or server shutdown (which closes the read side).
 pub(crate) fn serve(shared: &Shared, stream: Stream) {
     let Ok(mut reader) = stream.try_clone() else { return };
-    let mut out = Output { shared, stream, buf: Vec::with_capacity(16 << 10) };
+    let mut out = Output { shared, stream, buf: Vec::with_capacity(16 << 10), failed: false };
     let mut session = Session::new(shared.config.password.is_none());
     let mut decoder = Decoder::new(Mode::Request);
     let mut input: Vec<u8> = Vec::with_capacity(READ_CHUNK);
@@ -68,9 +73,10 @@ pub(crate) fn serve(shared: &Shared, stream: Stream) {
                 }
                 Err(e) => {
                     // Replies to earlier requests first, then the error, then close.
-                    let _ = out.flush(&mut session);
-                    Reply::Error(e).encode(&mut out.buf);
-                    let _ = out.flush(&mut session);
+                    if out.flush(&mut session).is_ok() {
+                        Reply::Error(e).encode(&mut out.buf);
+                        let _ = out.flush(&mut session);
+                    }
                     return;
                 }
             };
@@ -85,6 +91,11 @@ pub(crate) fn serve(shared: &Shared, stream: Stream) {
                 Err(e @ Error::Proto(_)) => (Reply::Error(e), Flow::Close),
                 Err(e) => (Reply::Error(e), Flow::Continue),
             };
+            if out.failed {
+                // A FETCH confirmed earlier replies before blocking and the
+                // storage failed: its error is sent; nothing else may follow.
+                return;
+            }
             reply.encode(&mut out.buf);
             if let Flow::Close = flow {
                 let _ = out.flush(&mut session);
