@@ -289,6 +289,11 @@ impl Engine {
         }
     }
 
+    /// Entries in a channel's ready queue, valid or not (for tests).
+    pub fn ready_queue_len(&self, channel: u32) -> usize {
+        self.ready.get(&channel).map_or(0, VecDeque::len)
+    }
+
     /// Entries in the lease and schedule heaps, valid or not (for tests).
     pub fn heap_entries(&self) -> (usize, usize) {
         (self.leases.len(), self.scheduled.len())
@@ -571,7 +576,16 @@ impl Engine {
     pub fn cancel(&mut self, now_ms: u64, id: JobId) -> Result<bool, Error> {
         self.tick(now_ms);
         match self.jobs.get(&id).map(|j| j.state) {
-            Some(State::Scheduled | State::Ready) => {
+            Some(state @ (State::Scheduled | State::Ready)) => {
+                if state == State::Ready {
+                    // Removed now rather than skipped at FETCH: on a channel
+                    // nobody fetches, push/cancel churn would otherwise grow
+                    // its queue without bound. O(queue); cancel is rare.
+                    let channel = self.jobs[&id].channel;
+                    if let Some(queue) = self.ready.get_mut(&channel) {
+                        queue.retain(|(queued, _)| *queued != id);
+                    }
+                }
                 self.make_finished(id, State::Cancelled, now_ms);
                 self.stats.cancelled_total += 1;
                 self.record(|| Event::Cancelled { id, at_ms: now_ms });

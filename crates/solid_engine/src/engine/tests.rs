@@ -447,3 +447,15 @@ fn released_jobs_replay_to_the_same_queues_and_attempts() {
     assert_eq!(live, vec![(id(5), 1), (id(1), 1), (id(2), 1), (id(4), 2)]);
     assert_eq!(back, vec![(id(3), 2), (id(5), 1), (id(1), 1), (id(2), 1), (id(4), 2)]);
 }
+
+#[test]
+fn cancelling_ready_jobs_does_not_grow_the_queue() {
+    let mut e = engine();
+    for n in 0..1000 {
+        assert!(e.push(0, 7, id(n + 1), p("x"), None));
+        assert!(e.cancel(0, id(n + 1)).unwrap());
+    }
+    assert_eq!(e.ready_queue_len(7), 0);
+    assert!(e.push(0, 7, id(5000), p("y"), None));
+    assert_eq!(fetch(&mut e, 0, 10, &[7]).len(), 1);
+}
