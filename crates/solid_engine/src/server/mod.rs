@@ -140,11 +140,14 @@ impl Server {
     /// durable modes, and logs the recovery.
     ///
     /// Fences never repeat across restarts: the counter starts above every
-    /// fence recovered plus 2^32 (fences handed out in balanced mode's
-    /// unsynced window were never logged), and above `now_ms * 1024` (so in
-    /// memory mode too, a client's fence from before a restart never
-    /// matches a new reservation unless over a million reservations per
-    /// second were sustained).
+    /// fence recovered and above `now_ms * 1024`. The clock term is what
+    /// covers fences that were handed out but never logged (balanced mode's
+    /// unsynced window, or memory mode): a run hands out fewer than 1024
+    /// fences per millisecond, so every fence of an earlier run is below
+    /// the clock floor of any later start. A fixed offset over the recovered
+    /// fence would not do: two restarts recovering the same log would start
+    /// from the same floor and hand out the same fences again. (A wall clock
+    /// stepped backwards defeats this; keep the host's clock monotonic.)
     pub fn open(config: Config) -> Result<Server> {
         let mut engine = Engine::new(config.engine());
         let clock_floor = crate::now_ms().saturating_mul(1024);
@@ -154,7 +157,7 @@ impl Server {
                 let started = Instant::now();
                 let (storage, report) = Storage::open(dir, durability, config.compact_threshold_bytes, &mut engine)?;
                 let requeued = engine.finish_recovery();
-                engine.raise_fence_floor(report.next_fence.saturating_add(1 << 32));
+                engine.raise_fence_floor(report.next_fence.saturating_add(1));
                 let truncated = match report.truncated {
                     Some((bytes, at)) => format!("{bytes} bytes at offset {at} (torn tail)"),
                     None => "none".into(),

@@ -417,6 +417,48 @@ fn strict_server_recovers_after_restart() {
     assert_eq!(int(&r[3]), 2);
 }
 
+/// Two starts that recover the same log (the fences handed out in between
+/// were never logged, as after a crash in balanced mode's unsynced window)
+/// must not hand out the same fences.
+#[test]
+fn restarts_from_the_same_log_hand_out_different_fences() {
+    let data = TempDir::new("server-fences");
+    let config = Config {
+        durability: crate::storage::Durability::Strict,
+        data_dir: Some(data.path().to_path_buf()),
+        ..Config::default()
+    };
+    let id = new_id();
+    {
+        let server = TestServer::start(config.clone());
+        let mut c = server.unix();
+        assert_eq!(c.call(&["PUSH", "1", &id, "x"]), Frame::Integer(1));
+        // A logged reservation: recovery starts from its fence.
+        assert_eq!(items(c.call(&["FETCH", "1", "0", "0", "1"])).len(), 1);
+        server.stop().unwrap();
+    }
+    let snapshot = TempDir::new("server-fences-copy");
+    let copy = |from: &std::path::Path, to: &std::path::Path| {
+        for entry in std::fs::read_dir(from).unwrap() {
+            let entry = entry.unwrap();
+            if entry.file_type().unwrap().is_file() && entry.file_name() != "LOCK" {
+                std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+            }
+        }
+    };
+    copy(data.path(), snapshot.path());
+    let first_fence = |dir: &std::path::Path| {
+        let server = TestServer::start(Config { data_dir: Some(dir.to_path_buf()), ..config.clone() });
+        let r = items(items(server.unix().call(&["FETCH", "1", "0", "0", "1"])).remove(0));
+        server.stop().unwrap();
+        int(&r[2])
+    };
+    let a = first_fence(data.path());
+    thread::sleep(std::time::Duration::from_millis(5));
+    let b = first_fence(snapshot.path());
+    assert!(b > a, "the second start from the same log reused fences: {a} then {b}");
+}
+
 #[test]
 fn shutdown_does_not_hang_when_the_socket_file_was_removed() {
     let server = TestServer::memory();
