@@ -1,14 +1,20 @@
 -- Give a job up: drop it, or keep it in the capped archive. Used for final
 -- failures and for quarantined (undecodable or unknown) entries.
--- Returns 1, or 0 when the claim is stale (nothing is written).
+-- Returns 1, or 0 when the claim is stale (nothing is written). Idempotent
+-- like retry.lua: a discard resent after a lost reply returns 1.
 -- KEYS[1] node claims hash, KEYS[2] archive zset, KEYS[3] archive entries,
--- KEYS[4] attempts hash, KEYS[5] discarded metric, KEYS[6] stale metric, KEYS[7] job index
+-- KEYS[4] attempts hash, KEYS[5] discarded metric, KEYS[6] stale metric, KEYS[7] job index,
+-- KEYS[8] settled marker of this token
 -- ARGV[1] token ('' when the job is not claimed), ARGV[2] job id, ARGV[3] now ms,
 -- ARGV[4] archive record JSON, ARGV[5] max entries, ARGV[6] max age ms,
 -- ARGV[7] '1' to archive, '0' to drop
-if ARGV[1] ~= '' and redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then
-  redis.call('INCR', KEYS[6])
-  return 0
+if ARGV[1] ~= '' then
+  if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then
+    if redis.call('GET', KEYS[8]) == 'discard' then return 1 end
+    redis.call('INCR', KEYS[6])
+    return 0
+  end
+  redis.call('SET', KEYS[8], 'discard', 'PX', 600000)
 end
 redis.call('HDEL', KEYS[4], ARGV[2])
 redis.call('HDEL', KEYS[7], ARGV[2])

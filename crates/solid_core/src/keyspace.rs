@@ -79,6 +79,11 @@ impl Keyspace {
     pub fn cancelling(&self) -> String {
         self.key("cancelling")
     }
+    /// STRING with a TTL: marks claim `token` as retried or discarded, so
+    /// the same settle resent after a lost reply is recognised as done.
+    pub fn settled(&self, token: u64) -> String {
+        self.key(&format!("settled:{token}"))
+    }
     /// STRING counter: the source of monotonically increasing claim tokens.
     pub fn fence(&self) -> String {
         self.key("fence")
@@ -115,6 +120,7 @@ mod tests {
             k.fence(),
             k.jobs(),
             k.cancelling(),
+            k.settled(7),
             k.metric("processed"),
             k.doorbell(),
         ] {
