@@ -9,12 +9,8 @@
 -- ARGV[4] archive record JSON, ARGV[5] max entries, ARGV[6] max age ms,
 -- ARGV[7] '1' to archive, '0' to drop
 if ARGV[1] ~= '' then
-  if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then
-    if redis.call('GET', KEYS[8]) == 'discard' then return 1 end
-    redis.call('INCR', KEYS[6])
-    return 0
-  end
-  redis.call('SET', KEYS[8], 'discard', 'PX', 600000)
+  local claim = take_claim(KEYS[1], ARGV[1], KEYS[8], 'discard', KEYS[6])
+  if claim ~= 'taken' then return claim == 'done' and 1 or 0 end
 end
 redis.call('HDEL', KEYS[4], ARGV[2])
 redis.call('HDEL', KEYS[7], ARGV[2])

@@ -62,3 +62,17 @@ local function claimed_by(nodes_key, prefix, id)
   end
   return nil
 end
+
+-- Takes claim `token` out of a node's claim hash for settle `op` (retry,
+-- discard). Returns 'taken' (go on), 'done' (this same settle already went
+-- through: it was resent after its reply was lost) or 'stale' (recovered;
+-- counted, nothing written).
+local function take_claim(claims, token, marker, op, stale_metric)
+  if redis.call('HDEL', claims, token) == 1 then
+    redis.call('SET', marker, op, 'PX', 600000)
+    return 'taken'
+  end
+  if redis.call('GET', marker) == op then return 'done' end
+  redis.call('INCR', stale_metric)
+  return 'stale'
+end

@@ -4,12 +4,8 @@
 -- KEYS[1] node claims hash, KEYS[2] retrying zset, KEYS[3] doorbell, KEYS[4] stale metric,
 -- KEYS[5] job index, KEYS[6] settled marker of this token
 -- ARGV[1] token, ARGV[2] due ms, ARGV[3] `channel|envelope`, ARGV[4] job id, ARGV[5] channel
-if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then
-  if redis.call('GET', KEYS[6]) == 'retry' then return 1 end
-  redis.call('INCR', KEYS[4])
-  return 0
-end
-redis.call('SET', KEYS[6], 'retry', 'PX', 600000)
+local claim = take_claim(KEYS[1], ARGV[1], KEYS[6], 'retry', KEYS[4])
+if claim ~= 'taken' then return claim == 'done' and 1 or 0 end
 local due = tonumber(ARGV[2])
 redis.call('ZADD', KEYS[2], due, ARGV[3])
 redis.call('HSET', KEYS[5], ARGV[4], 'retrying|' .. ARGV[5])
