@@ -11,7 +11,8 @@ module Bench
   #
   #   prepare(name)          empty backend, benchmark process configured as producer
   #   probe                  a DrainWatch probe (queue_probes.rb)
-  #   start_worker(c, log)   the solid-jobs CLI against this backend
+  #   start_worker(c, log)   the solid-jobs CLI against this backend (options
+#                          such as jobs_file: go to WorkerProcess)
   #   verify(jobs)           every job completed exactly once, none failed
   #   finish                 end the case; raises Failure on an unclean stop
   #   cleanup                idempotent, for ensure
@@ -41,8 +42,8 @@ module Bench
 
     def probe = EngineQueueProbe.new(@client)
 
-    def start_worker(concurrency, log_path)
-      WorkerProcess.solid_jobs_engine(@children, @server.url, concurrency, log_path).start
+    def start_worker(concurrency, log_path, **options)
+      WorkerProcess.solid_jobs_engine(@children, @server.url, concurrency, log_path, **options).start
     end
 
     def verify(jobs)
@@ -86,8 +87,8 @@ module Bench
 
     def probe = RedisQueueProbe.new(@redis, list_key: LIST, claims_pattern: CLAIMS)
 
-    def start_worker(concurrency, log_path)
-      WorkerProcess.solid_jobs(@children, @server.url, concurrency, log_path).start
+    def start_worker(concurrency, log_path, **options)
+      WorkerProcess.solid_jobs(@children, @server.url, concurrency, log_path, **options).start
     end
 
     # The worker's counters; read after it stopped, so they are complete.

@@ -17,6 +17,9 @@ module Bench
 
     attr_reader :durability
 
+    # The server process, for /proc readings (nil when not running).
+    def pid = @pid
+
     def initialize(children, dir, durability:)
       @children = children
       @dir = dir

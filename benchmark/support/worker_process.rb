@@ -12,24 +12,30 @@ module Bench
     JOBS_FILE = "./benchmark/jobs.rb"
     ENGINE_JOBS_FILE = "./benchmark/engine_jobs.rb"
 
-    def self.sidekiq(children, redis_url, concurrency, log_path)
-      new(children, ["sidekiq", "-r", JOBS_FILE, "-c", concurrency.to_s, "-q", "bench"],
+    # `jobs_file` (relative to the repository root) is the file the CLI
+    # loads; a harness with its own jobs passes its own.
+    def self.sidekiq(children, redis_url, concurrency, log_path, jobs_file: JOBS_FILE)
+      new(children, ["sidekiq", "-r", jobs_file, "-c", concurrency.to_s, "-q", "bench"],
           {"REDIS_URL" => redis_url}, log_path)
     end
 
-    def self.solid_jobs(children, redis_url, concurrency, log_path)
-      new(children, [RbConfig.ruby, "-Ilib", "exe/solid-jobs", "--require", JOBS_FILE, "--concurrency", concurrency.to_s,
+    def self.solid_jobs(children, redis_url, concurrency, log_path, jobs_file: JOBS_FILE)
+      new(children, [RbConfig.ruby, "-Ilib", "exe/solid-jobs", "--require", jobs_file, "--concurrency", concurrency.to_s,
                      "--channel", "bench", "--redis-url", redis_url], {}, log_path)
     end
 
     # The CLI has only --redis-url, so the engine's URL reaches the jobs file
     # (which configures the backend) through the environment.
-    def self.solid_jobs_engine(children, engine_url, concurrency, log_path)
-      new(children, [RbConfig.ruby, "-Ilib", "exe/solid-jobs", "--require", ENGINE_JOBS_FILE, "--concurrency", concurrency.to_s,
+    def self.solid_jobs_engine(children, engine_url, concurrency, log_path, jobs_file: ENGINE_JOBS_FILE)
+      new(children, [RbConfig.ruby, "-Ilib", "exe/solid-jobs", "--require", jobs_file, "--concurrency", concurrency.to_s,
                      "--channel", "bench"], {"SOLID_JOBS_BENCH_ENGINE_URL" => engine_url}, log_path)
     end
 
     attr_reader :exit_status
+
+    # The CLI process itself (no shell in between), for /proc readings;
+    # nil once it has exited.
+    def pid = @pid
 
     def initialize(children, command, env, log_path)
       @children = children
