@@ -1,11 +1,17 @@
 //! The workers' single entry point: merges the claimed-job channels of every
 //! job source of this process (Redis, SolidEngine, ...) and routes each
 //! settle call back to the source the job came from.
+//!
+//! Workers may belong to a *lane* (a node mixing worker Ractors with a small
+//! pool of threads for Ractor-unsafe tasks). A worker that takes a job meant
+//! for another lane hands it over ([`Hub::hand_over`]); the job stays counted
+//! in flight the whole time, and a job still waiting in a lane when the node
+//! stops is given back to its source unstarted, so it is settled exactly once.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, Receiver, Select, Sender};
+use crossbeam_channel::{bounded, unbounded, Receiver, Select, Sender};
 use parking_lot::Mutex;
 
 use crate::claim::ClaimedJob;
@@ -21,8 +27,18 @@ pub enum NextJob {
     Stopped,
 }
 
+/// How many lanes a hub has: 0 = worker Ractors, 1 = thread workers.
+pub const LANES: usize = 2;
+
+/// Jobs handed over to one lane's workers, each already taken (in flight).
+struct Lane {
+    tx: Sender<ClaimedJob>,
+    rx: Receiver<ClaimedJob>,
+}
+
 pub struct Hub {
     sources: Vec<Box<dyn JobSource>>,
+    lanes: Vec<Lane>,
     stopping: AtomicBool,
     /// Dropped on stop, so every waiting worker wakes at once.
     stop_tx: Mutex<Option<Sender<()>>>,
@@ -32,7 +48,13 @@ pub struct Hub {
 impl Hub {
     pub fn new(sources: Vec<Box<dyn JobSource>>) -> Self {
         let (stop_tx, stop_rx) = bounded(0);
-        Hub { sources, stopping: AtomicBool::new(false), stop_tx: Mutex::new(Some(stop_tx)), stop_rx }
+        let lanes = (0..LANES)
+            .map(|_| {
+                let (tx, rx) = unbounded();
+                Lane { tx, rx }
+            })
+            .collect();
+        Hub { sources, lanes, stopping: AtomicBool::new(false), stop_tx: Mutex::new(Some(stop_tx)), stop_rx }
     }
 
     pub fn sources(&self) -> &[Box<dyn JobSource>] {
@@ -51,6 +73,13 @@ impl Hub {
     /// `interrupted` is polled every 100 ms so a caller that released the
     /// GVL can be woken by its unblocking function.
     pub fn next_job(&self, timeout: Duration, interrupted: &AtomicBool) -> NextJob {
+        self.next_job_in(None, timeout, interrupted)
+    }
+
+    /// Like [`Hub::next_job`], for a worker of `lane`: also receives the
+    /// jobs other workers handed over to that lane.
+    pub fn next_job_in(&self, lane: Option<usize>, timeout: Duration, interrupted: &AtomicBool) -> NextJob {
+        let lane = lane.map(|i| &self.lanes[i.min(LANES - 1)]);
         let deadline = Instant::now() + timeout;
         loop {
             if self.is_stopping() {
@@ -62,10 +91,21 @@ impl Hub {
                 select.recv(s.jobs());
             }
             let stop = select.recv(&self.stop_rx);
+            let handed = lane.map(|l| select.recv(&l.rx));
             match select.select_timeout(slice) {
                 Ok(op) if op.index() == stop => {
                     let _ = op.recv(&self.stop_rx);
                     return NextJob::Stopped;
+                }
+                Ok(op) if Some(op.index()) == handed => {
+                    let Ok(job) = op.recv(&lane.expect("lane selected").rx) else { return NextJob::Stopped };
+                    // Already in flight since its first take; the same
+                    // check as below decides whether it still runs.
+                    if self.is_stopping() {
+                        self.source(&job).untake(job);
+                        return NextJob::Stopped;
+                    }
+                    return NextJob::Job(job);
                 }
                 Ok(op) => {
                     let index = op.index();
@@ -86,6 +126,31 @@ impl Hub {
             }
             if interrupted.load(Ordering::Acquire) || Instant::now() >= deadline {
                 return NextJob::Empty;
+            }
+        }
+    }
+
+    /// Hands a taken job over to the workers of `lane`. It stays in flight;
+    /// if the node is stopping it is given back unstarted (here, by
+    /// `stop_claiming`, or by the lane worker that receives it), never lost
+    /// and never settled twice: each job leaves the lane queue exactly once.
+    pub fn hand_over(&self, job: ClaimedJob, lane: usize) {
+        // The receiver lives in `self`, so the send cannot fail.
+        let _ = self.lanes[lane.min(LANES - 1)].tx.send(job);
+        if self.is_stopping() {
+            self.drain_lanes();
+        }
+    }
+
+    /// Jobs waiting in each lane (observation only).
+    pub fn lane_depths(&self) -> Vec<usize> {
+        self.lanes.iter().map(|l| l.rx.len()).collect()
+    }
+
+    fn drain_lanes(&self) {
+        for lane in &self.lanes {
+            while let Ok(job) = lane.rx.try_recv() {
+                self.source(&job).untake(job);
             }
         }
     }
@@ -120,6 +185,9 @@ impl Hub {
         for s in &self.sources {
             s.stop_claiming();
         }
+        // After the flag: a hand-over racing with this either lands before
+        // the drain, or sees the flag and drains itself.
+        self.drain_lanes();
     }
 
     /// Waits until no handed-out job is unsettled, or `timeout` passes.
@@ -153,5 +221,120 @@ impl Hub {
             Some(e) => Err(e),
             None => Ok(total),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU64, AtomicUsize};
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::envelope::Envelope;
+    use crate::source::Stats;
+
+    /// A source that counts takes and untakes and hands out what was sent.
+    struct FakeSource {
+        #[allow(dead_code)] // keeps the job channel open
+        tx: Sender<ClaimedJob>,
+        rx: Receiver<ClaimedJob>,
+        inflight: AtomicUsize,
+        untaken: Arc<AtomicU64>,
+        stats: Stats,
+    }
+
+    impl JobSource for FakeSource {
+        fn name(&self) -> &str {
+            "fake"
+        }
+        fn jobs(&self) -> &Receiver<ClaimedJob> {
+            &self.rx
+        }
+        fn taken(&self, _job: &mut ClaimedJob) {
+            self.inflight.fetch_add(1, Ordering::SeqCst);
+        }
+        fn untake(&self, _job: ClaimedJob) {
+            self.untaken.fetch_add(1, Ordering::SeqCst);
+            self.inflight.fetch_sub(1, Ordering::SeqCst);
+        }
+        fn complete(&self, _job: &ClaimedJob) {
+            self.inflight.fetch_sub(1, Ordering::SeqCst);
+        }
+        fn record_failure(&self, _: &ClaimedJob, _: &str, _: &str) -> Result<FailureCount> {
+            unimplemented!()
+        }
+        fn retry(&self, _: &ClaimedJob, _: Duration) -> Result<()> {
+            unimplemented!()
+        }
+        fn discard(&self, _: &ClaimedJob, _: &serde_json::Value, _: bool) -> Result<()> {
+            unimplemented!()
+        }
+        fn quarantine(&self, _: &ClaimedJob, _: &str) -> Result<()> {
+            unimplemented!()
+        }
+        fn abandon(&self, _: &ClaimedJob) {
+            self.inflight.fetch_sub(1, Ordering::SeqCst);
+        }
+        fn stop_claiming(&self) {}
+        fn is_stopping(&self) -> bool {
+            false
+        }
+        fn inflight(&self) -> usize {
+            self.inflight.load(Ordering::SeqCst)
+        }
+        fn shutdown(&self, _: Duration) -> Result<u64> {
+            Ok(0)
+        }
+        fn stats(&self) -> &Stats {
+            &self.stats
+        }
+    }
+
+    fn job(task: &str) -> ClaimedJob {
+        let envelope = Envelope::build(task, serde_json::json!([]), "default", 1, 0, 0).unwrap();
+        ClaimedJob { token: 1, channel: "default".into(), raw: envelope.encode(), envelope, claimed_ms: 0, taken_at: None, source: 0, attempts: 0 }
+    }
+
+    /// A hub over one fake source holding `jobs`, and its untake counter.
+    fn hub_with(jobs: &[&str]) -> (Hub, Arc<AtomicU64>) {
+        let (tx, rx) = unbounded();
+        for task in jobs {
+            tx.send(job(task)).unwrap();
+        }
+        let untaken = Arc::new(AtomicU64::new(0));
+        let source = FakeSource { tx, rx, inflight: AtomicUsize::new(0), untaken: untaken.clone(), stats: Stats::default() };
+        (Hub::new(vec![Box::new(source)]), untaken)
+    }
+
+    fn take(hub: &Hub, lane: Option<usize>) -> NextJob {
+        hub.next_job_in(lane, Duration::from_millis(200), &AtomicBool::new(false))
+    }
+
+    #[test]
+    fn a_handed_over_job_reaches_only_the_lanes_workers_and_stays_in_flight() {
+        let (hub, _) = hub_with(&["Threaded"]);
+        let NextJob::Job(j) = take(&hub, Some(0)) else { panic!("expected a job") };
+        hub.hand_over(j, 1);
+        assert_eq!(hub.inflight(), 1);
+        assert!(matches!(take(&hub, Some(0)), NextJob::Empty), "lane 0 does not see lane 1's jobs");
+        let NextJob::Job(j) = take(&hub, Some(1)) else { panic!("lane 1 receives it") };
+        assert_eq!(j.envelope.task, "Threaded");
+        hub.complete(&j);
+        assert_eq!(hub.inflight(), 0);
+    }
+
+    #[test]
+    fn stopping_gives_back_jobs_waiting_in_a_lane_exactly_once() {
+        let (hub, untaken) = hub_with(&["A", "B"]);
+        let NextJob::Job(a) = take(&hub, Some(0)) else { panic!() };
+        let NextJob::Job(b) = take(&hub, Some(0)) else { panic!() };
+        hub.hand_over(a, 1);
+        hub.stop_claiming();
+        assert_eq!(untaken.load(Ordering::SeqCst), 1, "the waiting job was given back at stop");
+        hub.hand_over(b, 1); // after the stop: given back at once
+        assert_eq!(untaken.load(Ordering::SeqCst), 2);
+        assert_eq!(hub.inflight(), 0);
+        assert!(matches!(take(&hub, Some(1)), NextJob::Stopped));
+        assert_eq!(hub.lane_depths(), vec![0, 0]);
     }
 }

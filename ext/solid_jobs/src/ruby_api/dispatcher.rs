@@ -109,6 +109,33 @@ impl Dispatcher {
         }
     }
 
+    /// next_job_in(lane, timeout): `next_job` for a worker of `lane` (0 =
+    /// worker Ractors, 1 = thread workers), which also receives the jobs
+    /// handed over to that lane.
+    fn next_job_in(ruby: &Ruby, rb_self: &Self, lane: usize, timeout: f64) -> Result<Value, Error> {
+        if lane >= solid_core::hub::LANES {
+            return Err(arg_error(format!("lane must be below {}", solid_core::hub::LANES)));
+        }
+        let timeout = seconds(timeout, "timeout")?;
+        match without_gvl(|interrupted| rb_self.core.next_job_in(Some(lane), timeout, interrupted))? {
+            NextJob::Job(job) => Ok(Job::new(job).into_value_with(ruby)),
+            NextJob::Empty => Ok(ruby.qnil().as_value()),
+            NextJob::Stopped => Ok(ruby.qfalse().as_value()),
+        }
+    }
+
+    /// Passes a job this worker took, unstarted, to the workers of `lane`.
+    /// This Job object is settled by it; the lane's worker receives a new
+    /// one for the same claim, which it settles.
+    fn hand_over(&self, job: &Job, lane: usize) -> Result<(), Error> {
+        if lane >= solid_core::hub::LANES {
+            return Err(arg_error(format!("lane must be below {}", solid_core::hub::LANES)));
+        }
+        let claimed = job.settle()?.clone();
+        self.core.hand_over(claimed, lane);
+        Ok(())
+    }
+
     fn complete(&self, job: &Job) -> Result<(), Error> {
         self.core.complete(job.settle()?);
         Ok(())
@@ -218,6 +245,7 @@ impl Dispatcher {
             h.aset(k, total)?;
         }
         h.aset("inflight", self.core.inflight())?;
+        h.aset("lane_depths", self.core.lane_depths())?;
         Ok(h)
     }
 }
@@ -226,6 +254,8 @@ pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
     let class = native.define_class("Dispatcher", ruby.class_object())?;
     class.define_singleton_method("new", function!(Dispatcher::new, 1))?;
     class.define_method("next_job", method!(Dispatcher::next_job, 1))?;
+    class.define_method("next_job_in", method!(Dispatcher::next_job_in, 2))?;
+    class.define_method("hand_over", method!(Dispatcher::hand_over, 2))?;
     class.define_method("complete", method!(Dispatcher::complete, 1))?;
     class.define_method("record_failure", method!(Dispatcher::record_failure, 3))?;
     class.define_method("retry", method!(Dispatcher::retry, 2))?;
