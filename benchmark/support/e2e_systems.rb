@@ -25,6 +25,9 @@ module Bench
       @dir = dir
     end
 
+    # The engine server of the current case (for its pid), nil before prepare.
+    attr_reader :server
+
     def key = :engine
     def label = "SolidEngine"
 
