@@ -1,0 +1,83 @@
+# frozen_string_literal: true
+
+module SolidJobs
+  class Web
+    module Pages
+      # Every channel: ready depth, how long its oldest ready job has
+      # waited, and which live nodes serve it.
+      class Channels < Page
+        TITLE = "Channels"
+
+        def body
+          channels = snapshot.channels
+          return [unavailable_note(channels)] if unavailable?(channels)
+
+          counts = snapshot.counts
+          [
+            tiles([["Channels", Format.count(channels.size)],
+                   ["Ready", Format.count(channels.sum { |c| c["depth"].to_i })],
+                   *%w[planned retrying archived].map { |k| [k.capitalize, count_or(counts[k])] }]),
+            BarList.new(title: "Ready jobs per channel", items: channels.map { |c| [c["name"], c["depth"]] }).to_html,
+            section("Channels", table(
+              [["Channel"], ["Ready", "num"], ["Oldest ready job waiting", "num"], ["Served by"]],
+              channels.map do |c|
+                [tag(:code, c["name"]), Format.count(c["depth"]), latency(c), served_by(c["name"])]
+              end,
+              empty: "No channel has been written to yet."
+            ))
+          ]
+        end
+
+        def to_h
+          channels = snapshot.channels
+          {
+            "page" => "channels", "now_ms" => now_ms,
+            "channels" => unavailable?(channels) ? json_value(channels) : channels.map do |c|
+              {"name" => c["name"], "depth" => c["depth"], "latency_s" => c["latency_s"], "served_by" => servers[c["name"]]}
+            end,
+            "counts" => snapshot.counts.transform_values { |v| json_value(v) }
+          }
+        end
+
+        private
+
+        def count_or(value) = unavailable?(value) ? Format.unavailable(value.reason) : Format.count(value)
+
+        def latency(channel)
+          return "—" if channel["depth"].to_i.zero?
+
+          Format.or_unavailable(channel["latency_s"]) { |s| Format.seconds(s) }
+        end
+
+        # channel => [node descriptions] from the nodes' observations; nil
+        # when no observation is available.
+        def servers
+          @servers ||= begin
+            nodes = snapshot.nodes
+            if unavailable?(nodes)
+              Hash.new(nil)
+            else
+              nodes.each_with_object(Hash.new { |hash, key| hash[key] = [] }) do |n, all|
+                node = n["node"]
+                next unless node.is_a?(Hash)
+
+                Array(node["channels"]).each do |entry|
+                  name = entry.is_a?(Array) ? entry.first : entry.to_s.split(",").first
+                  all[name] << "#{node["hostname"]}:#{node["pid"]}"
+                end
+              end
+            end
+          end
+        end
+
+        def served_by(name)
+          list = servers[name]
+          return Format.unavailable("node observations unavailable") if list.nil?
+          return tag(:span, "no live node", class: "muted") if list.empty?
+
+          list.join(", ")
+        end
+      end
+    end
+  end
+end

@@ -1,0 +1,132 @@
+# frozen_string_literal: true
+
+module SolidJobs
+  class Web
+    module Pages
+      # One job: its current record (Console) and its lifecycle in the
+      # journal, as a timeline of waits and runs.
+      class Execution < Page
+        TITLE = "Execution"
+
+        def heading = "Execution #{@params[:id]}"
+        def nav_path = "/executions"
+        def status = found? ? 200 : 404
+
+        def body
+          return [tag(:p, "No job #{@params[:id]} in the journal or the keyspace.", class: "note"), back] unless found?
+
+          [facts_section, timeline_section, back]
+        end
+
+        def to_h
+          {
+            "page" => "execution", "now_ms" => now_ms, "id" => @params[:id], "found" => found?,
+            "record" => json_value(record),
+            "journal" => execution && Executions.summary(execution),
+            "events" => execution&.events&.map { |e| {"event" => e.name, "at_ms" => e.at_ms, "source" => e.source}.merge(e.data) }
+          }
+        end
+
+        private
+
+        def record = snapshot.job(@params[:id])
+
+        def execution
+          return @execution if defined?(@execution)
+
+          journal = snapshot.journal
+          @execution = unavailable?(journal) ? nil : Lifecycle.executions(journal).find { |x| x.id == @params[:id] }
+        end
+
+        def found? = !execution.nil? || (record && !unavailable?(record))
+
+        def back = tag(:p, link("/executions", "← recent executions"))
+
+        def facts_section
+          r = record
+          current = if unavailable?(r) then Format.unavailable(r.reason)
+                    elsif r.nil? then tag(:span, "not in the keyspace (finished, or never written)", class: "muted")
+                    else state(r["state"])
+                    end
+          x = execution
+          section("Job", facts([
+            ["Id", tag(:code, @params[:id])],
+            ["Task", pick(r, "task") || x&.task || Format.unavailable],
+            ["Channel", pick(r, "channel") || x&.channel || Format.unavailable],
+            ["State now", current],
+            ["Last journaled event", x ? state(x.state) : Format.unavailable("no journal entries for this job")],
+            ["Attempts", Format.count(x&.attempts || pick(r, "attempts") || pick(r, "failures"))],
+            ["Waited (last attempt)", Format.ms(x&.wait_ms)],
+            ["Ran (last attempt)", Format.ms(x&.run_ms)],
+            ["Error", error(x, r)]
+          ]))
+        end
+
+        def pick(r, key) = r.is_a?(Hash) ? r[key] : nil
+
+        def error(x, r)
+          klass = x&.error_class || pick(r, "error_class")
+          return tag(:span, "none recorded", class: "muted") unless klass
+
+          [tag(:code, klass), ": ", (x&.message || pick(r, "message")).to_s]
+        end
+
+        def timeline_section
+          x = execution
+          return section("Lifecycle", tag(:p, "No journal entries for this job (unavailable).", class: "note")) unless x
+
+          start = x.first_ms
+          rows = x.events.each_cons(2).map { |a, b| [a, b.at_ms - a.at_ms] } + [[x.events.last, nil]]
+          section("Lifecycle", timeline(x), table(
+            [["Event"], ["At"], ["+ since first", "num"], ["Until next", "num"], ["Source"], ["Detail"]],
+            rows.map do |e, until_next|
+              [state(e.name), Format.time(e.at_ms), Format.ms(e.at_ms - start), until_next ? Format.ms(until_next) : "—",
+               Format.short_id(e.source), detail(e)]
+            end,
+            empty: "No events."
+          ))
+        end
+
+        def detail(event)
+          d = event.data
+          parts = []
+          parts << "attempt #{d["attempt"]}" if d["attempt"]
+          parts << "retry at #{Format.time(d["retry_at_ms"])}" if d["retry_at_ms"]
+          parts << "#{d["error_class"]}: #{d["message"]}" if d["error_class"]
+          parts << d["reason"].to_s if d["reason"]
+          parts.join(" · ")
+        end
+
+        # A horizontal bar over the job's lifetime: waiting (light), running
+        # (dark), failed attempts (red), with a tick per event.
+        def timeline(x)
+          width = 640
+          left = 10
+          span = [x.last_ms - x.first_ms, 1].max
+          px = ->(ms) { (left + (ms - x.first_ms) * (width - 2 * left).to_f / span).round(1) }
+          segments = x.events.each_cons(2).filter_map do |a, b|
+            css = case a.name
+                  when "started" then b.name == "failed" ? "fail" : "span"
+                  when "enqueued", "journaled", "reserved", "retry_scheduled", "recovered" then "wait"
+                  end
+            next unless css
+
+            Html.tag(:rect, nil, x: px.(a.at_ms), y: 14, width: [px.(b.at_ms) - px.(a.at_ms), 1].max, height: 16, class: css)
+          end
+          ticks = x.events.map do |e|
+            Html.tag(:line, nil, x1: px.(e.at_ms), x2: px.(e.at_ms), y1: 10, y2: 34, class: "grid")
+          end
+          Html.tag(:figure, [
+            Html.tag(:svg, [Html.tag(:title, "Lifecycle of #{x.id}"), segments, ticks,
+                            Html.tag(:text, "0", x: left, y: 48, class: "axis"),
+                            Html.tag(:text, Format.ms(span), x: width - left, y: 48, class: "axis", "text-anchor": "end")],
+                     class: "chart timeline", viewBox: "0 0 #{width} 54", role: "img", xmlns: "http://www.w3.org/2000/svg",
+                     "aria-label": "Lifecycle timeline"),
+            Html.tag(:figcaption, Html.tag(:span, [Html.tag(:span, "waiting", class: "key s3"), Html.tag(:span, "running", class: "key s1"),
+                                                    Html.tag(:span, "failed attempt", class: "key s2")], class: "legend"))
+          ], class: "chart")
+        end
+      end
+    end
+  end
+end

@@ -1,0 +1,60 @@
+# frozen_string_literal: true
+
+module SolidJobs
+  class Web
+    module Pages
+      # The most recently active jobs in the journal, with state, attempts,
+      # and wait and run times. Only what the journal recorded: when the
+      # data side samples per-job entries, a job may be missing here.
+      class Executions < Page
+        TITLE = "Executions"
+        LIMIT = 100
+
+        def body
+          journal = snapshot.journal
+          return [unavailable_note(journal)] if unavailable?(journal)
+
+          [
+            tag(:p, "The #{LIMIT} most recently active jobs in the newest #{Format.count(journal.size)} journal entries. " \
+                    "Per-job entries may be sampled at high rates (see Telemetry); counts on the Overview are exact.",
+                class: "note"),
+            table(
+              [["Job"], ["Task"], ["Channel"], ["State"], ["Attempts", "num"], ["Waited", "num"], ["Ran", "num"],
+               ["Last event"], ["Node"], ["Error"]],
+              executions.map do |x|
+                [job_link(x.id), x.task || Format.unavailable, x.channel ? tag(:code, x.channel) : Format.unavailable,
+                 state(x.state), Format.count(x.attempts), Format.ms(x.wait_ms), Format.ms(x.run_ms),
+                 "#{Format.clock(x.last_ms)} (#{Format.age(now_ms - x.last_ms)})", Format.short_id(x.node),
+                 error(x)]
+              end,
+              empty: "No job events in the journal."
+            )
+          ]
+        end
+
+        def to_h
+          journal = snapshot.journal
+          return {"page" => "executions", "now_ms" => now_ms, "executions" => json_value(journal)} if unavailable?(journal)
+
+          {"page" => "executions", "now_ms" => now_ms, "executions" => executions.map { |x| self.class.summary(x) }}
+        end
+
+        def self.summary(x)
+          {"id" => x.id, "task" => x.task, "channel" => x.channel, "state" => x.state, "attempts" => x.attempts,
+           "wait_ms" => x.wait_ms, "run_ms" => x.run_ms, "first_ms" => x.first_ms, "last_ms" => x.last_ms,
+           "node" => x.node, "error_class" => x.error_class, "message" => x.message}
+        end
+
+        private
+
+        def executions = @executions ||= Lifecycle.executions(snapshot.journal).first(LIMIT)
+
+        def error(x)
+          return "" unless x.error_class
+
+          [tag(:code, x.error_class), ": ", x.message.to_s[0, 200]]
+        end
+      end
+    end
+  end
+end

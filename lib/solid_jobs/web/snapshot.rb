@@ -1,0 +1,146 @@
+# frozen_string_literal: true
+
+module SolidJobs
+  class Web
+    # What one request reads, read at most once per request (pages and
+    # their JSON share it). Every read that fails becomes Unavailable with
+    # the reason, so a page renders what it has and says what it lacks:
+    # nothing is guessed, and one broken source does not blank the page.
+    #
+    # Reads go through the read APIs (Catalog, Observations,
+    # Telemetry::Journal, Console, Nodes). Job arguments are dropped here:
+    # #job keeps only the fields a page shows.
+    class Snapshot
+      Unavailable = Struct.new(:reason)
+
+      # Entries read from the telemetry journal per request: the charts
+      # cover WINDOW_MS or these entries, whichever is shorter (the page
+      # says which).
+      JOURNAL_READ = 5_000
+      WINDOW_MS = 10 * 60 * 1000
+
+      # The fields of a job a page may show. Arguments are not among them.
+      JOB_FIELDS = %w[id task channel state attempts failures node_id enqueued_ms queued_ms created_ms
+                      started_ms completed_ms failed_ms retry_at_ms discarded_ms error_class message reason].freeze
+
+      attr_reader :now_ms
+
+      def initialize(now_ms: (Time.now.to_f * 1000).to_i)
+        @now_ms = now_ms
+        @memo = {}
+      end
+
+      def window_ms = WINDOW_MS
+
+      # [{"name", "depth", "latency_s"}]
+      def channels
+        read(:channels) { api(:Catalog).new.channels.map { |c| stringify(c) }.sort_by { |c| c["name"].to_s } }
+      end
+
+      # {"planned", "retrying", "archived"}: each an Integer or Unavailable.
+      def counts
+        @memo[:counts] ||= begin
+          catalog = read(:catalog) { api(:Catalog).new }
+          %w[planned retrying archived].to_h do |name|
+            [name, unavailable?(catalog) ? catalog : read(:"count_#{name}") { catalog.public_send(:"#{name}_count") }]
+          end
+        end
+      end
+
+      # Observations per live node: {"node_id", "node", "process", "ractors",
+      # "redis", ...} with freshness (age_ms, fresh) per part, as the
+      # Observations API reports them.
+      def nodes
+        read(:nodes) { api(:Observations).new.nodes.map { |n| stringify(n) } }
+      end
+
+      # Decoded journal entries, oldest first.
+      def journal
+        read(:journal) do
+          entries = journal_api.entries(count: JOURNAL_READ).map { |e| stringify(e) }
+          entries.sort_by { |e| [e["at_ms"].to_i, e["seq"].to_i] }
+        end
+      end
+
+      def gaps
+        read(:gaps) do
+          entries = journal
+          raise UnavailableError, entries.reason if unavailable?(entries)
+
+          stringify(journal_api.gaps(entries))
+        end
+      end
+
+      def freshness
+        read(:freshness) { stringify(journal_api.freshness) }
+      end
+
+      # A job's current record, restricted to JOB_FIELDS (nil: not found).
+      def job(id)
+        read(:"job_#{id}") do
+          found = api(:Console).new.find(id)
+          found && stringify(found).slice(*JOB_FIELDS)
+        end
+      end
+
+      # The dashboard's own view of Redis: round-trip time and INFO.
+      def redis_server
+        read(:redis_server) do
+          started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+          SolidJobs.client.call(["PING"])
+          rtt_ms = (Process.clock_gettime(Process::CLOCK_MONOTONIC) - started) * 1000
+          info = SolidJobs.client.call(["INFO"]).to_s.lines.each_with_object({}) do |line, all|
+            key, value = line.strip.split(":", 2)
+            all[key] = value if value && !key.start_with?("#")
+          end
+          {"rtt_ms" => rtt_ms, "info" => info}
+        end
+      end
+
+      # The cumulative counters of docs/keyspace.md (metric:*).
+      def counters
+        read(:counters) do
+          names = %w[processed failed discarded cancelled stale]
+          ns = SolidJobs.config.namespace
+          values = SolidJobs.client.call(["MGET", *names.map { |n| "#{ns}:metric:#{n}" }])
+          names.zip(values).to_h { |n, v| [n, v.to_i] }
+        end
+      end
+
+      def unavailable?(value) = value.is_a?(Unavailable)
+
+      private
+
+      class UnavailableError < StandardError; end
+
+      def journal_api = @journal_api ||= api(:Telemetry)::Journal.new
+
+      def api(name)
+        raise UnavailableError, "SolidJobs::#{name} is not loaded" unless SolidJobs.const_defined?(name, false)
+
+        SolidJobs.const_get(name, false)
+      end
+
+      def read(key)
+        return @memo[key] if @memo.key?(key)
+
+        @memo[key] = begin
+          yield
+        rescue UnavailableError => e
+          Unavailable.new(e.message)
+        rescue StandardError => e
+          Unavailable.new("#{e.class}: #{e.message}")
+        end
+      end
+
+      def stringify(value)
+        case value
+        when Hash then value.to_h { |k, v| [k.to_s, stringify(v)] }
+        when Array then value.map { |v| stringify(v) }
+        when Struct then stringify(value.to_h)
+        else value.respond_to?(:to_h) && !value.is_a?(String) && !value.nil? && !value.is_a?(Numeric) ? stringify(value.to_h) : value
+        end
+      end
+    end
+  end
+end
