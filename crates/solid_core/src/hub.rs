@@ -3,16 +3,19 @@
 //! settle call back to the source the job came from.
 //!
 //! Workers may belong to a *lane* (a node mixing worker Ractors with a small
-//! pool of threads for Ractor-unsafe tasks). A worker that takes a job meant
-//! for another lane hands it over ([`Hub::hand_over`]); the job stays counted
-//! in flight the whole time, and a job still waiting in a lane when the node
-//! stops is given back to its source unstarted, so it is settled exactly once.
+//! pool of threads for Ractor-unsafe tasks). Tasks are assigned to lanes by
+//! name ([`Hub::assign_lane`], default lane 0); a lane worker that takes a
+//! job from a source meant for another lane hands it over ([`Hub::hand_over`])
+//! without returning to Ruby. The job stays counted in flight the whole time,
+//! and a job still waiting in a lane when the node stops is given back to
+//! its source unstarted, so it is settled exactly once.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, unbounded, Receiver, Select, Sender};
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 
 use crate::claim::ClaimedJob;
 use crate::error::Result;
@@ -39,6 +42,8 @@ struct Lane {
 pub struct Hub {
     sources: Vec<Box<dyn JobSource>>,
     lanes: Vec<Lane>,
+    /// Task name → lane, for tasks not in lane 0.
+    task_lanes: RwLock<HashMap<String, usize>>,
     stopping: AtomicBool,
     /// Dropped on stop, so every waiting worker wakes at once.
     stop_tx: Mutex<Option<Sender<()>>>,
@@ -54,7 +59,7 @@ impl Hub {
                 Lane { tx, rx }
             })
             .collect();
-        Hub { sources, lanes, stopping: AtomicBool::new(false), stop_tx: Mutex::new(Some(stop_tx)), stop_rx }
+        Hub { sources, lanes, task_lanes: RwLock::new(HashMap::new()), stopping: AtomicBool::new(false), stop_tx: Mutex::new(Some(stop_tx)), stop_rx }
     }
 
     pub fn sources(&self) -> &[Box<dyn JobSource>] {
@@ -79,7 +84,8 @@ impl Hub {
     /// Like [`Hub::next_job`], for a worker of `lane`: also receives the
     /// jobs other workers handed over to that lane.
     pub fn next_job_in(&self, lane: Option<usize>, timeout: Duration, interrupted: &AtomicBool) -> NextJob {
-        let lane = lane.map(|i| &self.lanes[i.min(LANES - 1)]);
+        let mine = lane.map(|i| i.min(LANES - 1));
+        let lane = mine.map(|i| &self.lanes[i]);
         let deadline = Instant::now() + timeout;
         loop {
             if self.is_stopping() {
@@ -120,6 +126,13 @@ impl Hub {
                         self.sources[index].untake(job);
                         return NextJob::Stopped;
                     }
+                    if let Some(mine) = mine {
+                        let target = self.lane_for(&job.envelope.task);
+                        if target != mine {
+                            self.hand_over(job, target);
+                            continue;
+                        }
+                    }
                     return NextJob::Job(job);
                 }
                 Err(_) => {}
@@ -128,6 +141,16 @@ impl Hub {
                 return NextJob::Empty;
             }
         }
+    }
+
+    /// Jobs of `task` go to the workers of `lane` (when workers ask with
+    /// `next_job_in`). Unassigned tasks belong to lane 0.
+    pub fn assign_lane(&self, task: &str, lane: usize) {
+        self.task_lanes.write().insert(task.to_owned(), lane.min(LANES - 1));
+    }
+
+    pub fn lane_for(&self, task: &str) -> usize {
+        self.task_lanes.read().get(task).copied().unwrap_or(0)
     }
 
     /// Hands a taken job over to the workers of `lane`. It stays in flight;
@@ -321,6 +344,22 @@ mod tests {
         assert_eq!(j.envelope.task, "Threaded");
         hub.complete(&j);
         assert_eq!(hub.inflight(), 0);
+    }
+
+    #[test]
+    fn lane_workers_route_source_jobs_by_task_without_returning_them() {
+        let (hub, _) = hub_with(&["Plain", "Threaded", "Plain"]);
+        hub.assign_lane("Threaded", 1);
+        let NextJob::Job(j) = take(&hub, Some(1)) else { panic!("lane 1 gets its job") };
+        assert_eq!(j.envelope.task, "Threaded");
+        assert_eq!(hub.lane_depths(), vec![1, 0], "the plain job it met first went to lane 0");
+        assert_eq!(hub.inflight(), 2, "both stay in flight");
+        for _ in 0..2 {
+            let NextJob::Job(p) = take(&hub, Some(0)) else { panic!("lane 0 gets the plain jobs") };
+            assert_eq!(p.envelope.task, "Plain");
+        }
+        assert!(matches!(take(&hub, Some(0)), NextJob::Empty));
+        assert_eq!(hub.inflight(), 3);
     }
 
     #[test]

@@ -124,6 +124,15 @@ impl Dispatcher {
         }
     }
 
+    /// assign_lane(task_name, lane): jobs of that task go to `lane`'s workers.
+    fn assign_lane(&self, task: String, lane: usize) -> Result<(), Error> {
+        if lane >= solid_core::hub::LANES {
+            return Err(arg_error(format!("lane must be below {}", solid_core::hub::LANES)));
+        }
+        self.core.assign_lane(&task, lane);
+        Ok(())
+    }
+
     /// Passes a job this worker took, unstarted, to the workers of `lane`.
     /// This Job object is settled by it; the lane's worker receives a new
     /// one for the same claim, which it settles.
@@ -256,6 +265,7 @@ pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
     class.define_method("next_job", method!(Dispatcher::next_job, 1))?;
     class.define_method("next_job_in", method!(Dispatcher::next_job_in, 2))?;
     class.define_method("hand_over", method!(Dispatcher::hand_over, 2))?;
+    class.define_method("assign_lane", method!(Dispatcher::assign_lane, 2))?;
     class.define_method("complete", method!(Dispatcher::complete, 1))?;
     class.define_method("record_failure", method!(Dispatcher::record_failure, 3))?;
     class.define_method("retry", method!(Dispatcher::retry, 2))?;
