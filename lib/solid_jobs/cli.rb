@@ -15,6 +15,8 @@ module SolidJobs
     end
 
     def run
+      return run_web if @argv.first == "web"
+
       options = parse
       return 0 if options == :exit
 
@@ -31,6 +33,14 @@ module SolidJobs
 
     private
 
+    # `solid-jobs web ...`: the dashboard server (loaded only when asked
+    # for, so a worker never loads it).
+    def run_web
+      require "solid_jobs/web"
+      require "solid_jobs/web/command"
+      Web::Command.new(@argv.drop(1), out: @out, err: @err).run
+    end
+
     # Tasks may still be running (timeout or second signal): their claims
     # were requeued, so leave without waiting for them.
     def exit_now
@@ -42,7 +52,8 @@ module SolidJobs
     def parse
       options = {channels: []}
       parser = OptionParser.new do |o|
-        o.banner = "Usage: solid-jobs [options]"
+        o.banner = "Usage: solid-jobs [options]         run a worker node\n" \
+                   "       solid-jobs web [options]     serve the dashboard (solid-jobs web --help)"
         o.separator ""
         o.on("-r", "--require PATH", "File to require before starting (e.g. ./config/environment)") { |v| options[:require] = v }
         o.on("-c", "--concurrency N", Integer, "Workers in this process (default #{Configuration::DEFAULTS[:concurrency]})") { |v| options[:concurrency] = v }

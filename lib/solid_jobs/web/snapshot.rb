@@ -129,9 +129,12 @@ module SolidJobs
         rescue UnavailableError => e
           Unavailable.new(e.message)
         rescue StandardError => e
-          Unavailable.new("#{e.class}: #{e.message}")
+          Unavailable.new(redact("#{e.class}: #{e.message}"))
         end
       end
+
+      # Errors may quote the Redis URL; its password stays out of the page.
+      def redact(text) = text.gsub(%r{(://[^:/@\s]*:)[^@\s]+@}, '\1***@')
 
       def stringify(value)
         case value

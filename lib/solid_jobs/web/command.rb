@@ -1,0 +1,143 @@
+# frozen_string_literal: true
+
+require "optparse"
+
+module SolidJobs
+  class Web
+    # `solid-jobs web`: serves the dashboard on its own, with WEBrick
+    # through Rack's handler (the rack and webrick gems; Debian: ruby-rack,
+    # ruby-webrick). Bound to 127.0.0.1 unless told otherwise. Bad flags
+    # exit 64 with a message; TERM or INT stop the server.
+    class Command
+      USAGE_ERROR = 64
+      UNAVAILABLE = 69
+      DEFAULT_PORT = 9292
+      DEFAULT_BIND = "127.0.0.1"
+      AUTH_ENV = "SOLID_JOBS_WEB_AUTH"
+
+      class UsageError < StandardError; end
+
+      def initialize(argv, out: $stdout, err: $stderr, env: ENV)
+        @argv = argv.dup
+        @out = out
+        @err = err
+        @env = env
+      end
+
+      def run
+        options = parse
+        return 0 if options == :exit
+
+        load_app(options[:require])
+        configure(options)
+        handler = load_server or return UNAVAILABLE
+        serve(handler, options)
+        0
+      rescue OptionParser::ParseError, ConfigurationError, UsageError, ArgumentError => e
+        @err.puts("solid-jobs web: #{e.message}")
+        @err.puts("Run `solid-jobs web --help` for usage.")
+        USAGE_ERROR
+      end
+
+      private
+
+      def parse
+        options = {port: DEFAULT_PORT, bind: DEFAULT_BIND, auth: @env[AUTH_ENV], refresh: REFRESH_SECONDS}
+        parser = OptionParser.new do |o|
+          o.banner = "Usage: solid-jobs web [options]\n\nServes the read-only dashboard (SolidJobs::Web)."
+          o.separator ""
+          o.on("-p", "--port PORT", Integer, "Port (default #{DEFAULT_PORT}; 0 picks a free one)") { |v| options[:port] = v }
+          o.on("-b", "--bind ADDRESS", "Address to listen on (default #{DEFAULT_BIND})") { |v| options[:bind] = v }
+          o.on("--redis-url URL", "Redis URL (default $SOLID_JOBS_REDIS_URL or #{Configuration::DEFAULTS[:redis_url]})") { |v| options[:redis_url] = v }
+          o.on("--namespace NS", "Key prefix (default #{Configuration::DEFAULTS[:namespace]})") { |v| options[:namespace] = v }
+          o.on("--basic-auth USER:PASSWORD", "Require HTTP basic auth (or $#{AUTH_ENV}=USER:PASSWORD)") { |v| options[:auth] = v }
+          o.on("--refresh SECONDS", Integer, "Live refresh interval (default #{REFRESH_SECONDS}; 0 turns it off)") { |v| options[:refresh] = v }
+          o.on("-r", "--require PATH", "File to require first (e.g. ./config/environment, for its SolidJobs.configure)") { |v| options[:require] = v }
+          o.on("-h", "--help", "Show this help") do
+            @out.puts(o)
+            return :exit
+          end
+        end
+        rest = parser.parse(@argv)
+        raise UsageError, "unexpected argument(s): #{rest.join(" ")}" unless rest.empty?
+        raise UsageError, "invalid port #{options[:port]} (0-65535)" unless (0..65_535).cover?(options[:port])
+        raise UsageError, "invalid refresh #{options[:refresh]} (seconds, 0 or more)" if options[:refresh].negative?
+
+        options[:auth] = parse_auth(options[:auth])
+        options
+      end
+
+      def parse_auth(value)
+        return nil if value.nil?
+
+        user, password = value.split(":", 2)
+        if user.to_s.empty? || password.to_s.empty?
+          raise UsageError, "basic auth must be USER:PASSWORD, both non-empty (--basic-auth or $#{AUTH_ENV})"
+        end
+
+        [user, password]
+      end
+
+      def load_app(path)
+        return unless path
+
+        full = File.expand_path(path)
+        candidates = [full, "#{full}.rb", File.join(full, "config", "environment.rb")]
+        file = candidates.find { |f| File.file?(f) } or raise UsageError, "--require #{path}: no such file"
+        require file
+      end
+
+      def configure(options)
+        SolidJobs.configure do |c|
+          c.redis_url = options[:redis_url] if options[:redis_url]
+          c.namespace = options[:namespace] if options[:namespace]
+        end
+      end
+
+      # Rack 3 moved the server handlers to the rackup gem; Rack 2 (Debian
+      # 12's ruby-rack) has them.
+      def load_server
+        require "webrick"
+        begin
+          require "rackup/handler/webrick"
+          ::Rackup::Handler::WEBrick
+        rescue LoadError
+          require "rack"
+          require "rack/handler/webrick"
+          ::Rack::Handler::WEBrick
+        end
+      rescue LoadError => e
+        @err.puts("solid-jobs web: #{e.message}: serving the dashboard needs the rack and webrick gems " \
+                  "(Debian: apt-get install ruby-rack ruby-webrick; or add them to your Gemfile). " \
+                  "Inside a Rack application, mount SolidJobs::Web instead.")
+        nil
+      end
+
+      def serve(handler, options)
+        app = Web.new(basic_auth: options[:auth], refresh: options[:refresh])
+        unless options[:auth] || loopback?(options[:bind])
+          @err.puts("solid-jobs web: warning: listening on #{options[:bind]} without --basic-auth: " \
+                    "anyone who can reach it sees job names, channels and errors")
+        end
+        server = nil
+        stop = ->(*) { server&.shutdown }
+        previous = %w[TERM INT].to_h { |signal| [signal, Signal.trap(signal, &stop)] }
+        handler.run(app, Host: options[:bind], Port: options[:port], AccessLog: [],
+                         Logger: WEBrick::Log.new($stderr, WEBrick::BasicLog::WARN)) do |s|
+          server = s
+          port = s.config[:Port]
+          host = options[:bind].include?(":") ? "[#{options[:bind]}]" : options[:bind]
+          @out.puts("solid-jobs web: listening on http://#{host}:#{port}/ " \
+                    "(namespace #{SolidJobs.config.namespace}, read-only#{options[:auth] ? ", basic auth" : ""})")
+          @out.flush
+        end
+      ensure
+        previous&.each { |signal, handler_was| Signal.trap(signal, handler_was || "DEFAULT") }
+      end
+
+      def loopback?(address)
+        %w[127.0.0.1 ::1 localhost].include?(address) || address.start_with?("127.")
+      end
+    end
+  end
+end
