@@ -87,9 +87,18 @@ module SolidJobs
         return Format.unavailable("never observed") unless part.is_a?(Hash) || part.is_a?(Array)
 
         part = part.first || {} if part.is_a?(Array)
-        fresh = part.key?("fresh") ? part["fresh"] : (part["stale"] ? false : nil)
-        freshness(part_age(part), fresh)
+        age = part_age(part)
+        fresh = if part.key?("fresh") then part["fresh"]
+                elsif part["stale"] then false
+                else age.nil? || age <= STALE_AFTER_HEARTBEATS * SolidJobs.config.heartbeat_interval * 1000
+                end
+        freshness(age, fresh)
       end
+
+      # An observation is written every heartbeat; one older than this many
+      # heartbeats (of this process's configuration, when the observation
+      # does not say itself whether it is fresh) is shown as stale.
+      STALE_AFTER_HEARTBEATS = 2
 
       def node_label(n)
         node = n["node"].is_a?(Hash) ? n["node"] : {}

@@ -1,0 +1,254 @@
+# frozen_string_literal: true
+
+require_relative "test_helper"
+require_relative "support/telemetry_fixture"
+require_relative "support/contract_read_apis"
+require "rack/test"
+require "rack/lint"
+require "solid_jobs/web"
+
+# SolidJobs::Web through rack-test: every route, the headers, escaping,
+# basic auth, and that job arguments never reach a page or its JSON.
+class WebTest < SolidJobsTest
+  include Rack::Test::Methods
+
+  HTML_ROUTES = %w[/ /channels /executions /nodes /resources /redis /telemetry].freeze
+  JSON_ROUTES = %w[/overview.json /channels.json /executions.json /nodes.json /resources.json /redis.json /telemetry.json].freeze
+  SENTINEL = "ARGUMENT-SENTINEL-7f3a"
+  HOSTILE = %(<script>alert("x")</script>)
+
+  def setup
+    super
+    @web = SolidJobs::Web.new
+    @fixture = TelemetryFixture.new(redis, @namespace)
+  end
+
+  def app = Rack::Lint.new(@web)
+
+  def seed
+    @node = @fixture.node(hostname: "worker-host")
+    @fixture.intervals(@node, seconds: 20)
+    @job = SecureRandom.uuid
+    @fixture.lifecycle(@node, @job, task: "LedgerTask")
+    @failed = SecureRandom.uuid
+    @fixture.lifecycle(@node, @failed, task: "ImportCatalog", fail_with: ["RuntimeError", "import failed (disk)"])
+    LedgerTask.enqueue(ledger_path, SENTINEL)
+    CriticalTask.enqueue(ledger_path, SENTINEL)
+  end
+
+  def test_every_page_renders_with_data
+    seed
+    HTML_ROUTES.each do |path|
+      get path
+      assert_equal 200, last_response.status, path
+      assert_equal "text/html; charset=utf-8", last_response.content_type, path
+      assert_includes last_response.body, "<main", path
+      refute_includes last_response.body, ">unavailable<span", path
+    end
+    get "/"
+    assert_match(/<svg[^>]+class="chart"/, last_response.body)
+    assert_match(/<path d="M[\d. ]+L/, last_response.body, "the throughput line is drawn")
+    get "/channels"
+    assert_match(%r{<code>critical</code></td><td class="num">1</td>}, last_response.body)
+    get "/nodes"
+    assert_includes last_response.body, "worker-host:4242"
+    assert_match(/class="state running"/, last_response.body)
+    assert_includes last_response.body, %(href="/executions/11111111-2222-3333-4444-555555555555")
+    get "/executions"
+    assert_includes last_response.body, %(href="/executions/#{@job}")
+    assert_includes last_response.body, "import failed (disk)"
+    get "/executions/#{@job}"
+    assert_equal 200, last_response.status
+    assert_includes last_response.body, "LedgerTask"
+    assert_match(/<svg[^>]+class="chart timeline"/, last_response.body)
+  end
+
+  def test_every_json_route
+    seed
+    JSON_ROUTES.each do |path|
+      get path
+      assert_equal 200, last_response.status, path
+      assert_equal "application/json; charset=utf-8", last_response.content_type, path
+      JSON.parse(last_response.body)
+    end
+    get "/overview.json"
+    series = JSON.parse(last_response.body).fetch("series")
+    completed = series.fetch("completed_per_s")
+    assert_equal 60, completed.size
+    assert_nil completed.first, "a bucket no source reported is null, not 0"
+    assert_in_delta 20.0, completed.compact.max, 0.01
+    get "/executions/#{@job}.json"
+    body = JSON.parse(last_response.body)
+    assert_equal "completed", body.dig("journal", "state")
+    assert_equal %w[enqueued reserved started completed], body["events"].map { |e| e["event"] }
+  end
+
+  def test_unknown_paths_and_jobs_are_404
+    ["/nope", "/channels/x", "/executions/#{SecureRandom.uuid}", "/executions/%3Cx%3E", "/.json", "/nodes.html"].each do |path|
+      get path
+      assert_equal 404, last_response.status, path
+      assert_safe_headers(path)
+    end
+    env = Rack::MockRequest.env_for("/")
+    env["PATH_INFO"] = "/nope<script>"
+    status, _, body = @web.call(env)
+    assert_equal 404, status
+    assert_includes body.join, "/nope&lt;script&gt;"
+    refute_includes body.join, "/nope<script>"
+  end
+
+  def test_it_only_reads
+    %w[POST PUT PATCH DELETE OPTIONS].each do |verb|
+      request "/", method: verb
+      assert_equal 405, last_response.status, verb
+      assert_equal "GET, HEAD", last_response.headers["allow"]
+      assert_safe_headers(verb)
+    end
+    head "/channels"
+    assert_equal 200, last_response.status
+    assert_empty last_response.body
+    assert_operator last_response.headers["content-length"].to_i, :>, 0
+  end
+
+  def test_safe_headers_and_the_nonce
+    (HTML_ROUTES + JSON_ROUTES).each do |path|
+      get path
+      assert_safe_headers(path)
+    end
+    get "/"
+    csp = last_response.headers["content-security-policy"]
+    nonce = csp[/script-src 'nonce-([^']+)'/, 1]
+    assert nonce, csp
+    assert_includes csp, "style-src 'nonce-#{nonce}'"
+    assert_includes last_response.body, %(<style nonce="#{nonce}">)
+    assert_includes last_response.body, %(<script nonce="#{nonce}">)
+    refute_match(/<script(?![^>]*nonce="#{Regexp.escape(nonce)}")/, last_response.body, "no script without the nonce")
+    refute_match(/ style="/, last_response.body, "no style attribute (the CSP would block it)")
+    refute_match(%r{(src|href)="(https?:)?//}, last_response.body, "no external asset")
+    get "/"
+    refute_equal nonce, last_response.headers["content-security-policy"][/nonce-([^']+)/, 1], "a nonce per response"
+  end
+
+  def test_refresh_can_be_turned_off
+    @web = SolidJobs::Web.new(refresh: 0)
+    get "/"
+    refute_includes last_response.body, "<script"
+  end
+
+  def test_links_respect_the_mount_point
+    seed
+    get "/executions", {}, "SCRIPT_NAME" => "/jobs"
+    assert_includes last_response.body, %(href="/jobs/channels")
+    assert_includes last_response.body, %(href="/jobs/executions/#{@job}")
+    refute_match(%r{href="/(channels|nodes)"}, last_response.body)
+  end
+
+  def test_mounted_as_the_class_itself
+    get "/channels"
+    status, headers, = SolidJobs::Web.call(Rack::MockRequest.env_for("/channels"))
+    assert_equal 200, status
+    assert_equal "nosniff", headers["x-content-type-options"]
+  end
+
+  def test_hostile_values_are_escaped_everywhere
+    node = @fixture.node(hostname: HOSTILE)
+    job = SecureRandom.uuid
+    @fixture.lifecycle(node, job, task: HOSTILE, fail_with: [HOSTILE, %(<img src=x onerror="alert(1)">)])
+    (HTML_ROUTES + ["/executions/#{job}"]).each do |path|
+      get path
+      refute_includes last_response.body, "<script>alert", path
+      refute_includes last_response.body, "<img src=x", path
+    end
+    get "/executions/#{job}"
+    assert_includes last_response.body, "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;"
+    assert_includes last_response.body, "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;"
+    get "/executions/#{job}.json"
+    assert_equal HOSTILE, JSON.parse(last_response.body).dig("journal", "task"), "JSON carries the value as data"
+  end
+
+  def test_arguments_are_never_rendered
+    seed
+    jobs = [LedgerTask.enqueue(ledger_path, SENTINEL), SlowTask.enqueue(ledger_path, SENTINEL, 1),
+            LedgerTask.enqueue_after(60, ledger_path, SENTINEL)]
+    jobs.each { |id| @fixture.lifecycle(@node, id, task: "LedgerTask") }
+    paths = HTML_ROUTES + JSON_ROUTES + jobs.flat_map { |id| ["/executions/#{id}", "/executions/#{id}.json"] }
+    paths.each do |path|
+      get path
+      assert_equal 200, last_response.status, path
+      refute_includes last_response.body, SENTINEL, "#{path} shows a job argument"
+    end
+  end
+
+  def test_basic_auth
+    @web = SolidJobs::Web.new(basic_auth: %w[admin s3cret])
+    get "/"
+    assert_equal 401, last_response.status
+    assert_equal %(Basic realm="SolidJobs", charset="UTF-8"), last_response.headers["www-authenticate"]
+    assert_safe_headers("401")
+    basic_authorize "admin", "wrong"
+    get "/"
+    assert_equal 401, last_response.status
+    basic_authorize "admin", "s3cret"
+    get "/"
+    assert_equal 200, last_response.status
+    get "/nodes.json"
+    assert_equal 200, last_response.status
+    header "Authorization", nil
+    post "/"
+    assert_equal 401, last_response.status, "no method is answered before authentication"
+    assert_raises(ArgumentError) { SolidJobs::Web.new(basic_auth: ["admin", ""]) }
+  end
+
+  def test_redis_down_shows_unavailable_not_an_error
+    configure_solid_jobs(redis_url: "redis://127.0.0.1:1/0")
+    (HTML_ROUTES + JSON_ROUTES).each do |path|
+      get path
+      assert_equal 200, last_response.status, "#{path}: #{last_response.body[0, 300]}"
+    end
+    get "/redis"
+    assert_includes last_response.body, %(<span class="bad">no</span>)
+    get "/"
+    assert_includes last_response.body, %(class="unavailable")
+    refute_match(/<div class="value">0</, last_response.body, "no count is guessed as 0")
+  end
+
+  def test_missing_and_stale_observations
+    @fixture.node(hostname: "old-host", at_ms: @fixture.now_ms - 45_000, process: false)
+    get "/resources"
+    assert_match(/old-host:4242.*?unavailable/m, last_response.body, "a process never observed is unavailable")
+    get "/nodes"
+    assert_match(/stale: 4\d(\.\d+)? s ago/, last_response.body)
+  end
+
+  def test_telemetry_gaps_and_freshness
+    node = @fixture.node
+    [1, 2, 5, 6, 9].each { |seq| @fixture.entry(node, "process.observed", {"cpu_seconds" => seq}, seq: seq) }
+    get "/telemetry"
+    assert_includes last_response.body, "<code>#{node}</code>"
+    assert_match(%r{<td class="num">3–4</td><td class="num">2</td>}, last_response.body)
+    assert_match(%r{<td class="num">7–8</td><td class="num">2</td>}, last_response.body)
+    get "/telemetry.json"
+    assert_equal 2, JSON.parse(last_response.body)["gaps"].size
+  end
+
+  def test_an_empty_namespace_says_so
+    get "/nodes"
+    assert_includes last_response.body, "No live node"
+    get "/executions"
+    assert_includes last_response.body, "No job events in the journal."
+    get "/"
+    assert_includes last_response.body, "unavailable: no data in this window"
+  end
+
+  private
+
+  def assert_safe_headers(context)
+    h = last_response.headers
+    assert_match(/default-src 'none'/, h["content-security-policy"], context)
+    assert_match(/frame-ancestors 'none'/, h["content-security-policy"], context)
+    assert_equal "nosniff", h["x-content-type-options"], context
+    assert_equal "DENY", h["x-frame-options"], context
+    assert_equal "no-referrer", h["referrer-policy"], context
+    assert_equal "no-store", h["cache-control"], context
+  end
+end
