@@ -76,3 +76,57 @@ local function take_claim(claims, token, marker, op, stale_metric)
   redis.call('INCR', stale_metric)
   return 'stale'
 end
+
+-- Makes one held publication visible (the publication barrier: see
+-- hold.lua). `member` is `due_ms|channel|envelope`, already removed from the
+-- publishing set by the caller. A job cancelled meanwhile is dropped, as
+-- promote.lua drops it; a job due later goes to `planned`. Returns 'rang'
+-- (its channel went from empty to non-empty), 'ready', 'planned',
+-- 'dropped' or 'malformed'.
+local function release_held(member, now, prefix, planned, index, cancelled_metric, cancelling, attempts, archive_entries)
+  local s1 = string.find(member, '|', 1, true)
+  local s2 = s1 and string.find(member, '|', s1 + 1, true)
+  if not s2 then
+    redis.call('HSET', archive_entries, 'malformed:' .. redis.sha1hex(member),
+      cjson.encode({ reason = 'malformed held publication', raw = member, discarded_ms = now }))
+    return 'malformed'
+  end
+  local due = tonumber(string.sub(member, 1, s1 - 1)) or 0
+  local channel, env = string.sub(member, s1 + 1, s2 - 1), string.sub(member, s2 + 1)
+  local id = job_id(env)
+  if id and is_cancelled(redis.call('HGET', index, id)) then
+    redis.call('HDEL', index, id)
+    redis.call('HDEL', attempts, id)
+    redis.call('INCR', cancelled_metric)
+    redis.call('DECR', cancelling)
+    return 'dropped'
+  end
+  if due > now then
+    redis.call('ZADD', planned, due, channel .. '|' .. env)
+    return 'planned'
+  end
+  if id then redis.call('HSET', index, id, 'ready|' .. channel) end
+  if redis.call('LPUSH', prefix .. 'channel:' .. channel, env) == 1 then return 'rang' end
+  return 'ready'
+end
+
+-- Releases every member of `held` (publishing set members) that the caller
+-- removed, ringing the doorbell once. Returns how many became visible.
+local function release_all(held, now, prefix, planned, doorbell, index, cancelled_metric, cancelling, attempts, archive_entries)
+  local n, rang, earliest = 0, false, nil
+  for _, member in ipairs(held) do
+    local out = release_held(member, now, prefix, planned, index, cancelled_metric, cancelling, attempts, archive_entries)
+    if out == 'rang' then rang = true end
+    if out == 'rang' or out == 'ready' or out == 'planned' then n = n + 1 end
+    if out == 'planned' then
+      local due = tonumber(string.sub(member, 1, string.find(member, '|', 1, true) - 1))
+      if not earliest or due < earliest then earliest = due end
+    end
+  end
+  if rang then redis.call('PUBLISH', doorbell, 'ready') end
+  if earliest then
+    local first = redis.call('ZRANGE', planned, 0, 0, 'WITHSCORES')
+    if tonumber(first[2]) >= earliest then redis.call('PUBLISH', doorbell, 'planned') end
+  end
+  return n
+end

@@ -10,8 +10,10 @@
 -- KEYS[1] target claims hash, KEYS[2] target heartbeat key, KEYS[3] nodes set,
 -- KEYS[4] doorbell, KEYS[5] archive entries, KEYS[6] job index
 -- ARGV[1] key prefix, ARGV[2] target node id, ARGV[3] mode, ARGV[4] now ms,
--- ARGV[5] claim stamp (mode 'release')
--- Returns the number of jobs requeued, or -1 when the node is alive.
+-- ARGV[5] claim stamp (mode 'release'), ARGV[6] '1' to report the jobs moved
+-- Returns the number of jobs requeued, or -1 when the node is alive. When
+-- reporting: {number requeued, token, channel, envelope, token, ...}, so the
+-- recovering node can emit job.recovered for each.
 local mode = ARGV[3]
 if mode == 'recover' and redis.call('EXISTS', KEYS[2]) == 1 then return -1 end
 local all = redis.call('HGETALL', KEYS[1])
@@ -32,6 +34,8 @@ for i = 1, #all, 2 do
 end
 table.sort(tokens)
 local n, rang = 0, false
+local report = ARGV[6] == '1'
+local moved = {}
 -- Newest claim first, so the oldest ends up rightmost: popped first.
 for i = #tokens, 1, -1 do
   local rec = records[tokens[i]]
@@ -43,6 +47,11 @@ for i = #tokens, 1, -1 do
     if id then redis.call('HSET', KEYS[6], id, 'ready|' .. channel) end
     if redis.call('RPUSH', ARGV[1] .. 'channel:' .. channel, env) == 1 then rang = true end
     n = n + 1
+    if report then
+      moved[#moved + 1] = tokens[i]
+      moved[#moved + 1] = channel
+      moved[#moved + 1] = env
+    end
   else
     redis.call('HSET', KEYS[5], 'malformed-claim:' .. tokens[i],
       cjson.encode({ reason = 'malformed claim record', raw = rec, discarded_ms = tonumber(ARGV[4]) }))
@@ -54,4 +63,8 @@ if mode ~= 'release' then
   redis.call('SREM', KEYS[3], ARGV[2])
 end
 if rang then redis.call('PUBLISH', KEYS[4], 'ready') end
+if report then
+  table.insert(moved, 1, n)
+  return moved
+end
 return n

@@ -62,8 +62,9 @@ impl Bells {
 
 /// Subscribes to `channel` until `closed` is set, reconnecting with backoff.
 /// After every (re)subscription both bells ring, since messages published
-/// while disconnected were missed.
-pub fn run_subscriber(connector: Connector, channel: String, bells: Arc<Bells>, closed: Arc<AtomicBool>) {
+/// while disconnected were missed. `reached` hears whether each
+/// (re)connection succeeded and when a live subscription breaks.
+pub fn run_subscriber(connector: Connector, channel: String, bells: Arc<Bells>, closed: Arc<AtomicBool>, reached: impl Fn(bool)) {
     let mut delay = Duration::from_millis(50);
     while !closed.load(Ordering::Acquire) {
         let result = (|| -> redis::RedisResult<()> {
@@ -73,6 +74,7 @@ pub fn run_subscriber(connector: Connector, channel: String, bells: Arc<Bells>, 
             // A short read timeout lets the thread notice shutdown promptly.
             pubsub.set_read_timeout(Some(Duration::from_millis(250)))?;
             bells.subscribed.store(true, Ordering::Release);
+            reached(true);
             bells.ring_all();
             delay = Duration::from_millis(50);
             while !closed.load(Ordering::Acquire) {
@@ -89,6 +91,7 @@ pub fn run_subscriber(connector: Connector, channel: String, bells: Arc<Bells>, 
         })();
         bells.subscribed.store(false, Ordering::Release);
         if result.is_err() {
+            reached(false);
             // Waiters poll while we are away; wake them so they notice.
             bells.ring_all();
             let until = Instant::now() + delay;

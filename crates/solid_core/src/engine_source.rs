@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -27,6 +27,7 @@ use crate::now_ms;
 use crate::prefetch::{Prefetch, PrefetchWindow};
 use crate::source::{JobSource, Stats};
 use crate::store::FailureCount;
+use crate::telemetry::Telemetry;
 
 #[derive(Debug, Clone)]
 pub struct EngineSourceConfig {
@@ -69,6 +70,10 @@ struct Shared {
     /// the node began stopping (rare): released, not retried, at shutdown.
     untaken: Mutex<Vec<u64>>,
     stats: Stats,
+    /// Fetching is paused by a control request; fetched jobs still run.
+    paused: AtomicBool,
+    /// (index in the hub, telemetry).
+    telemetry: OnceLock<(usize, Arc<Telemetry>)>,
 }
 
 pub struct EngineSource {
@@ -106,6 +111,8 @@ impl EngineSource {
             held: Mutex::new(HashMap::new()),
             untaken: Mutex::new(Vec::new()),
             stats: Stats::default(),
+            paused: AtomicBool::new(false),
+            telemetry: OnceLock::new(),
         });
         let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
             std::thread::Builder::new().name(format!("solid-engine-{name}")).spawn(f).expect("spawn engine thread")
@@ -304,6 +311,14 @@ impl JobSource for EngineSource {
     fn stats(&self) -> &Stats {
         &self.shared.stats
     }
+
+    fn attach(&self, index: usize, telemetry: Arc<Telemetry>, _writer: bool) {
+        let _ = self.shared.telemetry.set((index, telemetry));
+    }
+
+    fn set_paused(&self, paused: bool) {
+        self.shared.paused.store(paused, Ordering::Release);
+    }
 }
 
 impl Drop for EngineSource {
@@ -322,6 +337,10 @@ fn fetch_loop(s: &Shared, jobs_tx: Sender<ClaimedJob>, taken_rx: Receiver<()>, s
     let mut conn = Reconnecting::new(s.pool.connector().clone());
     let lease_ms = s.cfg.lease.as_millis() as u64;
     while !s.stopping.load(Ordering::Acquire) {
+        if s.paused.load(Ordering::Acquire) {
+            let _ = stop_rx.recv_timeout(Duration::from_millis(100));
+            continue;
+        }
         let Some(want) = s.window.refill(jobs_tx.len()) else {
             select! {
                 recv(taken_rx) -> _ => {},
@@ -330,7 +349,9 @@ fn fetch_loop(s: &Shared, jobs_tx: Sender<ClaimedJob>, taken_rx: Receiver<()>, s
             continue;
         };
         let order: Vec<u32> = selector.next_order().into_iter().map(|i| ids[i]).collect();
-        match conn.run(|c| wire::fetch(c, want, lease_ms, FETCH_BLOCK.as_millis() as u64, &order)) {
+        let fetched = conn.run(|c| wire::fetch(c, want, lease_ms, FETCH_BLOCK.as_millis() as u64, &order));
+        s.stats.note(&fetched);
+        match fetched {
             Ok(reservations) => {
                 let fetched = Instant::now();
                 let mut batch = Vec::with_capacity(reservations.len());
@@ -389,7 +410,13 @@ fn fetch_loop(s: &Shared, jobs_tx: Sender<ClaimedJob>, taken_rx: Receiver<()>, s
 fn ack_loop(s: &Shared, acks_rx: Receiver<AckMsg<(String, u64)>>) {
     let conn = Reconnecting::new(s.pool.connector().clone());
     acker::run(acks_rx, conn, &s.closed, &s.stats, |conn, batch| {
-        let stale = conn.run(|c| wire::ack_many(c, batch))?;
+        let written = conn.run(|c| wire::ack_many(c, batch));
+        s.stats.note(&written);
+        let stale = written?;
+        if let Some((index, t)) = s.telemetry.get() {
+            t.acknowledged(*index, batch.iter().map(|(_, fence)| *fence).filter(|fence| !stale.contains(fence)));
+            t.unacknowledged(*index, stale.iter().copied());
+        }
         // Written (or stale): these reservations are no longer held.
         let mut held = s.held.lock();
         for (_, fence) in batch {

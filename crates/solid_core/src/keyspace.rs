@@ -97,6 +97,32 @@ impl Keyspace {
     pub fn doorbell(&self) -> String {
         self.key("doorbell")
     }
+    /// ZSET of `due_ms|channel|envelope` scored by expiry (ms): publications
+    /// written but not yet visible, while the publisher emits its events
+    /// (the publication barrier, docs/observability.md).
+    pub fn publishing(&self) -> String {
+        self.key("publishing")
+    }
+    /// STREAM: the telemetry journal (capped; `seq` per source shows gaps).
+    pub fn telemetry(&self) -> String {
+        self.key("telemetry")
+    }
+    /// HASH: a node's latest observations (node, process, ractors, redis).
+    pub fn observations(&self, node_id: &str) -> String {
+        self.key(&format!("observations:{node_id}"))
+    }
+    /// LIST: a node's control mailbox (pause, resume, backtraces, shutdown).
+    pub fn control(&self, node_id: &str) -> String {
+        self.key(&format!("control:{node_id}"))
+    }
+    /// STRING with a TTL: the backtraces a node wrote on request.
+    pub fn backtraces(&self, node_id: &str) -> String {
+        self.key(&format!("backtraces:{node_id}"))
+    }
+    /// SET of task names seen by nodes and publishers.
+    pub fn tasks(&self) -> String {
+        self.key("tasks")
+    }
 }
 
 #[cfg(test)]
@@ -123,6 +149,12 @@ mod tests {
             k.settled(7),
             k.metric("processed"),
             k.doorbell(),
+            k.publishing(),
+            k.telemetry(),
+            k.observations("n1"),
+            k.control("n1"),
+            k.backtraces("n1"),
+            k.tasks(),
         ] {
             assert!(key.starts_with("solid_jobs:"), "{key}");
         }

@@ -24,6 +24,7 @@ pub mod redis_source;
 pub mod source;
 pub mod scripts;
 pub mod store;
+pub mod telemetry;
 
 pub use claim::{ClaimToken, ClaimedJob};
 /// Re-exported so the glue converts replies without its own dependency.

@@ -12,7 +12,7 @@
 //! them through a lock-free channel, and completions leave the same way.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -31,6 +31,7 @@ use crate::now_ms;
 use crate::source::{JobSource, Stats};
 use crate::prefetch::{Prefetch, PrefetchWindow};
 use crate::store::{ArchivePolicy, FailureCount, Store};
+use crate::telemetry::{Telemetry, FLUSH_INTERVAL};
 
 #[derive(Debug, Clone)]
 pub struct RedisSourceConfig {
@@ -75,6 +76,21 @@ struct Shared {
     inflight: AtomicUsize,
     window: PrefetchWindow,
     stats: Stats,
+    /// Claiming is paused by a control request; claimed jobs still run.
+    paused: AtomicBool,
+    /// (index in the hub, telemetry, whether this source writes it).
+    telemetry: OnceLock<(usize, Arc<Telemetry>, bool)>,
+}
+
+impl Shared {
+    fn telemetry(&self) -> Option<&Telemetry> {
+        self.telemetry.get().map(|(_, t, _)| t.as_ref())
+    }
+
+    /// The telemetry this source writes, when it is the node's writer.
+    fn written_telemetry(&self) -> Option<&Telemetry> {
+        self.telemetry.get().filter(|(_, _, writer)| *writer).map(|(_, t, _)| t.as_ref())
+    }
 }
 
 pub struct RedisSource {
@@ -118,6 +134,8 @@ impl RedisSource {
             inflight: AtomicUsize::new(0),
             window,
             stats: Stats::default(),
+            paused: AtomicBool::new(false),
+            telemetry: OnceLock::new(),
         });
 
         let mut threads = Vec::new();
@@ -126,7 +144,9 @@ impl RedisSource {
         };
         {
             let (bells, closed, doorbell) = (shared.bells.clone(), shared.closed.clone(), shared.store.keys.doorbell());
-            threads.push(("subscriber", spawn("subscriber", Box::new(move || run_subscriber(connector, doorbell, bells, closed)))));
+            let s = shared.clone();
+            let reached = move |ok: bool| s.stats.note_reached(ok);
+            threads.push(("subscriber", spawn("subscriber", Box::new(move || run_subscriber(connector, doorbell, bells, closed, reached)))));
         }
         {
             let s = shared.clone();
@@ -306,6 +326,13 @@ impl RedisSource {
         s.closed.store(true, Ordering::Release);
         s.bells.ring_all();
         self.join(&["acker", "subscriber"]);
+        // Last: the final acknowledgements and observations of this node.
+        if let Some(t) = s.written_telemetry() {
+            t.tick();
+            if let Err(e) = s.pool.with(|c| t.flush(c)) {
+                log("WARN", &format!("the last telemetry entries could not be written: {e}"));
+            }
+        }
         requeued
     }
 
@@ -361,6 +388,11 @@ fn fetch_loop(s: &Shared, jobs_tx: Sender<ClaimedJob>, taken_rx: Receiver<()>, s
                 }
             }
         }
+        if s.paused.load(Ordering::Acquire) {
+            // Local only: no command is sent while paused.
+            let _ = stop_rx.recv_timeout(PAUSE_CHECK);
+            continue;
+        }
         let Some(want) = s.window.refill(jobs_tx.len()) else {
             select! {
                 recv(taken_rx) -> _ => {},
@@ -373,8 +405,13 @@ fn fetch_loop(s: &Shared, jobs_tx: Sender<ClaimedJob>, taken_rx: Receiver<()>, s
         let names: Vec<&str> = order.iter().map(|&i| selector.names()[i].as_str()).collect();
         last_stamp = now_ms().max(last_stamp + 1);
         let stamp = last_stamp;
-        match conn.run(|c| s.store.claim(c, &s.cfg.node_id, &names, want, stamp)) {
+        let claimed = conn.run(|c| s.store.claim(c, &s.cfg.node_id, &names, want, stamp));
+        s.stats.note(&claimed);
+        match claimed {
             Ok(batch) => {
+                if let (Some(t), false) = (s.telemetry(), batch.jobs.is_empty()) {
+                    t.saw_tasks(batch.jobs.iter().map(|j| j.envelope.task.as_str()));
+                }
                 let empty = batch.is_empty();
                 for m in batch.malformed {
                     log("WARN", &format!("quarantining undecodable entry from channel {}: {}", m.channel, m.reason));
@@ -420,10 +457,21 @@ fn fetch_loop(s: &Shared, jobs_tx: Sender<ClaimedJob>, taken_rx: Receiver<()>, s
 fn ack_loop(s: &Shared, acks_rx: Receiver<AckMsg<(ClaimToken, String)>>) {
     let conn = Reconnecting::new(s.pool.connector().clone());
     acker::run(acks_rx, conn, &s.closed, &s.stats, |conn, batch| {
-        let stale = conn.run(|c| s.store.ack(c, &s.cfg.node_id, batch))?;
+        let written = conn.run(|c| s.store.ack(c, &s.cfg.node_id, batch));
+        s.stats.note(&written);
+        let stale = written?;
+        if let Some((index, t, _)) = s.telemetry.get() {
+            t.acknowledged(*index, batch.iter().map(|(token, _)| *token).filter(|token| !stale.contains(token)));
+            t.unacknowledged(*index, stale.iter().copied());
+        }
         Ok(batch.iter().filter(|(t, _)| stale.contains(t)).cloned().collect())
     });
 }
+
+/// How often a paused fetcher looks whether it was resumed (locally).
+const PAUSE_CHECK: Duration = Duration::from_millis(100);
+/// Control requests taken from the mailbox per heartbeat.
+const CONTROL_TAKE: usize = 16;
 
 /// Most due jobs promoted per script call; a larger backlog is promoted in
 /// consecutive calls without waiting.
@@ -435,21 +483,38 @@ fn heartbeat_loop(s: &Shared) {
     let ttl = s.cfg.node_ttl.as_millis() as u64;
     let mut next_beat = Instant::now() + s.cfg.heartbeat_interval;
     let mut next_due = Instant::now();
+    let mut next_flush = Instant::now() + FLUSH_INTERVAL;
     while !s.heartbeat_closed.load(Ordering::Acquire) {
         let seen = s.bells.planned.epoch();
         let now = Instant::now();
         if now >= next_beat {
-            match conn.run(|c| s.store.heartbeat(c, &s.cfg.node_id, ttl, &s.cfg.description, &names)) {
-                Ok((ready, dead)) => {
+            // Only the journal writer reads the mailbox: one reader per node.
+            let take = if s.written_telemetry().is_some() { CONTROL_TAKE } else { 0 };
+            let beat = conn.run(|c| s.store.beat(c, &s.cfg.node_id, ttl, &s.cfg.description, &names, take));
+            s.stats.note(&beat);
+            match beat {
+                Ok(beat) => {
                     next_beat = now + s.cfg.heartbeat_interval;
-                    if ready {
+                    if beat.ready {
                         s.bells.ready.ring();
                     }
-                    for node in dead {
-                        if let Ok(Some(n)) = conn.run(|c| s.store.requeue_node(c, &node, true)) {
+                    if beat.released > 0 {
+                        log("WARN", &format!("released {} publication(s) whose publisher did not (its barrier expired)", beat.released));
+                    }
+                    if let Some(t) = s.written_telemetry() {
+                        for request in beat.requests {
+                            t.request(request);
+                        }
+                    }
+                    for node in beat.dead {
+                        if let Ok(Some(jobs)) = conn.run(|c| s.store.recover_node(c, &node)) {
+                            let n = jobs.len() as u64;
                             s.stats.recovered.fetch_add(n, Ordering::Relaxed);
                             if n > 0 {
                                 log("WARN", &format!("recovered {n} job(s) claimed by dead node {node}"));
+                            }
+                            if let Some(t) = s.telemetry() {
+                                t.recovered(&node, &jobs);
                             }
                         }
                     }
@@ -459,6 +524,18 @@ fn heartbeat_loop(s: &Shared) {
                     next_beat = now + conn.backoff_remaining().max(Duration::from_millis(100));
                 }
             }
+        }
+        if let Some(t) = s.written_telemetry() {
+            if now >= next_flush {
+                next_flush = now + FLUSH_INTERVAL;
+                t.tick();
+                if t.has_pending() {
+                    let flushed = conn.run(|c| t.flush(c));
+                    s.stats.note(&flushed);
+                }
+            }
+        } else {
+            next_flush = now + FLUSH_INTERVAL;
         }
         if now >= next_due {
             match conn.run(|c| s.store.promote(c, PROMOTE_LIMIT)) {
@@ -484,7 +561,7 @@ fn heartbeat_loop(s: &Shared) {
         if !s.bells.subscribed.load(Ordering::Acquire) {
             next_due = next_due.min(next_beat);
         }
-        let wake = next_beat.min(next_due);
+        let wake = next_beat.min(next_due).min(if s.written_telemetry().is_some() { next_flush } else { next_beat });
         let wait = wake.saturating_duration_since(Instant::now());
         if s.bells.planned.wait_past(seen, wait) {
             next_due = Instant::now();
@@ -539,5 +616,15 @@ impl JobSource for RedisSource {
     }
     fn stats(&self) -> &Stats {
         RedisSource::stats(self)
+    }
+    fn attach(&self, index: usize, telemetry: Arc<Telemetry>, writer: bool) {
+        let _ = self.shared.telemetry.set((index, telemetry, writer));
+    }
+    fn set_paused(&self, paused: bool) {
+        self.shared.paused.store(paused, Ordering::Release);
+        if !paused {
+            // Claim at once rather than at the next doorbell.
+            self.shared.bells.ready.ring();
+        }
     }
 }

@@ -18,6 +18,8 @@ pub struct Scripts {
     pub unarchive: Script,
     pub cancel: Script,
     pub find: Script,
+    pub hold: Script,
+    pub release: Script,
 }
 
 const PRELUDE: &str = include_str!("../lua/prelude.lua");
@@ -38,10 +40,12 @@ impl Default for Scripts {
             discard: with_prelude(include_str!("../lua/discard.lua")),
             promote: with_prelude(include_str!("../lua/promote.lua")),
             requeue: with_prelude(include_str!("../lua/requeue.lua")),
-            heartbeat: Script::new(include_str!("../lua/heartbeat.lua")),
+            heartbeat: with_prelude(include_str!("../lua/heartbeat.lua")),
             unarchive: Script::new(include_str!("../lua/unarchive.lua")),
             cancel: with_prelude(include_str!("../lua/cancel.lua")),
             find: with_prelude(include_str!("../lua/find.lua")),
+            hold: with_prelude(include_str!("../lua/hold.lua")),
+            release: with_prelude(include_str!("../lua/release.lua")),
         }
     }
 }

@@ -3,7 +3,8 @@
 //! and SolidEngine ([`crate::engine_source`]); the [`crate::hub::Hub`] merges
 //! any number of sources for the workers of one process.
 
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crossbeam_channel::Receiver;
@@ -11,6 +12,7 @@ use crossbeam_channel::Receiver;
 use crate::claim::ClaimedJob;
 use crate::error::{Error, Result};
 use crate::store::FailureCount;
+use crate::telemetry::Telemetry;
 
 pub trait JobSource: Send + Sync {
     /// Short name for logs and stats (`redis`, `engine`).
@@ -42,6 +44,15 @@ pub trait JobSource: Send + Sync {
     /// Returns how many were handed back.
     fn shutdown(&self, flush_timeout: Duration) -> Result<u64>;
     fn stats(&self) -> &Stats;
+    /// Hands the source the node's telemetry, once, before workers start.
+    /// `index` is its place in the hub (completions are reported by source
+    /// and token); `writer` marks the one Redis source whose heartbeat
+    /// thread writes the journal and observations and reads the node's
+    /// control mailbox.
+    fn attach(&self, _index: usize, _telemetry: Arc<Telemetry>, _writer: bool) {}
+    /// Stops (true) or resumes (false) claiming new jobs without stopping
+    /// the node: jobs already claimed still reach the workers.
+    fn set_paused(&self, _paused: bool) {}
 }
 
 /// True when a settle outcome ends the job's claim: written, or rejected as
@@ -62,4 +73,43 @@ pub struct Stats {
     pub recovered: AtomicU64,
     pub promoted: AtomicU64,
     pub redis_errors: AtomicU64,
+    /// When an operation last got a reply from the backend (epoch ms; 0: never).
+    pub last_ok_ms: AtomicU64,
+    /// When an operation last failed to reach the backend (epoch ms; 0: never).
+    pub last_error_ms: AtomicU64,
+}
+
+impl Stats {
+    /// Notes the outcome of an operation the source performs anyway: any
+    /// reply, even an error reply, proves the connection; only a failure to
+    /// reach the backend counts against it. No command is ever sent just to
+    /// find out (no PING).
+    pub fn note<T>(&self, out: &Result<T>) {
+        self.note_reached(!matches!(out, Err(e) if e.is_connection()));
+    }
+
+    pub fn note_reached(&self, reached: bool) {
+        let at = if reached { &self.last_ok_ms } else { &self.last_error_ms };
+        at.store(crate::now_ms(), Relaxed);
+    }
+
+    /// The connection as `redis.observed` reports it: `connected` while the
+    /// last operation succeeded; `disconnected` after a failure, with the
+    /// last success marked stale and its age; `unavailable` when nothing
+    /// ever succeeded.
+    pub fn connection(&self, now: u64) -> serde_json::Value {
+        let ok = self.last_ok_ms.load(Relaxed);
+        let error = self.last_error_ms.load(Relaxed);
+        if ok == 0 {
+            return serde_json::json!({"state": "unavailable", "at_ms": now});
+        }
+        let connected = ok >= error;
+        serde_json::json!({
+            "state": if connected { "connected" } else { "disconnected" },
+            "at_ms": now,
+            "last_ok_ms": ok,
+            "stale": !connected,
+            "age_ms": now.saturating_sub(ok),
+        })
+    }
 }

@@ -362,6 +362,7 @@ impl Store {
             .arg(mode)
             .arg(now_ms())
             .arg(stamp)
+            .arg("0")
             .invoke(conn)?;
         Ok(u64::try_from(n).ok())
     }
@@ -406,15 +407,156 @@ impl Store {
     /// Refreshes a heartbeat. Returns whether any served channel has ready
     /// jobs, and the ids of registered nodes whose heartbeat has expired.
     pub fn heartbeat(&self, conn: &mut Connection, node_id: &str, ttl_ms: u64, description: &str, channels: &[&str]) -> Result<(bool, Vec<String>)> {
+        let beat = self.beat(conn, node_id, ttl_ms, description, channels, 0)?;
+        Ok((beat.ready, beat.dead))
+    }
+
+    /// A heartbeat that also takes up to `take_requests` control requests
+    /// from the node's mailbox (the heartbeat thread's; other callers leave
+    /// the mailbox alone) and releases expired publication barriers.
+    pub fn beat(&self, conn: &mut Connection, node_id: &str, ttl_ms: u64, description: &str, channels: &[&str], take_requests: usize) -> Result<Beat> {
         let mut inv = self.scripts.heartbeat.prepare_invoke();
-        inv.key(self.keys.node(node_id)).key(self.keys.nodes());
+        inv.key(self.keys.node(node_id))
+            .key(self.keys.nodes())
+            .key(self.keys.control(node_id))
+            .key(self.keys.publishing())
+            .key(self.keys.planned())
+            .key(self.keys.doorbell())
+            .key(self.keys.jobs())
+            .key(self.keys.metric("cancelled"))
+            .key(self.keys.cancelling())
+            .key(self.keys.attempts())
+            .key(self.keys.archive_entries());
         for c in channels {
             inv.key(self.keys.channel(c));
         }
-        inv.arg(node_id).arg(ttl_ms).arg(description).arg(self.keys.prefix());
+        inv.arg(node_id).arg(ttl_ms).arg(description).arg(self.keys.prefix()).arg(now_ms()).arg(take_requests);
         let out: Vec<Value> = inv.invoke(conn)?;
-        let ready = matches!(out.first(), Some(Value::Int(1)));
-        let dead = out.iter().skip(1).map(redis::from_redis_value).collect::<redis::RedisResult<Vec<String>>>()?;
-        Ok((ready, dead))
+        let int = |i: usize| -> Result<u64> { Ok(out.get(i).map(redis::from_redis_value::<u64>).transpose()?.unwrap_or(0)) };
+        let ready = int(0)? == 1;
+        let released = int(1)?;
+        let k = int(2)? as usize;
+        let strings = |range: std::ops::Range<usize>| -> Result<Vec<String>> {
+            out.get(range).unwrap_or_default().iter().map(|v| redis::from_redis_value(v).map_err(Error::from)).collect()
+        };
+        let requests = strings(3..3 + k)?;
+        let dead = strings(3 + k..out.len().max(3 + k))?;
+        Ok(Beat { ready, released, requests, dead })
     }
+
+    /// Writes publications behind the publication barrier (`hold.lua`):
+    /// invisible until `release` or until `expires_ms`, when a node's
+    /// heartbeat releases them. `due_ms` None: ready once released. Returns
+    /// the members to release (`due_ms|channel|envelope`), one per envelope
+    /// written (ids already live are skipped, as by `enqueue`).
+    pub fn hold(&self, conn: &mut Connection, channel: &str, due_ms: Option<u64>, expires_ms: u64, envelopes: &[String]) -> Result<Vec<String>> {
+        let due = due_ms.unwrap_or(0);
+        let mut members = Vec::with_capacity(envelopes.len());
+        for chunk in envelopes.chunks(MAX_BATCH) {
+            let mut inv = self.scripts.hold.prepare_invoke();
+            inv.key(self.keys.publishing()).key(self.keys.channels()).key(self.keys.jobs()).arg(expires_ms).arg(channel).arg(due);
+            for e in chunk {
+                inv.arg(e);
+            }
+            let _written: u64 = inv.invoke(conn)?;
+            members.extend(chunk.iter().map(|e| format!("{due}|{channel}|{e}")));
+        }
+        Ok(members)
+    }
+
+    /// Lifts the publication barrier for `members` (from `hold`); returns
+    /// how many became visible (a member whose barrier expired was already
+    /// released by a heartbeat and is skipped).
+    pub fn release(&self, conn: &mut Connection, members: &[String]) -> Result<u64> {
+        let mut released = 0;
+        for chunk in members.chunks(MAX_BATCH) {
+            let mut inv = self.scripts.release.prepare_invoke();
+            inv.key(self.keys.publishing())
+                .key(self.keys.planned())
+                .key(self.keys.doorbell())
+                .key(self.keys.jobs())
+                .key(self.keys.metric("cancelled"))
+                .key(self.keys.cancelling())
+                .key(self.keys.attempts())
+                .key(self.keys.archive_entries())
+                .arg(now_ms())
+                .arg(self.keys.prefix());
+            for m in chunk {
+                inv.arg(m);
+            }
+            released += inv.invoke::<u64>(conn)?;
+        }
+        Ok(released)
+    }
+
+    /// Appends a control request to a node's mailbox, which lives as long as
+    /// a node could take to read it (`ttl_ms`) so an unread mailbox of a
+    /// dead node disappears.
+    pub fn request_control(&self, conn: &mut Connection, node_id: &str, request: &str, ttl_ms: u64) -> Result<()> {
+        let key = self.keys.control(node_id);
+        redis::pipe().atomic().rpush(&key, request).ignore().pexpire(&key, ttl_ms as i64).ignore().query::<()>(conn)?;
+        Ok(())
+    }
+
+    /// Removes a job from the archive for good. Returns false when it was
+    /// not archived.
+    pub fn forget_archived(&self, conn: &mut Connection, job_id: &str) -> Result<bool> {
+        let (removed, _): (u64, u64) =
+            redis::pipe().atomic().zrem(self.keys.archive(), job_id).hdel(self.keys.archive_entries(), job_id).query(conn)?;
+        Ok(removed == 1)
+    }
+
+    /// Requeues the claims of `node_id` while its heartbeat is absent, and
+    /// reports each job moved. None while the node is alive.
+    pub fn recover_node(&self, conn: &mut Connection, node_id: &str) -> Result<Option<Vec<RecoveredJob>>> {
+        let v: Value = self
+            .scripts
+            .requeue
+            .key(self.keys.claims(node_id))
+            .key(self.keys.node(node_id))
+            .key(self.keys.nodes())
+            .key(self.keys.doorbell())
+            .key(self.keys.archive_entries())
+            .key(self.keys.jobs())
+            .arg(self.keys.prefix())
+            .arg(node_id)
+            .arg("recover")
+            .arg(now_ms())
+            .arg(0)
+            .arg("1")
+            .invoke(conn)?;
+        let Value::Array(items) = v else { return Ok(None) };
+        let mut jobs = Vec::new();
+        for triple in items.get(1..).unwrap_or_default().chunks(3) {
+            if let [t, c, r] = triple {
+                let token: u64 = redis::from_redis_value(t)?;
+                let channel: String = redis::from_redis_value(c)?;
+                let raw: String = redis::from_redis_value(r)?;
+                jobs.push(RecoveredJob { token, channel, envelope: Envelope::decode(&raw).ok() });
+            }
+        }
+        Ok(Some(jobs))
+    }
+}
+
+/// What one heartbeat learned (see `Store::beat`).
+#[derive(Debug, Default)]
+pub struct Beat {
+    pub ready: bool,
+    /// Publication barriers that expired and were released.
+    pub released: u64,
+    /// Control requests taken from the node's mailbox, oldest first.
+    pub requests: Vec<String>,
+    /// Registered nodes whose heartbeat has expired.
+    pub dead: Vec<String>,
+}
+
+/// A job moved back to its channel from a dead node's claims.
+#[derive(Debug, Clone)]
+pub struct RecoveredJob {
+    /// The dead node's claim token.
+    pub token: ClaimToken,
+    pub channel: String,
+    /// None when the envelope does not decode (it was requeued anyway).
+    pub envelope: Option<Envelope>,
 }
