@@ -6,6 +6,7 @@ require "solid_jobs/native"
 require "solid_jobs/ractor_compat"
 require "solid_jobs/log"
 require "solid_jobs/interceptor_chain"
+require "solid_jobs/instrumentation"
 require "solid_jobs/configuration"
 require "solid_jobs/testing"
 require "solid_jobs/publisher"
@@ -15,7 +16,14 @@ require "solid_jobs/task"
 require "solid_jobs/backends"
 require "solid_jobs/archive"
 require "solid_jobs/integrity_check"
+require "solid_jobs/telemetry/journal"
+require "solid_jobs/catalog"
+require "solid_jobs/observations"
+require "solid_jobs/console"
+require "solid_jobs/nodes"
 require "solid_jobs/worker"
+require "solid_jobs/process_observation"
+require "solid_jobs/node_monitor"
 require "solid_jobs/conductor"
 
 # SolidJobs: background jobs for Ruby with a Rust engine.
@@ -61,6 +69,21 @@ module SolidJobs
           raise Error, "SolidJobs.routing is not initialized; it is built in the main Ractor before workers start"
         end
         @routing = Routing.build(config)
+        flush_telemetry_at_exit
+        @routing
+      end
+    end
+
+    # A producer's journal entries of its last second are written at exit
+    # (the flush thread writes once a second). Registered once per process.
+    def flush_telemetry_at_exit
+      return if @telemetry_flush_registered
+
+      @telemetry_flush_registered = true
+      at_exit do
+        @routing&.backends&.each_value { |b| b.client.flush_telemetry if b.is_a?(Backends::Redis) }
+      rescue StandardError
+        nil
       end
     end
 

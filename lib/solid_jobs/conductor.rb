@@ -8,9 +8,13 @@ module SolidJobs
   # Starts and stops one worker node in this process: the native dispatcher
   # (Rust I/O threads) and `concurrency` workers, each a Ractor or a thread.
   #
-  # Shutdown (TERM/INT, or #stop): stop claiming, let running tasks finish up
-  # to shutdown_timeout, write completions, then requeue every claim still
-  # held at the head of its channel. A second signal skips the wait.
+  # Shutdown (TERM/INT, a `shutdown` control request, or #stop): stop
+  # claiming, let running tasks finish up to shutdown_timeout, write
+  # completions, then requeue every claim still held at the head of its
+  # channel. A second signal skips the wait.
+  #
+  # A NodeMonitor thread observes the node and acts on control requests
+  # (docs/observability.md).
   class Conductor
     attr_reader :node_id, :dispatcher
 
@@ -34,6 +38,8 @@ module SolidJobs
       # chose Ractors deliberately.
       Warning[:experimental] = false if @config.execution_mode == :ractor
       @workers = Array.new(@config.concurrency) { |i| spawn_worker(i + 1) }
+      @monitor = NodeMonitor.new(@dispatcher, @config, node_id: @node_id, description: description_hash,
+                                                       on_shutdown: method(:request_stop)).start
       Log.info("node #{@node_id} started: #{@config.concurrency} #{@config.execution_mode} worker(s), " \
                "channels #{@config.channels.map { |n, w| "#{n}(#{w})" }.join(", ")} (#{@config.channel_order}), pid #{Process.pid}")
       self
@@ -45,6 +51,7 @@ module SolidJobs
 
       @dispatcher.stop_claiming
       finished = @dispatcher.wait_idle(timeout)
+      @monitor&.stop
       requeued = @dispatcher.shutdown(5.0)
       join_workers if finished
       Log.info("node #{@node_id} stopped: #{requeued} job(s) requeued" +
@@ -61,6 +68,7 @@ module SolidJobs
     # still running at shutdown_timeout (the caller should exit the process).
     def run
       reader, writer = IO.pipe
+      @wakeup = writer
       previous = %w[TERM INT].to_h do |signal|
         [signal, Signal.trap(signal) { writer.write_nonblock(signal[0], exception: false) }]
       end
@@ -83,7 +91,18 @@ module SolidJobs
       end
       stopper.value ? :stopped : :timeout
     ensure
+      @wakeup = nil
       previous&.each { |signal, handler| Signal.trap(signal, handler || "DEFAULT") }
+    end
+
+    # A graceful stop requested from another thread (a `shutdown` control
+    # request): the same path as TERM under #run, else a stop of its own.
+    def request_stop
+      if (wakeup = @wakeup)
+        wakeup.write_nonblock("S", exception: false)
+      else
+        Thread.new { stop }
+      end
     end
 
     def stats
@@ -123,24 +142,36 @@ module SolidJobs
       specs = SolidJobs.routing.group(c.channels).map do |backend, channels|
         backend.source_spec(channels, config: c, node_id: @node_id, description: description)
       end
-      Native::Dispatcher.new(specs)
+      Native::Dispatcher.new(specs, telemetry_spec)
     end
 
-    def description
-      JSON.generate(
-        node_id: @node_id, hostname: Socket.gethostname, pid: Process.pid, concurrency: @config.concurrency,
-        execution_mode: @config.execution_mode, channels: @config.channels, started_ms: Publisher.now_ms,
-        version: VERSION, ruby: RUBY_VERSION
-      )
+    # Entries a node buffers for the journal between flushes; beyond this
+    # new entries are dropped (and the gap shows in the sequence).
+    TELEMETRY_BUFFER = 10_000
+
+    def telemetry_spec
+      c = @config
+      [c.namespace, @node_id, c.telemetry_journal, c.telemetry_sample_rate, TELEMETRY_BUFFER, c.telemetry_journal_size,
+       !Instrumentation.null?(c.instrumenter), c.observation_interval * 3.0]
+    end
+
+    def description = JSON.generate(description_hash)
+
+    def description_hash
+      @description_hash ||= {
+        "node_id" => @node_id, "hostname" => Socket.gethostname, "pid" => Process.pid, "concurrency" => @config.concurrency,
+        "execution_mode" => @config.execution_mode.to_s, "channels" => @config.channels, "started_ms" => Publisher.now_ms,
+        "version" => VERSION, "ruby" => RUBY_VERSION
+      }
     end
 
     def spawn_worker(id)
       if @config.execution_mode == :ractor
-        RactorCompat.spawn(@dispatcher, id, name: "solid-jobs-worker-#{id}") do |dispatcher, worker_id|
-          SolidJobs::Worker.new(dispatcher, worker_id).run
+        RactorCompat.spawn(@dispatcher, id, @node_id, name: "solid-jobs-worker-#{id}") do |dispatcher, worker_id, node_id|
+          SolidJobs::Worker.new(dispatcher, worker_id, node_id).run
         end
       else
-        Thread.new { Worker.new(@dispatcher, id).run }.tap { |t| t.name = "solid-jobs-worker-#{id}" }
+        Thread.new { Worker.new(@dispatcher, id, @node_id).run }.tap { |t| t.name = "solid-jobs-worker-#{id}" }
       end
     end
 

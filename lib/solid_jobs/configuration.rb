@@ -37,7 +37,25 @@ module SolidJobs
       # {channel => backend name}
       channel_backends: {}.freeze,
       # Shortcut with backend = :solid_engine: the engine's unix:// or tcp:// URL.
-      url: nil
+      url: nil,
+      # Receives instrument(name, payload) for every lifecycle event
+      # (docs/observability.md). The default does nothing and costs nothing.
+      instrumenter: Instrumentation::NULL,
+      # Seconds between a node's process, Ractor and Redis observations.
+      observation_interval: 5,
+      # The telemetry journal in Redis (`<namespace>:telemetry`, a capped
+      # stream): exact per-second aggregates and sampled job lifecycles.
+      telemetry_journal: true,
+      # Entries the journal stream keeps (approximately: MAXLEN ~).
+      telemetry_journal_size: 10_000,
+      # Jobs per second per process whose whole lifecycle is journaled; a
+      # few per second show what jobs go through without weighing on a busy
+      # node. Aggregates count every job regardless.
+      telemetry_sample_rate: 10,
+      # Seconds a publication may stay behind its barrier (custom
+      # instrumenter only) before a node's heartbeat releases it anyway, so
+      # a publisher that dies mid-publication never strands its jobs.
+      publication_barrier_ttl: 10
     }.freeze
 
     attr_reader(*DEFAULTS.keys, :prefetch, :publish_interceptors, :execute_interceptors)
@@ -144,6 +162,35 @@ module SolidJobs
     def url=(value)
       invalid!(:url, value, "a unix:///path or tcp://host:port URL") unless value.nil? || (value.is_a?(String) && value.match?(%r{\A(unix|tcp)://}i))
       @url = value
+    end
+
+    def instrumenter=(value)
+      @instrumenter = Instrumentation.shareable!(value)
+    end
+
+    def observation_interval=(value)
+      positive_number!(:observation_interval, value)
+      @observation_interval = value
+    end
+
+    def telemetry_journal=(value)
+      invalid!(:telemetry_journal, value, "true or false") unless [true, false].include?(value)
+      @telemetry_journal = value
+    end
+
+    def telemetry_journal_size=(value)
+      invalid!(:telemetry_journal_size, value, "an Integer of at least 100") unless value.is_a?(Integer) && value >= 100
+      @telemetry_journal_size = value
+    end
+
+    def telemetry_sample_rate=(value)
+      invalid!(:telemetry_sample_rate, value, "an Integer from 0 to 10000") unless value.is_a?(Integer) && value.between?(0, 10_000)
+      @telemetry_sample_rate = value
+    end
+
+    def publication_barrier_ttl=(value)
+      positive_number!(:publication_barrier_ttl, value)
+      @publication_barrier_ttl = value
     end
 
     def execution_mode=(value)

@@ -7,6 +7,14 @@ module SolidJobs
   # client, which validates, encodes and writes them in one round trip.
   # With interceptors, each envelope is built first (as a Hash), passed
   # through the chain, and the surviving envelopes are written together.
+  #
+  # With a custom instrumenter, job.enqueued and job.journaled are emitted
+  # before any worker can reserve the job: on Redis the envelopes are
+  # written behind the publication barrier (invisible), the events are
+  # emitted, then the barrier is lifted: a second round trip per
+  # publication call, paid only with an instrumenter. A barrier whose
+  # publisher dies expires (publication_barrier_ttl) and a node's heartbeat
+  # releases the jobs.
   module Publisher
     # What publication interceptors receive. `envelope` is the Hash that will
     # be written; an interceptor may change it or not yield to skip the job.
@@ -37,18 +45,47 @@ module SolidJobs
       routing = SolidJobs.routing
       backend = routing.backend_for(channel)
       check_supported(backend, task, options)
-      chain = SolidJobs.config.publish_interceptors
-      return backend.push(task, argument_lists, channel, max_failures, due_ms) if chain.empty?
+      config = SolidJobs.config
+      chain = config.publish_interceptors
+      instrumenter = config.instrumenter
+      observed = !Instrumentation.null?(instrumenter)
+      return backend.push(task, argument_lists, channel, max_failures, due_ms) if chain.empty? && !observed
 
       envelopes = argument_lists.map { |args| Native::Client.build(task, args, channel, max_failures, due_ms) }
-      kept = envelopes.map do |envelope|
+      kept = chain.empty? ? envelopes : intercepted(task_class, envelopes, chain, due_ms)
+      kept.compact.group_by { |e| routing.backend_for(e["channel"]) }.each do |b, list|
+        observed ? publish_observed(b, list, due_ms, instrumenter) : b.push_envelopes(list, due_ms)
+      end
+      kept.map { |envelope| envelope && envelope["id"] }
+    end
+
+    def intercepted(task_class, envelopes, chain, due_ms)
+      envelopes.map do |envelope|
         publication = Publication.new(task_class, envelope, due_ms)
         written = nil
         chain.invoke(publication) { written = publication.envelope }
         written
       end
-      kept.compact.group_by { |e| routing.backend_for(e["channel"]) }.each { |b, list| b.push_envelopes(list, due_ms) }
-      kept.map { |envelope| envelope && envelope["id"] }
+    end
+
+    # job.enqueued, the write, job.journaled, then the job becomes
+    # reservable. Backends without a barrier (SolidEngine) make the job
+    # ready with the write: there a worker may reserve it before
+    # job.journaled is emitted (docs/observability.md).
+    def publish_observed(backend, envelopes, due_ms, instrumenter)
+      source = backend.respond_to?(:telemetry_source) ? backend.telemetry_source : nil
+      payloads = envelopes.map do |e|
+        {job_id: e["id"], task: e["task"], channel: e["channel"], source: source, due_ms: due_ms, at_ms: now_ms}
+      end
+      payloads.each { |p| Instrumentation.emit(instrumenter, "job.enqueued", p) }
+      if backend.respond_to?(:hold_envelopes)
+        held = backend.hold_envelopes(envelopes, due_ms)
+        payloads.each { |p| Instrumentation.emit(instrumenter, "job.journaled", p.merge(at_ms: now_ms)) }
+        backend.release_held(held)
+      else
+        backend.push_envelopes(envelopes, due_ms)
+        payloads.each { |p| Instrumentation.emit(instrumenter, "job.journaled", p.merge(at_ms: now_ms)) }
+      end
     end
 
     # retry_within needs the time of the first failure, which only the

@@ -15,5 +15,11 @@ module SolidJobs
     def spawn(*args, name:, &block)
       Ractor.new(*args, name: name, &block)
     end
+
+    # The current Ractor's number (1 for the main Ractor). Ruby 3.1 has no
+    # Ractor#id; its inspect output ("#<Ractor:#2 ...>") carries the number.
+    def current_id
+      Ractor.current.inspect[/#(\d+)/, 1].to_i
+    end
   end
 end

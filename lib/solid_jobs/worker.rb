@@ -6,6 +6,10 @@ module SolidJobs
   #
   # A job is completed only after `execute_task` returns. A raising task is
   # recorded and handed to the FailurePolicy; it never ends the loop.
+  #
+  # With a custom instrumenter each job emits job.reserved, job.started and
+  # job.completed (or job.failed with job.retry_scheduled or job.dead) from
+  # this worker; the dispatcher journals a sample of jobs either way.
   class Worker
     # Seconds a worker waits in native code before re-checking for stop.
     POLL_SECONDS = 1.0
@@ -13,46 +17,66 @@ module SolidJobs
     REDIS_RETRY_MIN = 0.05
     REDIS_RETRY_MAX = 2.0
 
-    def initialize(dispatcher, worker_id)
+    def initialize(dispatcher, worker_id, node_id = nil)
       @dispatcher = dispatcher
       @worker_id = worker_id
+      @node_id = node_id
+      @instrumenter = SolidJobs.config.instrumenter
+      @instrumented = !Instrumentation.null?(@instrumenter)
+      @ractor_id = RactorCompat.current_id
     end
 
     def run
+      @dispatcher.register_worker(@worker_id, @ractor_id)
       while (job = @dispatcher.next_job(POLL_SECONDS)) != false
         next unless job
 
         begin
+          emit("job.reserved", job) if @instrumented
           perform(job)
         rescue StandardError => e
           # A bug in settling must not end this worker. The job stays
           # claimed: shutdown requeues it, or recovery does.
           Log.error("worker #{@worker_id}: #{e.class}: #{e.message} while settling job #{job.id}; left claimed for requeue")
           @dispatcher.abandon(job) unless job.settled?
+        rescue Exception # rubocop:disable Lint/RescueException -- an interrupt (from an instrumenter, a signal) ends this worker
+          # Left claimed, no longer counted in flight: shutdown requeues it
+          # at once instead of waiting out the timeout for it.
+          @dispatcher.abandon(job) unless job.settled?
+          raise
         end
       end
       Log.debug("worker #{@worker_id} stopped")
+    ensure
+      @dispatcher.worker_stopped
     end
 
     def perform(job)
       task_class, reason = Executor.resolve(job.task)
       return quarantine(job, reason) unless task_class
 
+      @dispatcher.started(job)
+      started = start_event(job) if @instrumented
       begin
         Executor.execute(task_class, job.arguments, worker_id: @worker_id, job: job)
       rescue Exception => e # rubocop:disable Lint/RescueException -- any task failure is recorded, never fatal
-        return handle_failure(job, task_class, e)
+        return handle_failure(job, task_class, e, started)
       end
+      emit("job.completed", job, duration_ms: since(started)) if @instrumented
       @dispatcher.complete(job)
     end
 
     private
 
-    def handle_failure(job, task_class, error)
+    def handle_failure(job, task_class, error, started = nil)
       message = FailureMessage.for(error, job.task)
       failures, first_ms = with_redis(job) { @dispatcher.record_failure(job, error.class.name.to_s, message) }
       return unless failures
 
+      if @instrumented
+        emit("job.failed", job, attempt: job.attempt || failures, failures: failures, error_class: error.class.name.to_s,
+                                error_location: Instrumentation.location(error), duration_ms: since(started))
+      end
       decision = FailurePolicy.decide(task_class, job, error, failures, first_ms)
       if decision.final?
         written = with_redis(job) do
@@ -61,10 +85,14 @@ module SolidJobs
         end
         return unless written
 
+        emit("job.dead", job, failures: failures, reason: decision.action == :archive ? "archived" : "dropped") if @instrumented
         Log.error("#{job.task} #{job.id} given up after #{failures} failure(s): #{decision.reason} (#{error.class}: #{message})")
         FailurePolicy.after_final_failure(task_class, job, error)
       else
-        with_redis(job) { @dispatcher.retry(job, decision.delay) }
+        written = with_redis(job) { @dispatcher.retry(job, decision.delay) }
+        if written && @instrumented
+          emit("job.retry_scheduled", job, failures: failures, retry_at_ms: Publisher.now_ms + (decision.delay * 1000).round)
+        end
         Log.warn("#{job.task} #{job.id} failed (#{error.class}: #{message}); failure #{failures}/#{job.max_failures}, " \
                  "retry in #{decision.delay.round(1)}s")
       end
@@ -75,9 +103,29 @@ module SolidJobs
 
     def quarantine(job, reason)
       Log.error("quarantining job #{job.id}: #{reason}")
-      with_redis(job) { @dispatcher.quarantine(job, reason) }
+      written = with_redis(job) { @dispatcher.quarantine(job, reason) }
+      emit("job.dead", job, failures: 0, reason: "quarantined") if written && @instrumented
     rescue StaleClaimError => e
       Log.warn("job #{job.id}: #{e.message}")
+    end
+
+    # Monotonic start of the task, after job.started was emitted.
+    def start_event(job)
+      emit("job.started", job, latency_ms: [Publisher.now_ms - job.queued_ms, 0].max)
+      Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    end
+
+    def since(started)
+      started && ((Process.clock_gettime(Process::CLOCK_MONOTONIC) - started) * 1000).round(3)
+    end
+
+    # One lifecycle event for the instrumenter: correlation identifiers,
+    # a timestamp and `extra` (durations, counts, error class). Never
+    # arguments.
+    def emit(name, job, **extra)
+      payload = {job_id: job.id, task: job.task, channel: job.channel, attempt: job.attempt, node_id: @node_id,
+                 ractor_id: @ractor_id, worker_id: @worker_id, reservation_id: job.token, at_ms: Publisher.now_ms}
+      Instrumentation.emit(@instrumenter, name, payload.merge!(extra))
     end
 
     # Retries a settling write while Redis is unreachable. If the node stops

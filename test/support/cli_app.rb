@@ -20,3 +20,8 @@ if (engine_url = ENV["SOLID_JOBS_TEST_ENGINE_URL"])
     c.backends = {solid_engine: {adapter: :solid_engine, url: engine_url, lease: Float(ENV.fetch("SOLID_JOBS_TEST_LEASE", "30"))}}
   end
 end
+
+# Short observation intervals for tests that read observations.
+if (interval = ENV["SOLID_JOBS_TEST_OBSERVATION_INTERVAL"])
+  SolidJobs.configure { |c| c.observation_interval = Float(interval) }
+end

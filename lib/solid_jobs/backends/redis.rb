@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "securerandom"
+require "socket"
 
 module SolidJobs
   module Backends
@@ -19,7 +20,11 @@ module SolidJobs
         super
         url = spec[:url] || config.redis_url
         @namespace = config.namespace
-        @client = Ractor.make_shareable(Native::Client.new(url, config.namespace))
+        @barrier_ttl_ms = (config.publication_barrier_ttl * 1000).round
+        client = Native::Client.new(url, config.namespace)
+        client.enable_telemetry([Socket.gethostname, config.telemetry_journal, config.telemetry_sample_rate,
+                                 PUBLISHER_BUFFER, config.telemetry_journal_size])
+        @client = Ractor.make_shareable(client)
         # Adapter claims belong to a node of their own, registered for one
         # recovery delay at each claim: a claim not settled within it is
         # recovered by the workers, like any dead node's.
@@ -27,7 +32,19 @@ module SolidJobs
         @claim_ttl_ms = (config.recovery_delay * 1000).round
       end
 
+      # Journal entries a producer process buffers between flushes.
+      PUBLISHER_BUFFER = 10_000
+
       def capabilities = CAPABILITIES
+
+      # This process's journal source (publisher:<host>:<pid>:<id>).
+      def telemetry_source = @client.telemetry_source
+
+      # Writes envelopes behind the publication barrier; returns what
+      # release_held takes (docs/observability.md).
+      def hold_envelopes(envelopes, due_ms) = @client.hold_envelopes(envelopes, due_ms, @barrier_ttl_ms).map(&:last)
+
+      def release_held(members) = @client.release_held(members)
 
       def push(task, argument_lists, channel, max_failures, due_ms)
         return [@client.push(task, argument_lists.first, channel, max_failures, due_ms)] if argument_lists.size == 1

@@ -11,6 +11,7 @@ use solid_core::redis;
 use solid_core::store::Store;
 
 use super::envelope_to_ruby;
+use super::publisher_telemetry::PublisherTelemetry;
 use crate::helpers::convert::to_json;
 use crate::helpers::errors::{arg_error, to_ruby as err};
 use crate::helpers::nogvl::without_gvl;
@@ -19,12 +20,31 @@ use crate::helpers::nogvl::without_gvl;
 pub struct Client {
     pool: Pool,
     store: Store,
+    namespace: String,
+    /// Set by `enable_telemetry` (see publisher_telemetry.rs).
+    telemetry: std::sync::OnceLock<PublisherTelemetry>,
 }
 
 impl Client {
     fn new(url: String, namespace: String) -> Result<Self, Error> {
         let connector = Connector::new(&url).map_err(err)?;
-        Ok(Client { pool: Pool::new(connector), store: Store::new(Keyspace::new(&namespace)) })
+        Ok(Client { pool: Pool::new(connector), store: Store::new(Keyspace::new(&namespace)), namespace, telemetry: std::sync::OnceLock::new() })
+    }
+
+    pub(crate) fn pool(&self) -> &Pool {
+        &self.pool
+    }
+    pub(crate) fn store(&self) -> &Store {
+        &self.store
+    }
+    pub(crate) fn connector(&self) -> &Connector {
+        self.pool.connector()
+    }
+    pub(crate) fn namespace(&self) -> &str {
+        &self.namespace
+    }
+    pub(crate) fn telemetry_slot(&self) -> &std::sync::OnceLock<PublisherTelemetry> {
+        &self.telemetry
     }
 
     fn url(&self) -> String {
@@ -45,14 +65,17 @@ impl Client {
 
     /// push(task, arguments, channel, max_failures, due_ms) -> id
     fn push(ruby: &Ruby, rb_self: &Self, task: String, arguments: Value, channel: String, max_failures: u32, due_ms: Option<u64>) -> Result<String, Error> {
+        let started = now_ms();
         let env = build_envelope(ruby, &task, arguments, &channel, max_failures, due_ms, "arguments")?;
         rb_self.write(&channel, due_ms, vec![env.encode()])?;
+        rb_self.journal_publication(&task, &channel, std::slice::from_ref(&env.id), started, due_ms);
         Ok(env.id)
     }
 
     /// push_many(task, [arguments, ...], channel, max_failures, due_ms) -> [id, ...]
     /// Every argument list is validated before anything is written.
     fn push_many(ruby: &Ruby, rb_self: &Self, task: String, lists: RArray, channel: String, max_failures: u32, due_ms: Option<u64>) -> Result<Vec<String>, Error> {
+        let started = now_ms();
         let mut ids = Vec::with_capacity(lists.len());
         let mut raws = Vec::with_capacity(lists.len());
         for (i, args) in lists.into_iter().enumerate() {
@@ -62,6 +85,7 @@ impl Client {
         }
         if !raws.is_empty() {
             rb_self.write(&channel, due_ms, raws)?;
+            rb_self.journal_publication(&task, &channel, &ids, started, due_ms);
         }
         Ok(ids)
     }
@@ -76,17 +100,14 @@ impl Client {
     /// push_envelopes([envelope Hash, ...], due_ms) -> [id, ...]: writes
     /// envelopes (possibly changed by interceptors) after validating them.
     fn push_envelopes(ruby: &Ruby, rb_self: &Self, envelopes: RArray, due_ms: Option<u64>) -> Result<Vec<String>, Error> {
-        let mut by_channel: Vec<(String, Vec<String>)> = Vec::new();
+        let started = now_ms();
         let mut ids = Vec::new();
-        for env in parse_envelopes(ruby, envelopes)? {
-            ids.push(env.id.clone());
-            match by_channel.iter_mut().find(|(c, _)| *c == env.channel) {
-                Some((_, v)) => v.push(env.encode()),
-                None => by_channel.push((env.channel.clone(), vec![env.encode()])),
+        for (channel, group) in by_channel(parse_envelopes(ruby, envelopes)?) {
+            rb_self.write(&channel, due_ms, group.iter().map(|e| e.encode()).collect())?;
+            for env in &group {
+                ids.push(env.id.clone());
+                rb_self.journal_publication(&env.task, &channel, std::slice::from_ref(&env.id), started, due_ms);
             }
-        }
-        for (channel, raws) in by_channel {
-            rb_self.write(&channel, due_ms, raws)?;
         }
         Ok(ids)
     }
@@ -184,6 +205,18 @@ pub(crate) fn build_envelope(ruby: &Ruby, task: &str, arguments: Value, channel:
     }
     let now = now_ms();
     Envelope::build(task, args, channel, max_failures, now, due_ms.unwrap_or(now).max(now)).map_err(err)
+}
+
+/// Envelopes grouped by channel, in first-seen order (one write per channel).
+pub(crate) fn by_channel(envelopes: Vec<Envelope>) -> Vec<(String, Vec<Envelope>)> {
+    let mut groups: Vec<(String, Vec<Envelope>)> = Vec::new();
+    for env in envelopes {
+        match groups.iter_mut().find(|(c, _)| *c == env.channel) {
+            Some((_, v)) => v.push(env),
+            None => groups.push((env.channel.clone(), vec![env])),
+        }
+    }
+    groups
 }
 
 /// Validates envelope Hashes (possibly changed by interceptors).

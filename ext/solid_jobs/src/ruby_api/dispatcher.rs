@@ -14,12 +14,14 @@ use solid_core::source::JobSource;
 use solid_core::store::ArchivePolicy;
 
 use super::job::Job;
+use super::node_telemetry::{self, NodeState};
 use crate::helpers::errors::{arg_error, to_ruby as err};
 use crate::helpers::nogvl::without_gvl;
 
 #[magnus::wrap(class = "SolidJobs::Native::Dispatcher", free_immediately, size, frozen_shareable)]
 pub struct Dispatcher {
     core: Hub,
+    node: NodeState,
 }
 
 fn seconds(s: f64, what: &str) -> Result<Duration, Error> {
@@ -69,10 +71,12 @@ fn engine_source(spec: RArray) -> Result<Box<dyn JobSource>, Error> {
 }
 
 impl Dispatcher {
-    /// new([source spec, ...]): one source per backend this process works;
-    /// `SolidJobs::Conductor` builds the specs. Sources started before a
-    /// failing one are shut down again.
-    fn new(specs: RArray) -> Result<Self, Error> {
+    /// new([source spec, ...], telemetry spec): one source per backend this
+    /// process works; `SolidJobs::Conductor` builds the specs (telemetry:
+    /// see `node_telemetry::node_state`). Sources started before a failing
+    /// one are shut down again.
+    fn new(specs: RArray, telemetry: RArray) -> Result<Self, Error> {
+        let node = node_telemetry::node_state(telemetry)?;
         let mut sources: Vec<Box<dyn JobSource>> = Vec::new();
         for spec in specs.into_iter() {
             let spec = RArray::from_value(spec).ok_or_else(|| arg_error("a source spec must be an Array".into()))?;
@@ -95,7 +99,34 @@ impl Dispatcher {
         if sources.is_empty() {
             return Err(arg_error("a dispatcher needs at least one source".into()));
         }
-        Ok(Dispatcher { core: Hub::new(sources) })
+        let core = Hub::new(sources);
+        node_telemetry::attach(&node, core.sources());
+        Ok(Dispatcher { core, node })
+    }
+
+    pub(crate) fn core(&self) -> &Hub {
+        &self.core
+    }
+
+    pub(crate) fn node(&self) -> &NodeState {
+        &self.node
+    }
+
+    /// A job taken by the calling worker, as the telemetry tracks it.
+    fn taken(&self, job: solid_core::ClaimedJob) -> Job {
+        let worker = node_telemetry::current_worker();
+        let sampled = self.node.telemetry.reserved(&job, worker);
+        Job::tracked(job, sampled, worker)
+    }
+
+    /// After a settle: an outcome that ended the claim without being
+    /// written (stale) leaves the worker waiting, like an abandon.
+    fn settled(&self, job: &Job, out: &Result<(), Error>, written: impl FnOnce()) {
+        match out {
+            Ok(()) => written(),
+            Err(_) if job.is_settled_flag() => self.node.telemetry.abandoned(job.worker),
+            Err(_) => {}
+        }
     }
 
     /// A Job, nil when nothing arrived within `timeout` seconds (or the wait
@@ -103,7 +134,7 @@ impl Dispatcher {
     fn next_job(ruby: &Ruby, rb_self: &Self, timeout: f64) -> Result<Value, Error> {
         let timeout = seconds(timeout, "timeout")?;
         match without_gvl(|interrupted| rb_self.core.next_job(timeout, interrupted))? {
-            NextJob::Job(job) => Ok(Job::new(job).into_value_with(ruby)),
+            NextJob::Job(job) => Ok(rb_self.taken(job).into_value_with(ruby)),
             NextJob::Empty => Ok(ruby.qnil().as_value()),
             NextJob::Stopped => Ok(ruby.qfalse().as_value()),
         }
@@ -118,7 +149,7 @@ impl Dispatcher {
         }
         let timeout = seconds(timeout, "timeout")?;
         match without_gvl(|interrupted| rb_self.core.next_job_in(Some(lane), timeout, interrupted))? {
-            NextJob::Job(job) => Ok(Job::new(job).into_value_with(ruby)),
+            NextJob::Job(job) => Ok(rb_self.taken(job).into_value_with(ruby)),
             NextJob::Empty => Ok(ruby.qnil().as_value()),
             NextJob::Stopped => Ok(ruby.qfalse().as_value()),
         }
@@ -146,7 +177,10 @@ impl Dispatcher {
     }
 
     fn complete(&self, job: &Job) -> Result<(), Error> {
-        self.core.complete(job.settle()?);
+        let claimed = job.settle()?;
+        // Before the completion is queued, so its acknowledgement finds it.
+        self.node.telemetry.completed(job.as_tracked());
+        self.core.complete(claimed);
         Ok(())
     }
 
@@ -157,12 +191,20 @@ impl Dispatcher {
             return Err(crate::helpers::errors::internal("job was already settled"));
         }
         let f = without_gvl(|_| self.core.record_failure(&job.claimed, &error_class, &message))?.map_err(err)?;
+        job.failures.store(f.failures, std::sync::atomic::Ordering::Relaxed);
+        self.node.telemetry.failed(job.as_tracked(), Some(f.failures), &error_class, "");
         Ok((f.failures, f.first_failure_ms))
     }
 
     fn retry(&self, job: &Job, delay: f64) -> Result<(), Error> {
         let delay = seconds(delay, "retry delay")?;
-        job.settle_with(|claimed| without_gvl(|_| self.core.retry(claimed, delay)))
+        let out = job.settle_with(|claimed| without_gvl(|_| self.core.retry(claimed, delay)));
+        self.settled(job, &out, || {
+            let failures = job.failures.load(std::sync::atomic::Ordering::Relaxed);
+            let retry_at = solid_core::now_ms() + delay.as_millis() as u64;
+            self.node.telemetry.retry_scheduled(job.as_tracked(), failures, retry_at);
+        });
+        out
     }
 
     /// discard(job, reason, error_class, message, backtrace, failures, archive)
@@ -191,15 +233,20 @@ impl Dispatcher {
             "discarded_ms": solid_core::now_ms(),
             "kind": "discarded",
         });
-        job.settle_with(|claimed| without_gvl(|_| self.core.discard(claimed, &record, archive)))
+        let out = job.settle_with(|claimed| without_gvl(|_| self.core.discard(claimed, &record, archive)));
+        self.settled(job, &out, || self.node.telemetry.dead(job.as_tracked(), failures, if archive { "archived" } else { "dropped" }));
+        out
     }
 
     fn quarantine(&self, job: &Job, reason: String) -> Result<(), Error> {
-        job.settle_with(|claimed| without_gvl(|_| self.core.quarantine(claimed, &reason)))
+        let out = job.settle_with(|claimed| without_gvl(|_| self.core.quarantine(claimed, &reason)));
+        self.settled(job, &out, || self.node.telemetry.dead(job.as_tracked(), 0, "quarantined"));
+        out
     }
 
     fn abandon(&self, job: &Job) -> Result<(), Error> {
         self.core.abandon(job.settle()?);
+        self.node.telemetry.abandoned(job.worker);
         Ok(())
     }
 
@@ -261,7 +308,7 @@ impl Dispatcher {
 
 pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
     let class = native.define_class("Dispatcher", ruby.class_object())?;
-    class.define_singleton_method("new", function!(Dispatcher::new, 1))?;
+    class.define_singleton_method("new", function!(Dispatcher::new, 2))?;
     class.define_method("next_job", method!(Dispatcher::next_job, 1))?;
     class.define_method("next_job_in", method!(Dispatcher::next_job_in, 2))?;
     class.define_method("hand_over", method!(Dispatcher::hand_over, 2))?;

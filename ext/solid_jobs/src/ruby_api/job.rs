@@ -2,7 +2,7 @@
 //! received it. It is settled exactly once (complete, retry, discard,
 //! quarantine or abandon); the dispatcher refuses a second settle.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use magnus::{method, prelude::*, Error, RModule, Ruby, Value};
 use solid_core::ClaimedJob;
@@ -15,11 +15,23 @@ use crate::helpers::errors::internal;
 pub struct Job {
     pub claimed: ClaimedJob,
     settled: AtomicBool,
+    /// Whether the telemetry journals this job's whole lifecycle.
+    pub sampled: bool,
+    /// The worker that took it (0: none known).
+    pub worker: u32,
+    /// Failures recorded for it (set by record_failure), for the events
+    /// of the retry or discard that follows.
+    pub failures: AtomicU32,
 }
 
 impl Job {
-    pub fn new(claimed: ClaimedJob) -> Self {
-        Job { claimed, settled: AtomicBool::new(false) }
+    pub fn tracked(claimed: ClaimedJob, sampled: bool, worker: u32) -> Self {
+        Job { claimed, settled: AtomicBool::new(false), sampled, worker, failures: AtomicU32::new(0) }
+    }
+
+    /// The job as the telemetry sees it.
+    pub fn as_tracked(&self) -> solid_core::telemetry::Tracked<'_> {
+        solid_core::telemetry::Tracked { job: &self.claimed, sampled: self.sampled, worker: self.worker }
     }
 
     /// Marks the job settled; errors when it already was.
@@ -77,6 +89,11 @@ impl Job {
     fn is_settled(&self) -> bool {
         self.settled.load(Ordering::Acquire)
     }
+    /// The delivery number where the backend counts deliveries (SolidEngine),
+    /// else nil.
+    fn attempt(&self) -> Option<u32> {
+        Some(self.claimed.attempts).filter(|&a| a > 0)
+    }
 }
 
 pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
@@ -93,6 +110,7 @@ pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
     class.define_method("envelope", method!(Job::envelope, 0))?;
     class.define_method("raw", method!(Job::raw, 0))?;
     class.define_method("settled?", method!(Job::is_settled, 0))?;
+    class.define_method("attempt", method!(Job::attempt, 0))?;
     Ok(())
 }
 

@@ -2,6 +2,8 @@ mod client;
 mod dispatcher;
 mod engine_client;
 mod job;
+mod node_telemetry;
+mod publisher_telemetry;
 
 use magnus::{function, prelude::*, Error, RModule, Ruby};
 
@@ -10,6 +12,8 @@ pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
     engine_client::init(ruby, native)?;
     dispatcher::init(ruby, native)?;
     job::init(ruby, native)?;
+    node_telemetry::init(ruby, native)?;
+    publisher_telemetry::init(ruby, native)?;
     native.define_singleton_method("default_backoff", function!(default_backoff, 1))?;
     native.define_singleton_method("decode_envelope", function!(decode_envelope, 1))?;
     Ok(())

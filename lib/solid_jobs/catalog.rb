@@ -1,0 +1,58 @@
+# frozen_string_literal: true
+
+require "json"
+
+module SolidJobs
+  # What the Redis keyspace holds, for operators and the dashboard. Reads
+  # only; every figure is counted from Redis when asked, nothing is kept.
+  #
+  #   catalog = SolidJobs::Catalog.new
+  #   catalog.channels   # [{"name", "depth", "latency_s"}]
+  #   catalog.tasks      # ["RecalculateAccount", ...]
+  class Catalog
+    def initialize(client: SolidJobs.client, config: SolidJobs.config)
+      @client = client
+      @config = config
+      @ns = config.namespace
+    end
+
+    # Every known channel (written to, or configured here), by name: ready
+    # jobs (`depth`) and how long the oldest of them has waited
+    # (`latency_s`, nil when empty or undecodable).
+    def channels(now_ms: Publisher.now_ms)
+      names = (@client.call(["SMEMBERS", key("channels")]) | @config.channels.map(&:first)).sort
+      names.map do |name|
+        list = key("channel:#{name}")
+        depth = @client.call(["LLEN", list]).to_i
+        oldest = depth.positive? ? @client.call(["LINDEX", list, "-1"]) : nil
+        {"name" => name, "depth" => depth, "latency_s" => oldest && latency(oldest, now_ms)}
+      end
+    end
+
+    def planned_count = zcard("planned")
+    def retrying_count = zcard("retrying")
+    def archived_count = zcard("archive")
+    # Publications behind the publication barrier right now.
+    def publishing_count = zcard("publishing")
+
+    # Task names seen by nodes (claimed) and publishers (enqueued), and in
+    # the archive.
+    def tasks
+      seen = @client.call(["SMEMBERS", key("tasks")])
+      archived = Archive.list(limit: 200).filter_map { |r| r["task"] }
+      (seen | archived).sort
+    end
+
+    private
+
+    def latency(raw, now_ms)
+      queued = JSON.parse(raw)["queued_ms"]
+      queued.is_a?(Integer) ? [(now_ms - queued) / 1000.0, 0.0].max : nil
+    rescue JSON::ParserError
+      nil
+    end
+
+    def zcard(suffix) = @client.call(["ZCARD", key(suffix)]).to_i
+    def key(suffix) = "#{@ns}:#{suffix}"
+  end
+end

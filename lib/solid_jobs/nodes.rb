@@ -1,0 +1,87 @@
+# frozen_string_literal: true
+
+require "json"
+require "securerandom"
+
+module SolidJobs
+  # The worker nodes registered in Redis, and their control mailboxes.
+  #
+  #   node = SolidJobs::Nodes.new.first
+  #   node.request_control(:pause)      # also :resume, :backtraces, :shutdown
+  #   node.backtraces                   # after :backtraces, once the node wrote them
+  #
+  # Requests are asynchronous: the node takes them from its mailbox
+  # (`control:<node>`) at its next heartbeat and acts on them; the journal
+  # records a node.control entry when it does.
+  class Nodes
+    include Enumerable
+
+    ACTIONS = %w[pause resume backtraces shutdown].freeze
+    # An unread mailbox (its node died) disappears after this.
+    MAILBOX_TTL_MS = 10 * 60 * 1000
+
+    class Node
+      attr_reader :id, :description
+
+      def initialize(id, description, client, namespace)
+        @id = id
+        @description = description
+        @client = client
+        @ns = namespace
+      end
+
+      # False once the node's heartbeat key expired (it is dead or gone).
+      def alive? = !@description.nil?
+
+      # Queues a control request; returns its id. An unknown action raises
+      # KeyError and writes nothing.
+      def request_control(action)
+        name = action.to_s
+        unless ACTIONS.include?(name)
+          raise KeyError.new("unknown control action #{action.inspect}; known: #{ACTIONS.join(", ")}", receiver: ACTIONS, key: action)
+        end
+
+        request_id = SecureRandom.uuid
+        request = JSON.generate({"action" => name, "requested_ms" => Publisher.now_ms, "id" => request_id})
+        @client.request_control(@id, request, MAILBOX_TTL_MS)
+        request_id
+      end
+
+      # What the node wrote for the last :backtraces request (a Hash with
+      # "threads" and "workers"), or nil.
+      def backtraces
+        raw = @client.call(["GET", "#{@ns}:backtraces:#{@id}"])
+        raw && JSON.parse(raw)
+      end
+
+      def to_h = {"id" => @id, "alive" => alive?, "description" => @description}
+    end
+
+    def initialize(client: SolidJobs.client, namespace: SolidJobs.config.namespace)
+      @client = client
+      @ns = namespace
+    end
+
+    # Nodes in the registry, oldest start first.
+    def each(&block)
+      nodes.each(&block)
+    end
+
+    def find_node(id) = nodes.find { |n| n.id == id }
+
+    private
+
+    def nodes
+      ids = @client.call(["SMEMBERS", "#{@ns}:nodes"])
+      ids.map { |id| Node.new(id, description(id), @client, @ns) }
+         .sort_by { |n| [n.description&.fetch("started_ms", nil) || 0, n.id] }
+    end
+
+    def description(id)
+      raw = @client.call(["GET", "#{@ns}:node:#{id}"])
+      raw && JSON.parse(raw)
+    rescue JSON::ParserError
+      {}
+    end
+  end
+end

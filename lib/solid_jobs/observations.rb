@@ -1,0 +1,83 @@
+# frozen_string_literal: true
+
+require "json"
+
+module SolidJobs
+  # The latest observations of every node (`observations:<node>`, written
+  # every observation_interval; docs/observability.md), with freshness: an
+  # observation older than two intervals (plus the one-second flush) is not
+  # fresh (its node may be stuck or gone; a dead node's observations expire
+  # after three intervals).
+  #
+  #   SolidJobs::Observations.new.nodes
+  #   # => [{"node_id", "alive", "node", "process", "ractors", "redis",
+  #   #      "at_ms", "age_ms", "fresh"}]
+  class Observations
+    PARTS = %w[node process ractors redis].freeze
+    # Observations reach Redis at the node's next journal flush (once a
+    # second), so freshness allows for it.
+    FLUSH_MS = 1000
+
+    def initialize(client: SolidJobs.client, namespace: SolidJobs.config.namespace)
+      @client = client
+      @ns = namespace
+    end
+
+    # Registered nodes and nodes with observations, oldest start first. A
+    # part never observed is {"state" => "unavailable"}. Each part (each
+    # Ractor entry) carries its own "age_ms" and "fresh".
+    def nodes(now_ms: Publisher.now_ms)
+      registered = @client.call(["SMEMBERS", "#{@ns}:nodes"])
+      observed = scan("#{@ns}:observations:*").map { |k| k.delete_prefix("#{@ns}:observations:") }
+      (registered | observed).map { |id| node(id, registered.include?(id), now_ms) }
+                             .sort_by { |n| [n.dig("node", "started_ms") || 0, n["node_id"]] }
+    end
+
+    def node(id, registered, now_ms)
+      fields = @client.call(["HGETALL", "#{@ns}:observations:#{id}"])
+      fields = fields.is_a?(Hash) ? fields : fields.each_slice(2).to_h
+      interval = nil
+      parts = PARTS.to_h { |p| [p, parse(fields[p])] }
+      interval = parts["node"]["observation_interval_ms"] if parts["node"].is_a?(Hash)
+      interval ||= (SolidJobs.config.observation_interval * 1000).round
+      at = fields["at_ms"]&.to_i
+      out = {"node_id" => id, "alive" => registered && @client.call(["EXISTS", "#{@ns}:node:#{id}"]) == 1}
+      PARTS.each do |p|
+        out[p] = if p == "ractors"
+                   (parts[p].is_a?(Array) ? parts[p] : []).map { |r| fresh(r, now_ms, interval) }
+                 else
+                   fresh(parts[p], now_ms, interval)
+                 end
+      end
+      out.merge!(fresh({"at_ms" => at}, now_ms, interval))
+      out
+    end
+
+    private
+
+    def parse(raw)
+      raw ? JSON.parse(raw) : {"state" => "unavailable"}
+    rescue JSON::ParserError
+      {"state" => "unavailable"}
+    end
+
+    def fresh(part, now_ms, interval_ms)
+      return part unless part.is_a?(Hash)
+
+      at = part["at_ms"]
+      age = at.is_a?(Integer) ? [now_ms - at, 0].max : nil
+      part.merge("age_ms" => age, "fresh" => !age.nil? && age <= 2 * interval_ms + FLUSH_MS)
+    end
+
+    def scan(pattern)
+      keys = []
+      cursor = "0"
+      loop do
+        cursor, batch = @client.call(["SCAN", cursor, "MATCH", pattern, "COUNT", "1000"])
+        keys.concat(batch)
+        break if cursor == "0"
+      end
+      keys.uniq
+    end
+  end
+end
