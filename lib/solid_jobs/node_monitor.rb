@@ -18,8 +18,6 @@ module SolidJobs
   class NodeMonitor
     # How long backtraces stay readable after a request.
     BACKTRACES_TTL_MS = 10 * 60 * 1000
-    # Longest wait for notices, so a stop is noticed promptly.
-    SLICE = 0.25
     ACTIONS = %w[pause resume backtraces shutdown].freeze
 
     def initialize(dispatcher, config, node_id:, description:, on_shutdown:)
@@ -43,6 +41,7 @@ module SolidJobs
     # stopped), which the dispatcher's shutdown writes.
     def stop
       @stopping = true
+      @dispatcher.wake_monitor
       @thread&.join(5)
       observe("stopping")
     end
@@ -54,7 +53,10 @@ module SolidJobs
           observe
           next_at = clock + @config.observation_interval
         end
-        requests, events = @dispatcher.notices([[next_at - clock, 0].max, SLICE].min)
+        # Sleeps until the next observation unless a request or an event
+        # arrives (or #stop wakes it): an idle node's monitor wakes once
+        # per observation interval.
+        requests, events = @dispatcher.notices([next_at - clock, 0].max)
         requests.each { |raw| act(raw) }
         events.each { |name, payload| emit(name, JSON.parse(payload, symbolize_names: true)) } if @instrumented
       end

@@ -483,11 +483,13 @@ fn heartbeat_loop(s: &Shared) {
     let ttl = s.cfg.node_ttl.as_millis() as u64;
     let mut next_beat = Instant::now() + s.cfg.heartbeat_interval;
     let mut next_due = Instant::now();
+    const IDLE: Duration = Duration::from_secs(3600);
     let mut next_flush = Instant::now() + FLUSH_INTERVAL;
     while !s.heartbeat_closed.load(Ordering::Acquire) {
         let seen = s.bells.planned.epoch();
         let now = Instant::now();
-        if now >= next_beat {
+        let beating = now >= next_beat;
+        if beating {
             // Only the journal writer reads the mailbox: one reader per node.
             let take = if s.written_telemetry().is_some() { CONTROL_TAKE } else { 0 };
             let beat = conn.run(|c| s.store.beat(c, &s.cfg.node_id, ttl, &s.cfg.description, &names, take));
@@ -526,16 +528,19 @@ fn heartbeat_loop(s: &Shared) {
             }
         }
         if let Some(t) = s.written_telemetry() {
-            if now >= next_flush {
-                next_flush = now + FLUSH_INTERVAL;
-                t.tick();
+            if now >= next_flush || beating {
+                let active = t.tick();
                 if t.has_pending() {
                     let flushed = conn.run(|c| t.flush(c));
                     s.stats.note(&flushed);
                 }
+                // Once a second while jobs flow; an idle node writes its
+                // telemetry (observations) with its heartbeats only, so it
+                // wakes no more often than before.
+                next_flush = if active || t.has_pending() { now + FLUSH_INTERVAL } else { now + IDLE };
             }
         } else {
-            next_flush = now + FLUSH_INTERVAL;
+            next_flush = now + IDLE;
         }
         if now >= next_due {
             match conn.run(|c| s.store.promote(c, PROMOTE_LIMIT)) {
@@ -561,7 +566,7 @@ fn heartbeat_loop(s: &Shared) {
         if !s.bells.subscribed.load(Ordering::Acquire) {
             next_due = next_due.min(next_beat);
         }
-        let wake = next_beat.min(next_due).min(if s.written_telemetry().is_some() { next_flush } else { next_beat });
+        let wake = next_beat.min(next_due).min(next_flush);
         let wait = wake.saturating_duration_since(Instant::now());
         if s.bells.planned.wait_past(seen, wait) {
             next_due = Instant::now();

@@ -23,7 +23,7 @@ pub mod journal;
 pub mod workers;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, unbounded, Receiver, Select, Sender};
@@ -142,6 +142,14 @@ pub struct Telemetry {
     requests_rx: Receiver<String>,
     seen_tasks: Mutex<HashSet<String>>,
     outbox: Mutex<Outbox>,
+    /// Wakes a `notices` wait early (the monitor is stopping).
+    monitor_wake_tx: Sender<()>,
+    monitor_wake_rx: Receiver<()>,
+    /// A publisher's flush thread sleeps while nothing happens; the next
+    /// publication wakes it (one atomic load per publication otherwise).
+    flusher_idle: AtomicBool,
+    flusher_wake_tx: Sender<()>,
+    flusher_wake_rx: Receiver<()>,
 }
 
 fn error_location(location: &str) -> Value {
@@ -156,7 +164,14 @@ impl Telemetry {
     pub fn new(cfg: TelemetryConfig) -> Self {
         let (deliveries_tx, deliveries_rx) = bounded(DELIVERY_CAPACITY);
         let (requests_tx, requests_rx) = unbounded();
+        let (monitor_wake_tx, monitor_wake_rx) = bounded(1);
+        let (flusher_wake_tx, flusher_wake_rx) = bounded(1);
         Telemetry {
+            monitor_wake_tx,
+            monitor_wake_rx,
+            flusher_idle: AtomicBool::new(false),
+            flusher_wake_tx,
+            flusher_wake_rx,
             keys: Keyspace::new(&cfg.namespace),
             journal: Journal::new(cfg.buffer),
             budget: SampleBudget::new(if cfg.journal { cfg.sample_per_interval } else { 0 }),
@@ -423,7 +438,14 @@ impl Telemetry {
             return;
         }
         self.saw_tasks([task]);
-        self.counts.enqueued.fetch_add(ids.len() as u64, Relaxed);
+        self.counts.enqueued.fetch_add(ids.len() as u64, std::sync::atomic::Ordering::SeqCst);
+        // After counting (SeqCst pairs with `idle_until_activity`): either
+        // this sees the flusher idle and wakes it, or the flusher sees the
+        // count and stays awake.
+        if self.flusher_idle.load(std::sync::atomic::Ordering::SeqCst) {
+            self.flusher_idle.store(false, Relaxed);
+            let _ = self.flusher_wake_tx.try_send(());
+        }
         let written = now_ms();
         for id in ids {
             if !self.budget.take() {
@@ -488,14 +510,15 @@ impl Telemetry {
         let _ = self.requests_tx.send(request);
     }
 
-    /// Waits up to `timeout` (polling `interrupted` every 100 ms) for control
-    /// requests or Rust-side events; returns whatever is waiting.
+    /// Waits up to `timeout` for control requests or Rust-side events and
+    /// returns whatever is waiting; returns early (empty) on `wake_monitor`
+    /// or when `interrupted` is set (checked every 100 ms).
     pub fn notices(&self, timeout: Duration, interrupted: &std::sync::atomic::AtomicBool) -> (Vec<String>, Vec<Delivery>) {
         let deadline = Instant::now() + timeout;
         loop {
             let requests: Vec<String> = self.requests_rx.try_iter().collect();
             let deliveries: Vec<Delivery> = self.deliveries_rx.try_iter().take(DELIVERY_CAPACITY).collect();
-            if !requests.is_empty() || !deliveries.is_empty() {
+            if !requests.is_empty() || !deliveries.is_empty() || self.monitor_wake_rx.try_recv().is_ok() {
                 return (requests, deliveries);
             }
             let slice = deadline.saturating_duration_since(Instant::now()).min(Duration::from_millis(100));
@@ -505,8 +528,14 @@ impl Telemetry {
             let mut select = Select::new();
             select.recv(&self.requests_rx);
             select.recv(&self.deliveries_rx);
+            select.recv(&self.monitor_wake_rx);
             let _ = select.ready_timeout(slice);
         }
+    }
+
+    /// Ends a `notices` wait now (the monitor is stopping).
+    pub fn wake_monitor(&self) {
+        let _ = self.monitor_wake_tx.try_send(());
     }
 
     /// `{"seq","dropped","pending","undelivered"}` for the node observation.
@@ -523,11 +552,13 @@ impl Telemetry {
     // --- the flusher ---
 
     /// Closes the interval: journals `metrics.interval` (when anything
-    /// happened) and renews the sample budget. Once per FLUSH_INTERVAL.
-    pub fn tick(&self) {
+    /// happened) and renews the sample budget. Once per FLUSH_INTERVAL
+    /// while jobs flow; an idle process ticks with its heartbeat only.
+    /// Returns whether the interval saw any activity.
+    pub fn tick(&self) -> bool {
         self.budget.renew();
         if !self.cfg.journal {
-            return;
+            return false;
         }
         let interval_ms = {
             let mut started = self.interval_started.lock();
@@ -550,7 +581,7 @@ impl Telemetry {
         let latency = self.latency.take();
         let duration = self.duration.take();
         if counts.iter().all(|(_, n)| *n == 0) && latency.count == 0 && duration.count == 0 {
-            return;
+            return false;
         }
         let mut m = Map::new();
         m.insert("interval_ms".into(), json!(interval_ms));
@@ -561,6 +592,28 @@ impl Telemetry {
         m.insert("duration_ms".into(), duration.to_json_ms());
         m.insert("dropped_total".into(), json!(self.journal.dropped()));
         self.record("metrics.interval", now_ms(), m);
+        true
+    }
+
+    /// A publisher's flusher found nothing to do: it may sleep until the
+    /// next publication (see `wait_for_activity`). Returns false when
+    /// activity arrived meanwhile (then it must not sleep).
+    pub fn idle_until_activity(&self) -> bool {
+        self.flusher_idle.store(true, std::sync::atomic::Ordering::SeqCst);
+        if self.counts.enqueued.load(std::sync::atomic::Ordering::SeqCst) > 0 || self.has_pending() {
+            self.flusher_idle.store(false, Relaxed);
+            return false;
+        }
+        true
+    }
+
+    /// Blocks while idle; false once the telemetry is gone (the thread ends).
+    pub fn wait_for_activity(wake: &Receiver<()>) -> bool {
+        wake.recv().is_ok()
+    }
+
+    pub fn flusher_wake(&self) -> Receiver<()> {
+        self.flusher_wake_rx.clone()
     }
 
     /// True when a flush has something to write.

@@ -112,6 +112,11 @@ impl Dispatcher {
         Ok((requests, deliveries.into_iter().map(|d| (d.name.to_owned(), d.payload)).collect()))
     }
 
+    /// Ends a `notices` wait at once (the monitor is stopping).
+    fn wake_monitor(&self) {
+        self.node().telemetry.wake_monitor();
+    }
+
     /// Stops claiming new jobs; workers finish what this node already
     /// claimed (running and prefetched), then wait.
     fn pause(&self) {
@@ -174,6 +179,7 @@ pub fn init(_ruby: &Ruby, native: RModule) -> Result<(), Error> {
     class.define_method("started", method!(Dispatcher::started, 1))?;
     class.define_method("observe", method!(Dispatcher::observe, 2))?;
     class.define_method("notices", method!(Dispatcher::notices, 1))?;
+    class.define_method("wake_monitor", method!(Dispatcher::wake_monitor, 0))?;
     class.define_method("pause", method!(Dispatcher::pause, 0))?;
     class.define_method("resume", method!(Dispatcher::resume, 0))?;
     class.define_method("paused?", method!(Dispatcher::is_paused, 0))?;
