@@ -30,6 +30,16 @@ class PublicationBarrierTest < SolidJobsTest
     assert_nil SolidJobs.client.job_state(id), "completed"
   end
 
+  def test_the_integrity_check_reports_a_barrier_nobody_released
+    configure_solid_jobs(instrumenter: RecordingInstrumenter.new(ledger_path("events")))
+    envelope = SolidJobs::Native::Client.build("LedgerTask", [ledger_path, "stuck"], "default", 3, nil)
+    redis.zadd(key("publishing"), SolidJobs::Publisher.now_ms - 60_000, "0|default|#{JSON.generate(envelope)}")
+    report = SolidJobs::IntegrityCheck.run
+    refute report.ok?
+    assert_equal 1, report.counts[:publishing]
+    assert_equal [envelope["id"]], report.expired_publications.map { |p| p[:id] }
+  end
+
   def test_without_an_instrumenter_there_is_no_barrier
     LedgerTask.enqueue(ledger_path, "plain")
     assert_equal 1, redis.llen(key("channel:default"))

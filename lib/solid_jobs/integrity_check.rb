@@ -10,13 +10,16 @@ module SolidJobs
   # Findings: claims held by nodes that are not registered (orphaned), claims
   # of registered nodes whose heartbeat expired (dead: recovery will move
   # them), entries that do not decode (sampled per list), channel lists not
-  # in the channel registry, and channels with work that no configured
-  # channel serves. It issues only reads (SCAN, LLEN, LRANGE, ZCARD, ...).
+  # in the channel registry, channels with work that no configured
+  # channel serves, and publications held behind a barrier that expired
+  # more than a recovery delay ago (no node is running to release them:
+  # docs/observability.md). It issues only reads (SCAN, LLEN, LRANGE,
+  # ZCARD, ...).
   module IntegrityCheck
     Report = Struct.new(:counts, :orphaned_claims, :dead_node_claims, :undecodable, :unknown_channels, :unserved_channels,
-                        keyword_init: true) do
+                        :expired_publications, keyword_init: true) do
       def ok?
-        [orphaned_claims, dead_node_claims, undecodable, unknown_channels].all?(&:empty?)
+        [orphaned_claims, dead_node_claims, undecodable, unknown_channels, expired_publications].all?(&:empty?)
       end
     end
 
@@ -38,15 +41,32 @@ module SolidJobs
         counts: {
           ready: ready, planned: client.call(["ZCARD", "#{ns}:planned"]).to_i,
           retrying: client.call(["ZCARD", "#{ns}:retrying"]).to_i, claimed: claims.values.sum,
-          archived: client.call(["ZCARD", "#{ns}:archive"]).to_i, nodes: nodes.size
+          archived: client.call(["ZCARD", "#{ns}:archive"]).to_i, nodes: nodes.size,
+          publishing: client.call(["ZCARD", "#{ns}:publishing"]).to_i
         },
         orphaned_claims: claims.reject { |node, _| nodes.include?(node) }.map { |node, n| {node_id: node, claims: n} },
         dead_node_claims: nodes.reject { |node| client.call(["EXISTS", "#{ns}:node:#{node}"]) == 1 }
                                .map { |node| {node_id: node, claims: claims.fetch(node, 0)} },
         undecodable: undecodable(client, ns, ready.keys, claim_keys, sample),
         unknown_channels: (lists - registry).sort,
-        unserved_channels: ready.select { |c, n| n.positive? && !configured.include?(c) }.keys
+        unserved_channels: ready.select { |c, n| n.positive? && !configured.include?(c) }.keys,
+        expired_publications: expired_publications(client, ns)
       )
+    end
+
+    # Held publications whose barrier expired over a recovery delay ago.
+    def expired_publications(client, ns)
+      before = Publisher.now_ms - (SolidJobs.config.recovery_delay * 1000).round
+      client.call(["ZRANGEBYSCORE", "#{ns}:publishing", "-inf", before.to_s, "WITHSCORES", "LIMIT", "0", "100"])
+            .each_slice(2).map do |member, expired_ms|
+        _due, channel, raw = member.split("|", 3)
+        id = begin
+          JSON.parse(raw.to_s)["id"]
+        rescue JSON::ParserError
+          nil
+        end
+        {id: id, channel: channel, expired_ms: expired_ms.to_i}
+      end
     end
 
     def scan(client, pattern)
