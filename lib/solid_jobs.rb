@@ -15,6 +15,7 @@ require "solid_jobs/task"
 require "solid_jobs/backends"
 require "solid_jobs/archive"
 require "solid_jobs/integrity_check"
+require "solid_jobs/lanes"
 require "solid_jobs/worker"
 require "solid_jobs/conductor"
 

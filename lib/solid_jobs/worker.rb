@@ -13,13 +13,15 @@ module SolidJobs
     REDIS_RETRY_MIN = 0.05
     REDIS_RETRY_MAX = 2.0
 
-    def initialize(dispatcher, worker_id)
+    # `lane`: nil on a node without lanes, else Lanes::RACTOR or Lanes::THREAD.
+    def initialize(dispatcher, worker_id, lane: nil)
       @dispatcher = dispatcher
       @worker_id = worker_id
+      @lane = lane
     end
 
     def run
-      while (job = @dispatcher.next_job(POLL_SECONDS)) != false
+      while (job = @lane ? @dispatcher.next_job_in(@lane, POLL_SECONDS) : @dispatcher.next_job(POLL_SECONDS)) != false
         next unless job
 
         begin
@@ -37,6 +39,8 @@ module SolidJobs
     def perform(job)
       task_class, reason = Executor.resolve(job.task)
       return quarantine(job, reason) unless task_class
+      # A thread task the dispatcher was not told about (see Lanes).
+      return @dispatcher.hand_over(job, Lanes::THREAD) if @lane == Lanes::RACTOR && Lanes.thread_only?(task_class)
 
       begin
         Executor.execute(task_class, job.arguments, worker_id: @worker_id, job: job)
@@ -109,7 +113,8 @@ module SolidJobs
       case error
       when Ractor::IsolationError
         "#{message} -- task #{task} cannot run inside a Ractor (it touched non-shareable state); " \
-          "set execution_mode = :thread (or --execution-mode thread) for this worker"
+          "give it `task_options execution: :thread` (it then runs on the node's thread workers), " \
+          "or set execution_mode = :thread (or --execution-mode thread) for this worker"
       when StandardError
         message
       else

@@ -188,6 +188,7 @@ impl Hub {
     /// (or when no lanes are open). The job stays in flight; if the node is
     /// stopping it is given back unstarted (here, by `stop_claiming`, or by
     /// the lane worker that receives it) and `Ok` is returned.
+    #[allow(clippy::result_large_err)] // the job moves back to the caller, as NextJob::Job moves it out
     pub fn hand_over(&self, job: ClaimedJob, lane: usize, wait: bool) -> std::result::Result<(), ClaimedJob> {
         let Some(lanes) = self.lanes.get() else { return Err(job) };
         let tx = &lanes[lane.min(LANES - 1)].tx;

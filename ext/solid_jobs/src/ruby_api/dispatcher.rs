@@ -145,6 +145,7 @@ impl Dispatcher {
     /// Passes a job this worker took, unstarted, to the workers of `lane`,
     /// waiting (GVL released) for room. This Job object is settled by it;
     /// the lane's worker receives a new one for the same claim.
+    #[allow(clippy::result_large_err)]
     fn hand_over(&self, job: &Job, lane: usize) -> Result<(), Error> {
         if lane >= solid_core::hub::LANES || !self.core.lanes_open() {
             return Err(arg_error(format!("no lane {lane}: lanes are open only on nodes with thread workers")));
