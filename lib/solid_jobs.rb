@@ -73,3 +73,9 @@ module SolidJobs
     end
   end
 end
+
+# Active Job finds `queue_adapter = :solid_jobs` by constant; under Rails the
+# railtie loads the adapter when Active Job loads, elsewhere it autoloads.
+# Without Active Job nothing of it is loaded (activejob is not a dependency).
+require "solid_jobs/railtie" if defined?(::Rails::Railtie)
+::ActiveJob::QueueAdapters.autoload(:SolidJobsAdapter, "solid_jobs/active_job") if defined?(::ActiveJob)
