@@ -69,7 +69,7 @@ class LanesTest < SolidJobsTest
     log = File.join(@ledger_dir, "worker.log")
     args = ["--require", LANES_APP, "--concurrency", "1", "--thread-concurrency", "1", "--shutdown-timeout", "10"]
     worker = WorkerProcess.new(redis_url: REDIS.url, namespace: @namespace, log: log, args: args).start
-    eventually("node started") { File.read(log).include?("1 thread worker(s) for ThreadOnlySubTask, ThreadOnlyTask") }
+    eventually("node started") { File.read(log).match?(/1 thread worker\(s\) for .*ThreadOnlySubTask, ThreadOnlyTask/) }
     # One runs on the thread worker, one waits in the thread lane, one is
     # held by the Ractor worker waiting for room, the rest stay buffered.
     ThreadOnlyTask.enqueue_many(Array.new(5) { |i| [path, "slow-#{i}", 1.0] })
