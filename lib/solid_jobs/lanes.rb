@@ -35,8 +35,10 @@ module SolidJobs
 
     # Names of the loaded task classes that must run in a thread.
     def thread_task_names
+      # Module#include?, not respond_to?: some classes answer respond_to? by
+      # building an instance (Rails::Railtie), which an abstract one refuses.
       ObjectSpace.each_object(Class).select do |klass|
-        !klass.singleton_class? && klass.respond_to?(:solid_jobs_task?) && klass.name.is_a?(String) && thread_only?(klass)
+        !klass.singleton_class? && klass.include?(Task) && klass.name.is_a?(String) && thread_only?(klass)
       end.map(&:name).sort
     end
 
