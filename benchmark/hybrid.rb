@@ -1,8 +1,10 @@
 # frozen_string_literal: true
 
 # Hybrid benchmark: the Ractor path next to the warm pool's IPC path, on one
-# `solid-jobs` node (2 worker Ractors, 2 thread workers) and 2 warm workers
-# (script/warm_worker.rb), against a private Redis.
+# `solid-jobs` node (2 worker Ractors; for the warm path also 2 thread
+# workers, which run the executor) and 2 warm workers (script/warm_worker.rb),
+# against a private Redis. The Ractor path runs without thread workers, so
+# none of its tasks overflows onto a thread.
 #
 #   transport  zero-work jobs, paced (TRANSPORT_JOBS at TRANSPORT_RATE/s)
 #   sustained  SUSTAINED_JOBS over SUSTAINED_SECONDS, WORK_MS of CPU each
@@ -94,7 +96,7 @@ module Hybrid
            "HYBRID_ROUNDTRIPS_FILE" => roundtrips_file}
     log = File.join(dir, "worker.log")
     command = [RbConfig.ruby, "-Ilib", "exe/solid-jobs", "--require", "./benchmark/hybrid_jobs.rb",
-               "--concurrency", RACTOR_WORKERS.to_s, "--thread-concurrency", THREAD_WORKERS.to_s,
+               "--concurrency", RACTOR_WORKERS.to_s, "--thread-concurrency", (path == "warm" ? THREAD_WORKERS : 0).to_s,
                "--channel", "hybrid", "--redis-url", redis.url]
     worker = Bench::WorkerProcess.new(children, command, env, log).start
     nodes = "#{SolidJobs.config.namespace}:nodes"
@@ -180,7 +182,7 @@ module Hybrid
     header = "Ruby #{Bench::Environment.ruby}, #{Bench::Environment.nproc} CPU(s) (#{Bench::Environment.cpu_model}), " \
              "load #{Bench::Environment.load_average}, commit #{Bench::Environment.git_commit}" \
              "#{Bench::Environment.code_modified? ? " (modified)" : ""}; #{RACTOR_WORKERS} worker Ractors, " \
-             "#{THREAD_WORKERS} thread workers, #{WARM_WORKERS} warm workers#{SMOKE ? "; BENCH_SMOKE sizes" : ""}."
+             "#{THREAD_WORKERS} thread workers (warm path only), #{WARM_WORKERS} warm workers#{SMOKE ? "; BENCH_SMOKE sizes" : ""}."
     out_dir = ENV["HYBRID_RESULTS_DIR"] || (SMOKE ? File.join(work_dir, "results") : File.join(ROOT, "benchmark", "results"))
     FileUtils.mkdir_p(out_dir)
     report = markdown(results, header)
