@@ -7,8 +7,10 @@ module SolidJobs
   # A job is completed only after `execute_task` returns. A raising task is
   # recorded and handed to the FailurePolicy; it never ends the loop.
   class Worker
-    # Seconds a worker waits in native code before re-checking for stop.
-    POLL_SECONDS = 1.0
+    # Seconds a worker waits in native code before asking again. Stop and
+    # Ruby interrupts wake it at once, so this only bounds an idle wait:
+    # long, so an idle node does not wake its workers for nothing.
+    POLL_SECONDS = 30.0
     # Backoff while Redis is unreachable during failure handling.
     REDIS_RETRY_MIN = 0.05
     REDIS_RETRY_MAX = 2.0

@@ -30,6 +30,7 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::claim::ClaimedJob;
 use crate::error::Result;
+use crate::interrupt::Interrupt;
 use crate::source::JobSource;
 use crate::store::FailureCount;
 
@@ -84,17 +85,17 @@ impl Hub {
         self.stopping.load(Ordering::SeqCst)
     }
 
-    /// Blocks up to `timeout` for the next job from any source.
-    /// `interrupted` is polled every 100 ms so a caller that released the
-    /// GVL can be woken by its unblocking function.
-    pub fn next_job(&self, timeout: Duration, interrupted: &AtomicBool) -> NextJob {
+    /// Blocks up to `timeout` for the next job from any source, or until
+    /// `interrupted` is triggered (a caller that released the GVL is woken
+    /// by its unblocking function). An idle worker does not wake otherwise.
+    pub fn next_job(&self, timeout: Duration, interrupted: &Interrupt) -> NextJob {
         self.next_job_in(None, timeout, interrupted)
     }
 
     /// Like [`Hub::next_job`], for a worker of `lane`: also receives the
     /// jobs handed over to that lane, and hands over the jobs it takes
     /// that belong to the other lane. Without open lanes, `next_job`.
-    pub fn next_job_in(&self, lane: Option<usize>, timeout: Duration, interrupted: &AtomicBool) -> NextJob {
+    pub fn next_job_in(&self, lane: Option<usize>, timeout: Duration, interrupted: &Interrupt) -> NextJob {
         let mine = lane.filter(|_| self.lanes.get().is_some()).map(|i| i.min(LANES - 1));
         let lane = mine.and_then(|i| self.lanes.get().map(|lanes| &lanes[i]));
         let deadline = Instant::now() + timeout;
@@ -102,14 +103,30 @@ impl Hub {
             if self.is_stopping() {
                 return NextJob::Stopped;
             }
-            let slice = deadline.saturating_duration_since(Instant::now()).min(Duration::from_millis(100));
             let mut select = Select::new();
             for s in &self.sources {
                 select.recv(s.jobs());
             }
             let stop = select.recv(&self.stop_rx);
             let handed = lane.map(|l| select.recv(&l.rx));
-            match select.select_timeout(slice) {
+            // Ready work is taken without creating the interrupt channel.
+            let ready = match select.try_select() {
+                Ok(op) => Ok(op),
+                Err(_) => {
+                    let woken = select.recv(interrupted.receiver());
+                    if interrupted.is_set() {
+                        return NextJob::Empty;
+                    }
+                    match select.select_deadline(deadline) {
+                        Ok(op) if op.index() == woken => {
+                            let _ = op.recv(interrupted.receiver());
+                            return NextJob::Empty;
+                        }
+                        other => other,
+                    }
+                }
+            };
+            match ready {
                 Ok(op) if op.index() == stop => {
                     let _ = op.recv(&self.stop_rx);
                     return NextJob::Stopped;
@@ -150,7 +167,7 @@ impl Hub {
                 }
                 Err(_) => {}
             }
-            if interrupted.load(Ordering::Acquire) || Instant::now() >= deadline {
+            if interrupted.is_set() || Instant::now() >= deadline {
                 return NextJob::Empty;
             }
         }
@@ -382,7 +399,7 @@ mod tests {
     }
 
     fn take(hub: &Hub, lane: Option<usize>) -> NextJob {
-        hub.next_job_in(lane, Duration::from_millis(200), &AtomicBool::new(false))
+        hub.next_job_in(lane, Duration::from_millis(200), &Interrupt::new())
     }
 
     #[test]

@@ -235,7 +235,7 @@ impl Dispatcher {
                 if self.core.wait_idle(slice) {
                     return true;
                 }
-                if interrupted.load(std::sync::atomic::Ordering::Acquire) || std::time::Instant::now() >= deadline {
+                if interrupted.is_set() || std::time::Instant::now() >= deadline {
                     return false;
                 }
             }
