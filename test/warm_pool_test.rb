@@ -162,6 +162,19 @@ class WarmPoolTest < SolidJobsTest
     refute File.exist?(path), "socket removed"
   end
 
+  def test_a_stale_socket_is_replaced_and_a_live_one_is_not_taken_over
+    UNIXServer.new(WarmPool.socket_path(0)).close # left by a killed worker
+    first = start_warm_worker(0)
+    second_log = File.join(@ledger_dir, "second.log")
+    second = Process.spawn({"SOLID_JOBS_WARM_SOCKET_DIR" => @socket_dir}, RbConfig.ruby, SCRIPT, "0",
+                           chdir: @app_root, out: second_log, err: second_log)
+    _, status = Process.wait2(second)
+    refute status.success?
+    assert_match(/already running/, File.read(second_log))
+    assert_equal 3, WarmPool.call("WarmPerformOnly", [1, 2]), "the first worker still serves"
+    assert_equal first, @warm_workers.first
+  end
+
   def test_a_timeout_is_counted_and_the_worker_survives_its_late_reply
     path = ledger_path
     start_warm_worker
