@@ -1,10 +1,11 @@
 # frozen_string_literal: true
 
-# Jobs for benchmark/throughput.rb, loaded three ways:
+# Jobs for the benchmarks (throughput.rb, engine.rb, comparison.rb,
+# stress.rb), loaded three ways:
 #
 #   * by `sidekiq -r ./benchmark/jobs.rb`      -> Sidekiq workers only
 #   * by `solid-jobs --require ./benchmark/jobs.rb` -> SolidJobs tasks only
-#   * by throughput.rb itself (both libraries loaded) -> both, to enqueue
+#   * by a benchmark itself (both libraries loaded) -> both, to enqueue
 #
 # The solid-jobs CLI loads solid_jobs before this file, so a process without
 # SolidJobs is the Sidekiq one; each worker process then loads only its own
@@ -13,10 +14,24 @@
 # The checks look for SolidJobs::Task, not SolidJobs: under Bundler the
 # gemspec loads solid_jobs/version, so `SolidJobs` exists in every process,
 # the Sidekiq one included.
+#
+# Every Sidekiq worker and its SolidJobs twin call the same body in
+# support/job_bodies.rb. The trailing `n` (job number) is optional so
+# throughput.rb's argument lists still fit.
+#
+# Worker-process environment read here (set by comparison.rb / stress.rb):
+#   BENCH_STATS_DIR       record allocations (support/worker_stats.rb)
+#   BENCH_LEDGER_DIR      record each job number (support/job_ledger.rb)
+#   BENCH_EXECUTION_MODE  SolidJobs execution mode, for a worker started
+#                         through a factory that has no such flag
 
-require_relative "support/cpu_work"
+require_relative "support/job_bodies"
+require_relative "support/worker_stats"
 
 require "sidekiq" unless defined?(SolidJobs::Task)
+
+# Only worker processes get the variable; the benchmark process never does.
+Bench::WorkerStats.install(ENV["BENCH_STATS_DIR"]) if ENV["BENCH_STATS_DIR"]
 
 if defined?(Sidekiq)
   # Sidekiq logs every job at INFO; at 20k jobs that is a benchmark of the
@@ -33,31 +48,61 @@ if defined?(Sidekiq)
     include Sidekiq::Worker
     sidekiq_options queue: "bench", retry: false
 
-    def perform(_n); end
+    def perform(n) = Bench::JobBodies.noop(n)
   end
 
   class SidekiqCpu
     include Sidekiq::Worker
     sidekiq_options queue: "bench", retry: false
 
-    def perform(iterations)
-      BenchCpu.spin(iterations)
-    end
+    def perform(iterations, n = nil) = Bench::JobBodies.cpu(iterations, n)
+  end
+
+  class SidekiqIo
+    include Sidekiq::Worker
+    sidekiq_options queue: "bench", retry: false
+
+    def perform(seconds, n = nil) = Bench::JobBodies.io(seconds, n)
+  end
+
+  class SidekiqMixed
+    include Sidekiq::Worker
+    sidekiq_options queue: "bench", retry: false
+
+    def perform(iterations, seconds, n) = Bench::JobBodies.mixed(iterations, seconds, n)
   end
 end
 
 if defined?(SolidJobs::Task)
+  # The CLI applies its flags after loading this file, and sets the
+  # execution mode only when --execution-mode is given, so this stands.
+  SolidJobs.configure { |c| c.execution_mode = ENV["BENCH_EXECUTION_MODE"] } if ENV["BENCH_EXECUTION_MODE"]
+
   class SolidNoop
     include SolidJobs::Task
     task_options channel: "bench"
 
-    def execute_task(_n) = nil
+    def execute_task(n) = Bench::JobBodies.noop(n)
   end
 
   class SolidCpu
     include SolidJobs::Task
     task_options channel: "bench"
 
-    def execute_task(iterations) = BenchCpu.spin(iterations)
+    def execute_task(iterations, n = nil) = Bench::JobBodies.cpu(iterations, n)
+  end
+
+  class SolidIo
+    include SolidJobs::Task
+    task_options channel: "bench"
+
+    def execute_task(seconds, n = nil) = Bench::JobBodies.io(seconds, n)
+  end
+
+  class SolidMixed
+    include SolidJobs::Task
+    task_options channel: "bench"
+
+    def execute_task(iterations, seconds, n) = Bench::JobBodies.mixed(iterations, seconds, n)
   end
 end

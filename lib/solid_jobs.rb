@@ -21,6 +21,8 @@ require "solid_jobs/catalog"
 require "solid_jobs/observations"
 require "solid_jobs/console"
 require "solid_jobs/nodes"
+require "solid_jobs/warm_pool"
+require "solid_jobs/lanes"
 require "solid_jobs/worker"
 require "solid_jobs/process_observation"
 require "solid_jobs/node_monitor"
@@ -95,3 +97,18 @@ module SolidJobs
     end
   end
 end
+
+module SolidJobs
+  # Active Job finds `queue_adapter = :solid_jobs` by constant; under Rails
+  # the railtie loads the adapter when Active Job loads, elsewhere it
+  # autoloads. Without Active Job nothing of it is loaded (activejob is not a
+  # dependency). Runs when SolidJobs is required and again when Bundler
+  # requires the gem by name ("solid-jobs"), which in a process that loaded
+  # SolidJobs before the app (`solid-jobs`, script/warm_worker.rb) is the
+  # first time Rails is there. Idempotent.
+  def self.integrate_frameworks
+    require "solid_jobs/railtie" if defined?(::Rails::Railtie)
+    ::ActiveJob::QueueAdapters.autoload(:SolidJobsAdapter, "solid_jobs/active_job") if defined?(::ActiveJob)
+  end
+end
+SolidJobs.integrate_frameworks

@@ -45,6 +45,9 @@ module SolidJobsTestHelpers
       c.heartbeat_interval = 0.5
       c.recovery_delay = 2
       c.shutdown_timeout = 5
+      # No thread lane unless a test asks: the suite loads Active Job and
+      # thread tasks, which would otherwise add thread workers to every node.
+      c.thread_concurrency = 0
       overrides.each { |k, v| c.public_send(:"#{k}=", v) }
     end
   end

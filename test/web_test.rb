@@ -240,6 +240,16 @@ class WebTest < SolidJobsTest
     assert_includes last_response.body, "unavailable: no data in this window"
   end
 
+  def test_a_broken_page_is_a_500_without_details
+    broken = Class.new { def self.new = raise(NoMethodError, "secret detail") }
+    @web = SolidJobs::Web.new(snapshot: broken)
+    get "/"
+    assert_equal 500, last_response.status
+    assert_safe_headers("500")
+    assert_includes last_response.body, "NoMethodError"
+    refute_includes last_response.body, "secret detail"
+  end
+
   private
 
   def assert_safe_headers(context)

@@ -57,6 +57,9 @@ module SolidJobs
         o.separator ""
         o.on("-r", "--require PATH", "File to require before starting (e.g. ./config/environment)") { |v| options[:require] = v }
         o.on("-c", "--concurrency N", Integer, "Workers in this process (default #{Configuration::DEFAULTS[:concurrency]})") { |v| options[:concurrency] = v }
+        o.on("--thread-concurrency N", Integer, "Thread workers beside the Ractors, for Ractor-unsafe tasks (Active Job); default: 5 when needed") do |v|
+          options[:thread_concurrency] = v
+        end
         o.on("--channel NAME[,WEIGHT]", "Channel to work, with an optional weight; repeatable") { |v| options[:channels] << v }
         o.on("--channel-order ORDER", "weighted (default), priority or shuffle") { |v| options[:channel_order] = v }
         o.on("--redis-url URL", "Redis URL (default $SOLID_JOBS_REDIS_URL or #{Configuration::DEFAULTS[:redis_url]})") { |v| options[:redis_url] = v }
@@ -93,6 +96,7 @@ module SolidJobs
       SolidJobs.configure do |c|
         c.redis_url = options[:redis_url] if options[:redis_url]
         c.concurrency = options[:concurrency] if options[:concurrency]
+        c.thread_concurrency = options[:thread_concurrency] if options.key?(:thread_concurrency)
         c.channels = options[:channels] unless options[:channels].empty?
         c.channel_order = options[:channel_order] if options[:channel_order]
         c.execution_mode = options[:execution_mode] if options[:execution_mode]

@@ -32,16 +32,22 @@ module SolidJobs
       SolidJobs.client # created here, in the main Ractor, before workers read it
       SolidJobs.routing
       share_config
+      @thread_tasks = Lanes.thread_task_names
+      @thread_workers = Lanes.thread_workers(@config, @thread_tasks)
       @dispatcher = connect_dispatcher(&wait_for_redis) or return nil
       @started_at = Process.clock_gettime(Process::CLOCK_MONOTONIC)
       # Ractors print an "experimental" warning on first use; this process
       # chose Ractors deliberately.
       Warning[:experimental] = false if @config.execution_mode == :ractor
-      @workers = Array.new(@config.concurrency) { |i| spawn_worker(i + 1) }
+      lane = Lanes::RACTOR if @thread_workers.positive?
+      Lanes.open(@dispatcher, @config.concurrency, @thread_workers, @thread_tasks) if lane
+      @workers = Array.new(@config.concurrency) { |i| spawn_worker(i + 1, lane) }
+      @workers.concat(Array.new(@thread_workers) { |i| spawn_thread_worker(@config.concurrency + i + 1, Lanes::THREAD) })
       @monitor = NodeMonitor.new(@dispatcher, @config, node_id: @node_id, description: description_hash,
                                                        on_shutdown: method(:request_stop)).start
       Log.info("node #{@node_id} started: #{@config.concurrency} #{@config.execution_mode} worker(s), " \
-               "channels #{@config.channels.map { |n, w| "#{n}(#{w})" }.join(", ")} (#{@config.channel_order}), pid #{Process.pid}")
+               "channels #{@config.channels.map { |n, w| "#{n}(#{w})" }.join(", ")} (#{@config.channel_order}), pid #{Process.pid}" +
+               (lane ? "; #{@thread_workers} thread worker(s) for #{@thread_tasks.join(", ")}" : ""))
       self
     end
 
@@ -160,19 +166,24 @@ module SolidJobs
     def description_hash
       @description_hash ||= {
         "node_id" => @node_id, "hostname" => Socket.gethostname, "pid" => Process.pid, "concurrency" => @config.concurrency,
-        "execution_mode" => @config.execution_mode.to_s, "channels" => @config.channels, "started_ms" => Publisher.now_ms,
-        "version" => VERSION, "ruby" => RUBY_VERSION
+        "execution_mode" => @config.execution_mode.to_s, "thread_workers" => @thread_workers, "channels" => @config.channels,
+        "started_ms" => Publisher.now_ms, "version" => VERSION, "ruby" => RUBY_VERSION
       }
     end
 
-    def spawn_worker(id)
+    def spawn_worker(id, lane)
       if @config.execution_mode == :ractor
-        RactorCompat.spawn(@dispatcher, id, @node_id, name: "solid-jobs-worker-#{id}") do |dispatcher, worker_id, node_id|
-          SolidJobs::Worker.new(dispatcher, worker_id, node_id).run
+        RactorCompat.spawn(@dispatcher, id, lane, @node_id, name: "solid-jobs-worker-#{id}") do |dispatcher, worker_id, worker_lane, node_id|
+          SolidJobs::Worker.new(dispatcher, worker_id, lane: worker_lane, node_id: node_id).run
         end
       else
-        Thread.new { Worker.new(@dispatcher, id, @node_id).run }.tap { |t| t.name = "solid-jobs-worker-#{id}" }
+        spawn_thread_worker(id, lane)
       end
+    end
+
+    def spawn_thread_worker(id, lane)
+      name = lane ? "solid-jobs-thread-worker-#{id}" : "solid-jobs-worker-#{id}"
+      Thread.new { Worker.new(@dispatcher, id, lane: lane, node_id: @node_id).run }.tap { |t| t.name = name }
     end
 
     def join_workers

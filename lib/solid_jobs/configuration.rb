@@ -6,7 +6,9 @@ module SolidJobs
   class Configuration
     CHANNEL_ORDERS = %i[weighted priority shuffle].freeze
     EXECUTION_MODES = %i[ractor thread].freeze
-    TASK_OPTION_KEYS = %i[channel max_failures retry_within].freeze
+    TASK_OPTION_KEYS = %i[channel max_failures retry_within execution].freeze
+    # `execution: :thread` sends a task to the node's thread workers (see Lanes).
+    TASK_EXECUTIONS = %i[thread].freeze
     CHANNEL_NAME = /\A[A-Za-z0-9_.\-]{1,100}\z/
 
     # Defaults, each with the reason for its value.
@@ -22,6 +24,10 @@ module SolidJobs
       # Below the 30 s most process supervisors wait between TERM and KILL.
       shutdown_timeout: 25,
       execution_mode: :ractor,
+      # Thread workers beside the worker Ractors, for tasks that cannot run in
+      # a Ractor (Active Job, the warm pool, `execution: :thread`). nil: sized
+      # by SolidJobs::Lanes (5 when Rails or such a task is loaded, else 0).
+      thread_concurrency: nil,
       # Sidekiq users expect 25 attempts over a few days (see backoff).
       default_task_options: {channel: "default", max_failures: 25},
       # How often a node proves it is alive.
@@ -108,6 +114,11 @@ module SolidJobs
     def concurrency=(value)
       invalid!(:concurrency, value, "an Integer from 1 to 1024") unless value.is_a?(Integer) && value.between?(1, 1024)
       @concurrency = value
+    end
+
+    def thread_concurrency=(value)
+      invalid!(:thread_concurrency, value, "nil or an Integer from 0 to 1024") unless value.nil? || (value.is_a?(Integer) && value.between?(0, 1024))
+      @thread_concurrency = value
     end
 
     # Unstarted jobs a node keeps claimed for its workers. nil (default):
@@ -214,6 +225,9 @@ module SolidJobs
       end
       if options.key?(:retry_within) && !(options[:retry_within].is_a?(Numeric) && options[:retry_within].positive? && options[:retry_within].finite?)
         raise ConfigurationError, "task option retry_within must be a positive number of seconds (got #{options[:retry_within].inspect})"
+      end
+      if options.key?(:execution) && !TASK_EXECUTIONS.include?(options[:execution])
+        raise ConfigurationError, "task option execution must be one of #{TASK_EXECUTIONS.inspect} (got #{options[:execution].inspect})"
       end
       options.to_h { |k, v| [k, k == :channel ? v.to_s.freeze : v] }
     end

@@ -35,11 +35,13 @@ module SolidJobs
     end
 
     # Returns the ids of the written jobs (nil where an interceptor skipped one).
-    def publish(task_class, argument_lists, due_ms: nil)
+    # `channel` replaces the task's own (Active Job's queue_name, the warm
+    # pool's target task), `max_failures` likewise.
+    def publish(task_class, argument_lists, due_ms: nil, channel: nil, max_failures: nil)
       task = task_class.name or raise ArgumentError, "an anonymous class cannot be a task: give it a constant name"
       options = task_class.solid_jobs_options
-      channel = options.fetch(:channel)
-      max_failures = options.fetch(:max_failures)
+      channel ||= options.fetch(:channel)
+      max_failures ||= options.fetch(:max_failures)
       return Testing.publish(task_class, argument_lists, channel, max_failures, due_ms) if Testing.active?
 
       routing = SolidJobs.routing

@@ -71,7 +71,7 @@ module SolidJobs
 
       # Enqueues one job; returns its id.
       def enqueue(*arguments)
-        Publisher.publish(self, [arguments]).first
+        WarmPool.publish(self, [arguments]).first
       end
 
       # Enqueues one job to run after `seconds`; returns its id.
@@ -80,7 +80,7 @@ module SolidJobs
           raise ArgumentError, "enqueue_after needs a delay in seconds >= 0 (got #{seconds.inspect})"
         end
 
-        Publisher.publish(self, [arguments], due_ms: Publisher.now_ms + (seconds * 1000).round).first
+        WarmPool.publish(self, [arguments], due_ms: Publisher.now_ms + (seconds * 1000).round).first
       end
 
       # Enqueues one job to run at `time` (a Time, or epoch seconds).
@@ -92,7 +92,7 @@ module SolidJobs
                 end
         raise ArgumentError, "schedule_at needs a Time or epoch seconds (got #{time.inspect})" unless epoch.is_a?(Numeric) && epoch.finite?
 
-        Publisher.publish(self, [arguments], due_ms: (epoch * 1000).round).first
+        WarmPool.publish(self, [arguments], due_ms: (epoch * 1000).round).first
       end
 
       # Enqueues many jobs in one round trip: `enqueue_many([[1], [2]])`.
@@ -102,7 +102,7 @@ module SolidJobs
           raise ArgumentError, "enqueue_many takes an Array of argument Arrays, e.g. [[1], [2]]"
         end
 
-        Publisher.publish(self, argument_lists)
+        WarmPool.publish(self, argument_lists)
       end
     end
   end

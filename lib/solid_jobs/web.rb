@@ -71,7 +71,8 @@ module SolidJobs
       response[2] = [] if method == "HEAD"
       response
     rescue StandardError => e
-      Log.error("dashboard: #{e.class}: #{e.message}") if defined?(Log)
+      # Reads already turn into "unavailable"; this is a bug in a page.
+      Log.error("dashboard: #{env["PATH_INFO"]}: #{e.class}: #{e.message}\n#{Array(e.backtrace).first(10).join("\n")}")
       plain(500, "Internal error (#{e.class}); see the server log.")
     end
 
@@ -100,8 +101,8 @@ module SolidJobs
 
     def base(env) = env["SCRIPT_NAME"].to_s.chomp("/")
 
-    # A response that changes nothing anywhere; the check costs one
-    # constant-time comparison per part.
+    # Both parts are always compared (`&`, not `&&`), so the time taken
+    # does not tell which one was wrong.
     def authorized?(env)
       return true unless @basic_auth
 

@@ -11,15 +11,19 @@ module SolidJobs
   # job.completed (or job.failed with job.retry_scheduled or job.dead) from
   # this worker; the dispatcher journals a sample of jobs either way.
   class Worker
-    # Seconds a worker waits in native code before re-checking for stop.
-    POLL_SECONDS = 1.0
+    # Seconds a worker waits in native code before asking again. Stop and
+    # Ruby interrupts wake it at once, so this only bounds an idle wait:
+    # long, so an idle node does not wake its workers for nothing.
+    POLL_SECONDS = 30.0
     # Backoff while Redis is unreachable during failure handling.
     REDIS_RETRY_MIN = 0.05
     REDIS_RETRY_MAX = 2.0
 
-    def initialize(dispatcher, worker_id, node_id = nil)
+    # `lane`: nil on a node without lanes, else Lanes::RACTOR or Lanes::THREAD.
+    def initialize(dispatcher, worker_id, lane: nil, node_id: nil)
       @dispatcher = dispatcher
       @worker_id = worker_id
+      @lane = lane
       @node_id = node_id
       @instrumenter = SolidJobs.config.instrumenter
       @instrumented = !Instrumentation.null?(@instrumenter)
@@ -28,7 +32,7 @@ module SolidJobs
 
     def run
       @dispatcher.register_worker(@worker_id, @ractor_id)
-      while (job = @dispatcher.next_job(POLL_SECONDS)) != false
+      while (job = @lane ? @dispatcher.next_job_in(@lane, POLL_SECONDS) : @dispatcher.next_job(POLL_SECONDS)) != false
         next unless job
 
         begin
@@ -54,6 +58,8 @@ module SolidJobs
     def perform(job)
       task_class, reason = Executor.resolve(job.task)
       return quarantine(job, reason) unless task_class
+      # A thread task the dispatcher was not told about (see Lanes).
+      return @dispatcher.hand_over(job, Lanes::THREAD) if @lane == Lanes::RACTOR && Lanes.thread_only?(task_class)
 
       @dispatcher.started(job)
       started = start_event(job) if @instrumented
@@ -157,7 +163,8 @@ module SolidJobs
       case error
       when Ractor::IsolationError
         "#{message} -- task #{task} cannot run inside a Ractor (it touched non-shareable state); " \
-          "set execution_mode = :thread (or --execution-mode thread) for this worker"
+          "give it `task_options execution: :thread` (it then runs on the node's thread workers), " \
+          "or set execution_mode = :thread (or --execution-mode thread) for this worker"
       when StandardError
         message
       else

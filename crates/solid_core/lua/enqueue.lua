@@ -4,13 +4,7 @@
 -- KEYS[1] channel list, KEYS[2] channels set, KEYS[3] doorbell, KEYS[4] job index
 -- ARGV[1] channel name, ARGV[2..] envelopes, validated by the caller
 -- Returns the number of envelopes pushed.
-local fresh = {}
-for i = 2, #ARGV do
-  local id = job_id(ARGV[i])
-  if not id or redis.call('HSETNX', KEYS[4], id, 'ready|' .. ARGV[1]) == 1 then
-    fresh[#fresh + 1] = ARGV[i]
-  end
-end
+local fresh = register_fresh(KEYS[4], ARGV, 2, 'ready|' .. ARGV[1])
 if #fresh == 0 then return 0 end
 local len = redis.call('LPUSH', KEYS[1], unpack(fresh))
 redis.call('SADD', KEYS[2], ARGV[1])

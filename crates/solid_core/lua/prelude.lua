@@ -13,6 +13,47 @@ local function job_id(env)
   return nil
 end
 
+-- Registers the envelopes `envs[from..]` in the job index as `state`, in one
+-- HMGET and one HSET whatever the batch size (a call per envelope was most of
+-- a bulk enqueue's cost). An id already live, or repeated earlier in the same
+-- batch, is skipped: enqueueing the same job twice is a no-op. Envelopes
+-- without a readable id are kept (they are quarantined when claimed).
+-- Returns the envelopes to write.
+local function register_fresh(index, envs, from, state)
+  local ids, wanted = {}, {}
+  for i = from, #envs do
+    local id = job_id(envs[i])
+    ids[i] = id
+    if id then wanted[#wanted + 1] = id end
+  end
+  if #wanted == 1 and #envs == from then
+    -- A single enqueue: one HSETNX does the check and the write.
+    if redis.call('HSETNX', index, wanted[1], state) == 1 then return {envs[from]} end
+    return {}
+  end
+  local live = {}
+  if #wanted > 0 then
+    local states = redis.call('HMGET', index, unpack(wanted))
+    for k, id in ipairs(wanted) do
+      if states[k] then live[id] = true end
+    end
+  end
+  local fresh, fields = {}, {}
+  for i = from, #envs do
+    local id = ids[i]
+    if not id then
+      fresh[#fresh + 1] = envs[i]
+    elseif not live[id] then
+      live[id] = true
+      fresh[#fresh + 1] = envs[i]
+      fields[#fields + 1] = id
+      fields[#fields + 1] = state
+    end
+  end
+  if #fields > 0 then redis.call('HSET', index, unpack(fields)) end
+  return fresh
+end
+
 local function is_cancelled(state)
   return state and string.sub(state, 1, 9) == 'cancelled'
 end

@@ -4,12 +4,9 @@
 -- Returns the number of envelopes planned.
 local due = tonumber(ARGV[1])
 local args = {}
-for i = 3, #ARGV do
-  local id = job_id(ARGV[i])
-  if not id or redis.call('HSETNX', KEYS[4], id, 'planned|' .. ARGV[2]) == 1 then
-    args[#args + 1] = due
-    args[#args + 1] = ARGV[2] .. '|' .. ARGV[i]
-  end
+for _, env in ipairs(register_fresh(KEYS[4], ARGV, 3, 'planned|' .. ARGV[2])) do
+  args[#args + 1] = due
+  args[#args + 1] = ARGV[2] .. '|' .. env
 end
 if #args == 0 then return 0 end
 redis.call('ZADD', KEYS[1], unpack(args))

@@ -19,6 +19,16 @@ pub enum AckMsg<T> {
     Flush(Sender<()>),
 }
 
+/// A safety net only: closing sends a message (see [`wake`]), so an idle
+/// acker does not need to wake on a timer to notice it.
+const IDLE_WAKE: Duration = Duration::from_secs(5);
+
+/// Wakes an acker blocked on an empty queue so it sees `closed`.
+pub fn wake<T>(acks_tx: &Sender<AckMsg<T>>) {
+    let (tx, _) = crossbeam_channel::bounded(1);
+    let _ = acks_tx.send(AckMsg::Flush(tx));
+}
+
 /// Writes completions until `closed` is set and the queue is empty.
 /// `write` sends one batch and returns the stale entries (rejected by the
 /// backend: someone else owns the job now). A batch is retried until
@@ -33,7 +43,7 @@ pub fn run<T: std::fmt::Debug>(
     let mut batch: Vec<T> = Vec::new();
     let mut flushes: Vec<Sender<()>> = Vec::new();
     loop {
-        let mut next = match acks_rx.recv_timeout(Duration::from_millis(200)) {
+        let mut next = match acks_rx.recv_timeout(IDLE_WAKE) {
             Ok(m) => Some(m),
             Err(RecvTimeoutError::Timeout) => None,
             Err(RecvTimeoutError::Disconnected) => return,

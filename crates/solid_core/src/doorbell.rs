@@ -60,6 +60,8 @@ impl Bells {
     }
 }
 
+const SUBSCRIBER_READ_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// Subscribes to `channel` until `closed` is set, reconnecting with backoff.
 /// After every (re)subscription both bells ring, since messages published
 /// while disconnected were missed. `reached` hears whether each
@@ -71,8 +73,10 @@ pub fn run_subscriber(connector: Connector, channel: String, bells: Arc<Bells>, 
             let mut conn = connector.connect().map_err(|e| redis::RedisError::from((redis::ErrorKind::IoError, "connect", e.to_string())))?;
             let mut pubsub = conn.as_pubsub();
             pubsub.subscribe(&channel)?;
-            // A short read timeout lets the thread notice shutdown promptly.
-            pubsub.set_read_timeout(Some(Duration::from_millis(250)))?;
+            // The read timeout only bounds how long the thread outlives its
+            // node (nobody waits for it at shutdown); a short one would wake
+            // an idle process several times a second.
+            pubsub.set_read_timeout(Some(SUBSCRIBER_READ_TIMEOUT))?;
             bells.subscribed.store(true, Ordering::Release);
             reached(true);
             bells.ring_all();

@@ -273,6 +273,7 @@ impl JobSource for EngineSource {
         let _ = self.acks_tx.send(AckMsg::Flush(tx));
         let flushed = rx.recv_timeout(flush_timeout).is_ok();
         self.shared.closed.store(true, Ordering::Release);
+        acker::wake(&self.acks_tx);
         self.close_tx.lock().take();
         for handle in self.threads.lock().drain(..) {
             let _ = handle.join();
@@ -325,6 +326,7 @@ impl Drop for EngineSource {
     fn drop(&mut self) {
         self.shared.stopping.store(true, Ordering::Release);
         self.shared.closed.store(true, Ordering::Release);
+        acker::wake(&self.acks_tx);
         self.stop_tx.lock().take();
         self.close_tx.lock().take();
     }

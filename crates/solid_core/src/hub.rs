@@ -2,23 +2,35 @@
 //! job source of this process (Redis, SolidEngine, ...) and routes each
 //! settle call back to the source the job came from.
 //!
-//! Workers may belong to a *lane* (a node mixing worker Ractors with a small
-//! pool of threads for Ractor-unsafe tasks). Tasks are assigned to lanes by
-//! name ([`Hub::assign_lane`], default lane 0); a lane worker that takes a
-//! job from a source meant for another lane hands it over ([`Hub::hand_over`])
-//! without returning to Ruby. The job stays counted in flight the whole time,
-//! and a job still waiting in a lane when the node stops is given back to
-//! its source unstarted, so it is settled exactly once.
+//! A node that mixes worker Ractors with a small pool of thread workers (for
+//! Ractor-unsafe tasks: Active Job, the warm pool) opens two *lanes*
+//! ([`Hub::open_lanes`]). Tasks are assigned to a lane by name
+//! ([`Hub::assign_lane`]; unassigned tasks belong to the Ractor lane). A
+//! lane worker that takes a job meant for the other lane hands it over
+//! ([`Hub::hand_over`]) without returning to Ruby:
+//!
+//! - a Ractor worker cannot run a thread task, so it waits for room in the
+//!   thread lane (bounded: backpressure instead of hoarding claimed jobs);
+//! - a thread worker can run any task, so it passes a Ractor task on only
+//!   when the Ractor lane has room, and otherwise runs it itself. Thread
+//!   workers never wait on a lane, so the two lanes cannot deadlock.
+//!
+//! A handed-over job stays counted in flight the whole time; a job still
+//! waiting in a lane when the node stops is given back to its source
+//! unstarted. Each job leaves a lane queue exactly once, so it is settled
+//! exactly once.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, unbounded, Receiver, Select, Sender};
+use crossbeam_channel::{bounded, Receiver, Select, Sender};
 use parking_lot::{Mutex, RwLock};
 
 use crate::claim::ClaimedJob;
 use crate::error::Result;
+use crate::interrupt::Interrupt;
 use crate::source::JobSource;
 use crate::store::FailureCount;
 
@@ -30,8 +42,12 @@ pub enum NextJob {
     Stopped,
 }
 
-/// How many lanes a hub has: 0 = worker Ractors, 1 = thread workers.
+/// How many lanes a hub has.
 pub const LANES: usize = 2;
+/// Worker Ractors: run only the tasks assigned to no other lane.
+pub const RACTOR_LANE: usize = 0;
+/// Thread workers: run their own tasks, and Ractor tasks when the Ractor lane is full.
+pub const THREAD_LANE: usize = 1;
 
 /// Jobs handed over to one lane's workers, each already taken (in flight).
 struct Lane {
@@ -41,7 +57,8 @@ struct Lane {
 
 pub struct Hub {
     sources: Vec<Box<dyn JobSource>>,
-    lanes: Vec<Lane>,
+    /// Set once by `open_lanes`, before lane workers start.
+    lanes: OnceLock<Vec<Lane>>,
     /// Task name → lane, for tasks not in lane 0.
     task_lanes: RwLock<HashMap<String, usize>>,
     stopping: AtomicBool,
@@ -53,13 +70,7 @@ pub struct Hub {
 impl Hub {
     pub fn new(sources: Vec<Box<dyn JobSource>>) -> Self {
         let (stop_tx, stop_rx) = bounded(0);
-        let lanes = (0..LANES)
-            .map(|_| {
-                let (tx, rx) = unbounded();
-                Lane { tx, rx }
-            })
-            .collect();
-        Hub { sources, lanes, task_lanes: RwLock::new(HashMap::new()), stopping: AtomicBool::new(false), stop_tx: Mutex::new(Some(stop_tx)), stop_rx }
+        Hub { sources, lanes: OnceLock::new(), task_lanes: RwLock::new(HashMap::new()), stopping: AtomicBool::new(false), stop_tx: Mutex::new(Some(stop_tx)), stop_rx }
     }
 
     pub fn sources(&self) -> &[Box<dyn JobSource>] {
@@ -74,31 +85,48 @@ impl Hub {
         self.stopping.load(Ordering::SeqCst)
     }
 
-    /// Blocks up to `timeout` for the next job from any source.
-    /// `interrupted` is polled every 100 ms so a caller that released the
-    /// GVL can be woken by its unblocking function.
-    pub fn next_job(&self, timeout: Duration, interrupted: &AtomicBool) -> NextJob {
+    /// Blocks up to `timeout` for the next job from any source, or until
+    /// `interrupted` is triggered (a caller that released the GVL is woken
+    /// by its unblocking function). An idle worker does not wake otherwise.
+    pub fn next_job(&self, timeout: Duration, interrupted: &Interrupt) -> NextJob {
         self.next_job_in(None, timeout, interrupted)
     }
 
     /// Like [`Hub::next_job`], for a worker of `lane`: also receives the
-    /// jobs other workers handed over to that lane.
-    pub fn next_job_in(&self, lane: Option<usize>, timeout: Duration, interrupted: &AtomicBool) -> NextJob {
-        let mine = lane.map(|i| i.min(LANES - 1));
-        let lane = mine.map(|i| &self.lanes[i]);
+    /// jobs handed over to that lane, and hands over the jobs it takes
+    /// that belong to the other lane. Without open lanes, `next_job`.
+    pub fn next_job_in(&self, lane: Option<usize>, timeout: Duration, interrupted: &Interrupt) -> NextJob {
+        let mine = lane.filter(|_| self.lanes.get().is_some()).map(|i| i.min(LANES - 1));
+        let lane = mine.and_then(|i| self.lanes.get().map(|lanes| &lanes[i]));
         let deadline = Instant::now() + timeout;
         loop {
             if self.is_stopping() {
                 return NextJob::Stopped;
             }
-            let slice = deadline.saturating_duration_since(Instant::now()).min(Duration::from_millis(100));
             let mut select = Select::new();
             for s in &self.sources {
                 select.recv(s.jobs());
             }
             let stop = select.recv(&self.stop_rx);
             let handed = lane.map(|l| select.recv(&l.rx));
-            match select.select_timeout(slice) {
+            // Ready work is taken without creating the interrupt channel.
+            let ready = match select.try_select() {
+                Ok(op) => Ok(op),
+                Err(_) => {
+                    let woken = select.recv(interrupted.receiver());
+                    if interrupted.is_set() {
+                        return NextJob::Empty;
+                    }
+                    match select.select_deadline(deadline) {
+                        Ok(op) if op.index() == woken => {
+                            let _ = op.recv(interrupted.receiver());
+                            return NextJob::Empty;
+                        }
+                        other => other,
+                    }
+                }
+            };
+            match ready {
                 Ok(op) if op.index() == stop => {
                     let _ = op.recv(&self.stop_rx);
                     return NextJob::Stopped;
@@ -129,15 +157,17 @@ impl Hub {
                     if let Some(mine) = mine {
                         let target = self.lane_for(&job.envelope.task);
                         if target != mine {
-                            self.hand_over(job, target);
-                            continue;
+                            match self.hand_over(job, target, mine == RACTOR_LANE) {
+                                Ok(()) => continue,
+                                Err(job) => return NextJob::Job(job), // a thread worker runs it
+                            }
                         }
                     }
                     return NextJob::Job(job);
                 }
                 Err(_) => {}
             }
-            if interrupted.load(Ordering::Acquire) || Instant::now() >= deadline {
+            if interrupted.is_set() || Instant::now() >= deadline {
                 return NextJob::Empty;
             }
         }
@@ -153,25 +183,64 @@ impl Hub {
         self.task_lanes.read().get(task).copied().unwrap_or(0)
     }
 
-    /// Hands a taken job over to the workers of `lane`. It stays in flight;
-    /// if the node is stopping it is given back unstarted (here, by
-    /// `stop_claiming`, or by the lane worker that receives it), never lost
-    /// and never settled twice: each job leaves the lane queue exactly once.
-    pub fn hand_over(&self, job: ClaimedJob, lane: usize) {
-        // The receiver lives in `self`, so the send cannot fail.
-        let _ = self.lanes[lane.min(LANES - 1)].tx.send(job);
+    /// Opens the lanes, each bounded to `capacities[lane]` waiting jobs
+    /// (at least 1). Once per hub; false when they were already open.
+    pub fn open_lanes(&self, capacities: [usize; LANES]) -> bool {
+        let lanes = capacities
+            .iter()
+            .map(|&c| {
+                let (tx, rx) = bounded(c.max(1));
+                Lane { tx, rx }
+            })
+            .collect();
+        self.lanes.set(lanes).is_ok()
+    }
+
+    pub fn lanes_open(&self) -> bool {
+        self.lanes.get().is_some()
+    }
+
+    /// Hands a taken job over to the workers of `lane`. With `wait`, blocks
+    /// until the lane has room; without, returns the job when it is full
+    /// (or when no lanes are open). The job stays in flight; if the node is
+    /// stopping it is given back unstarted (here, by `stop_claiming`, or by
+    /// the lane worker that receives it) and `Ok` is returned.
+    #[allow(clippy::result_large_err)] // the job moves back to the caller, as NextJob::Job moves it out
+    pub fn hand_over(&self, job: ClaimedJob, lane: usize, wait: bool) -> std::result::Result<(), ClaimedJob> {
+        let Some(lanes) = self.lanes.get() else { return Err(job) };
+        let tx = &lanes[lane.min(LANES - 1)].tx;
+        let mut job = job;
+        loop {
+            if self.is_stopping() {
+                self.source(&job).untake(job);
+                return Ok(());
+            }
+            let refused = if wait {
+                tx.send_timeout(job, Duration::from_millis(100)).map_err(|e| e.into_inner())
+            } else {
+                tx.try_send(job).map_err(|e| e.into_inner())
+            };
+            match refused {
+                Ok(()) => break,
+                Err(back) if wait => job = back,
+                Err(back) => return Err(back),
+            }
+        }
+        // After the send: a stop racing with it either drained the lane
+        // after the job landed, or is seen here and drained now.
         if self.is_stopping() {
             self.drain_lanes();
         }
+        Ok(())
     }
 
-    /// Jobs waiting in each lane (observation only).
+    /// Jobs waiting in each lane (observation only); empty without lanes.
     pub fn lane_depths(&self) -> Vec<usize> {
-        self.lanes.iter().map(|l| l.rx.len()).collect()
+        self.lanes.get().map(|lanes| lanes.iter().map(|l| l.rx.len()).collect()).unwrap_or_default()
     }
 
     fn drain_lanes(&self) {
-        for lane in &self.lanes {
+        for lane in self.lanes.get().into_iter().flatten() {
             while let Ok(job) = lane.rx.try_recv() {
                 self.source(&job).untake(job);
             }
@@ -320,7 +389,7 @@ mod tests {
 
     /// A hub over one fake source holding `jobs`, and its untake counter.
     fn hub_with(jobs: &[&str]) -> (Hub, Arc<AtomicU64>) {
-        let (tx, rx) = unbounded();
+        let (tx, rx) = crossbeam_channel::unbounded();
         for task in jobs {
             tx.send(job(task)).unwrap();
         }
@@ -330,50 +399,85 @@ mod tests {
     }
 
     fn take(hub: &Hub, lane: Option<usize>) -> NextJob {
-        hub.next_job_in(lane, Duration::from_millis(200), &AtomicBool::new(false))
+        hub.next_job_in(lane, Duration::from_millis(200), &Interrupt::new())
     }
 
     #[test]
-    fn a_handed_over_job_reaches_only_the_lanes_workers_and_stays_in_flight() {
+    fn without_open_lanes_a_lane_worker_takes_every_job() {
         let (hub, _) = hub_with(&["Threaded"]);
-        let NextJob::Job(j) = take(&hub, Some(0)) else { panic!("expected a job") };
-        hub.hand_over(j, 1);
-        assert_eq!(hub.inflight(), 1);
-        assert!(matches!(take(&hub, Some(0)), NextJob::Empty), "lane 0 does not see lane 1's jobs");
-        let NextJob::Job(j) = take(&hub, Some(1)) else { panic!("lane 1 receives it") };
+        hub.assign_lane("Threaded", THREAD_LANE);
+        let NextJob::Job(j) = take(&hub, Some(RACTOR_LANE)) else { panic!("expected a job") };
+        assert!(hub.hand_over(j, THREAD_LANE, true).is_err(), "nowhere to hand it over");
+        assert_eq!(hub.lane_depths(), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn a_ractor_worker_hands_thread_tasks_over_and_they_stay_in_flight() {
+        let (hub, _) = hub_with(&["Threaded", "Plain"]);
+        hub.open_lanes([2, 2]);
+        hub.assign_lane("Threaded", THREAD_LANE);
+        let NextJob::Job(p) = take(&hub, Some(RACTOR_LANE)) else { panic!("expected a job") };
+        assert_eq!(p.envelope.task, "Plain", "the Ractor worker passed the thread task on and took the next");
+        assert_eq!(hub.lane_depths(), vec![0, 1]);
+        assert_eq!(hub.inflight(), 2);
+        assert!(matches!(take(&hub, Some(RACTOR_LANE)), NextJob::Empty), "the Ractor lane never sees it");
+        let NextJob::Job(j) = take(&hub, Some(THREAD_LANE)) else { panic!("the thread lane receives it") };
         assert_eq!(j.envelope.task, "Threaded");
         hub.complete(&j);
+        hub.complete(&p);
         assert_eq!(hub.inflight(), 0);
     }
 
     #[test]
-    fn lane_workers_route_source_jobs_by_task_without_returning_them() {
-        let (hub, _) = hub_with(&["Plain", "Threaded", "Plain"]);
-        hub.assign_lane("Threaded", 1);
-        let NextJob::Job(j) = take(&hub, Some(1)) else { panic!("lane 1 gets its job") };
-        assert_eq!(j.envelope.task, "Threaded");
-        assert_eq!(hub.lane_depths(), vec![1, 0], "the plain job it met first went to lane 0");
-        assert_eq!(hub.inflight(), 2, "both stay in flight");
-        for _ in 0..2 {
-            let NextJob::Job(p) = take(&hub, Some(0)) else { panic!("lane 0 gets the plain jobs") };
-            assert_eq!(p.envelope.task, "Plain");
-        }
-        assert!(matches!(take(&hub, Some(0)), NextJob::Empty));
+    fn a_thread_worker_passes_ractor_tasks_on_while_there_is_room_and_runs_them_otherwise() {
+        let (hub, _) = hub_with(&["Plain", "Plain", "Threaded"]);
+        hub.open_lanes([1, 1]);
+        hub.assign_lane("Threaded", THREAD_LANE);
+        let NextJob::Job(first) = take(&hub, Some(THREAD_LANE)) else { panic!("expected a job") };
+        // The first Plain went to the Ractor lane (room for 1); the second
+        // found it full and came back to this thread worker.
+        assert_eq!(first.envelope.task, "Plain");
+        assert_eq!(hub.lane_depths(), vec![1, 0]);
+        let NextJob::Job(t) = take(&hub, Some(THREAD_LANE)) else { panic!() };
+        assert_eq!(t.envelope.task, "Threaded");
         assert_eq!(hub.inflight(), 3);
+    }
+
+    #[test]
+    fn a_ractor_worker_waits_for_room_in_the_thread_lane_and_stop_releases_it() {
+        let (hub, untaken) = hub_with(&["Threaded", "Threaded"]);
+        hub.open_lanes([1, 1]);
+        hub.assign_lane("Threaded", THREAD_LANE);
+        let hub = Arc::new(hub);
+        let worker = {
+            let hub = hub.clone();
+            std::thread::spawn(move || matches!(take(&hub, Some(RACTOR_LANE)), NextJob::Stopped))
+        };
+        // The worker hands the first job over, then holds the second while
+        // the thread lane is full, until the node stops.
+        while hub.inflight() < 2 {
+            std::thread::yield_now();
+        }
+        assert_eq!(hub.lane_depths(), vec![0, 1]);
+        hub.stop_claiming();
+        assert!(worker.join().unwrap(), "the waiting worker sees the stop");
+        assert_eq!(untaken.load(Ordering::SeqCst), 2, "both jobs given back unstarted, once each");
+        assert_eq!(hub.inflight(), 0);
     }
 
     #[test]
     fn stopping_gives_back_jobs_waiting_in_a_lane_exactly_once() {
         let (hub, untaken) = hub_with(&["A", "B"]);
-        let NextJob::Job(a) = take(&hub, Some(0)) else { panic!() };
-        let NextJob::Job(b) = take(&hub, Some(0)) else { panic!() };
-        hub.hand_over(a, 1);
+        hub.open_lanes([4, 4]);
+        let NextJob::Job(a) = take(&hub, Some(RACTOR_LANE)) else { panic!() };
+        let NextJob::Job(b) = take(&hub, Some(RACTOR_LANE)) else { panic!() };
+        assert!(hub.hand_over(a, THREAD_LANE, true).is_ok());
         hub.stop_claiming();
         assert_eq!(untaken.load(Ordering::SeqCst), 1, "the waiting job was given back at stop");
-        hub.hand_over(b, 1); // after the stop: given back at once
+        assert!(hub.hand_over(b, THREAD_LANE, true).is_ok(), "after the stop: given back at once");
         assert_eq!(untaken.load(Ordering::SeqCst), 2);
         assert_eq!(hub.inflight(), 0);
-        assert!(matches!(take(&hub, Some(1)), NextJob::Stopped));
+        assert!(matches!(take(&hub, Some(THREAD_LANE)), NextJob::Stopped));
         assert_eq!(hub.lane_depths(), vec![0, 0]);
     }
 }

@@ -17,6 +17,7 @@ pub mod engine_source;
 pub mod envelope;
 pub mod error;
 pub mod hub;
+pub mod interrupt;
 pub mod keyspace;
 pub mod log;
 pub mod prefetch;

@@ -307,9 +307,7 @@ impl RedisSource {
             // heartbeat has stopped, so other nodes recover them after
             // recovery_delay, by which time the acker may have written some.
             log("WARN", "completions could not be written before shutdown; this node's claims are left for recovery by other nodes");
-            s.closed.store(true, Ordering::Release);
-            s.bells.ring_all();
-            self.join(&["acker", "subscriber"]);
+            self.close();
             return Ok(0);
         }
         let mut attempt = 0;
@@ -323,9 +321,7 @@ impl RedisSource {
                 Err(e) => break Err(e),
             }
         };
-        s.closed.store(true, Ordering::Release);
-        s.bells.ring_all();
-        self.join(&["acker", "subscriber"]);
+        self.close();
         // Last: the final acknowledgements and observations of this node.
         if let Some(t) = s.written_telemetry() {
             t.tick();
@@ -334,6 +330,22 @@ impl RedisSource {
             }
         }
         requeued
+    }
+
+    /// Ends the acker (woken, so it needs no timer to notice) and lets the
+    /// subscriber go: it holds nothing that needs cleaning up and leaves
+    /// within its read timeout, so stopping does not wait for it.
+    fn close(&self) {
+        let s = &self.shared;
+        s.closed.store(true, Ordering::Release);
+        acker::wake(&self.acks_tx);
+        s.bells.ring_all();
+        self.join(&["acker"]);
+        self.detach("subscriber");
+    }
+
+    fn detach(&self, name: &str) {
+        self.threads.lock().retain(|(n, _)| *n != name);
     }
 
     fn join(&self, names: &[&str]) {
@@ -355,6 +367,7 @@ impl Drop for RedisSource {
         self.shared.stopping.store(true, Ordering::Release);
         self.shared.heartbeat_closed.store(true, Ordering::Release);
         self.shared.closed.store(true, Ordering::Release);
+        acker::wake(&self.acks_tx);
         self.stop_tx.lock().take();
         self.shared.bells.ring_all();
     }

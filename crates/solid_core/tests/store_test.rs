@@ -260,6 +260,12 @@ fn the_job_index_deduplicates_finds_and_cancels() {
     let (a, b) = (env("Foo", "default", 1), env("Foo", "default", 2));
     assert_eq!(store.enqueue(&mut c, "default", &[a.encode(), b.encode()]).unwrap(), 2);
     assert_eq!(store.enqueue(&mut c, "default", &[a.encode()]).unwrap(), 0, "a live id is not enqueued twice");
+    let d = env("Foo", "default", 4);
+    assert_eq!(store.enqueue(&mut c, "default", &[b.encode(), d.encode(), d.encode()]).unwrap(), 1, "live and repeated ids in one batch are skipped");
+    assert_eq!(store.schedule(&mut c, "default", now_ms() + 60_000, &[d.encode(), a.encode()]).unwrap(), 0, "a batch of live ids plans nothing");
+    assert_eq!(c.llen::<_, i64>("solid_jobs:channel:default").unwrap(), 3);
+    c.lrem::<_, _, i64>("solid_jobs:channel:default", 0, d.encode()).unwrap();
+    c.hdel::<_, _, i64>("solid_jobs:jobs", &d.id).unwrap();
     assert_eq!(c.llen::<_, i64>("solid_jobs:channel:default").unwrap(), 2);
     assert_eq!(store.job_state(&mut c, &a.id).unwrap().unwrap().state, "ready");
 

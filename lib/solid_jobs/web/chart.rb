@@ -9,7 +9,7 @@ module SolidJobs
     class Chart
       WIDTH = 640
       HEIGHT = 170
-      LEFT = 58
+      LEFT = 66
       RIGHT = 10
       TOP = 12
       BOTTOM = 24
@@ -50,14 +50,16 @@ module SolidJobs
       def x(i) = LEFT + i * bucket_w
       def y(v) = TOP + plot_h - (v.to_f / y_max * plot_h)
 
-      # A round number at or above the largest value, so gridlines read well.
+      # A round number at or above the largest value, so the four gridlines
+      # read well (in KiB, MiB... for sizes).
       def y_max
         @y_max ||= begin
           max = values.max.to_f
           if max <= 0 then 1.0
           else
-            magnitude = 10**Math.log10(max).floor
-            [1, 2, 2.5, 5, 10].map { |m| m * magnitude }.find { |c| c >= max }.to_f
+            unit = @format == :bytes ? 1024**Math.log(max, 1024).floor : 1
+            magnitude = 10**Math.log10(max / unit).floor
+            [1, 2, 4, 6, 8, 10].map { |m| m * magnitude * unit }.find { |c| c >= max }.to_f
           end
         end
       end

@@ -38,7 +38,8 @@ module SolidJobs
         return UNAVAILABLE if value.nil?
 
         v = value.to_f
-        if v < 1 then "#{v.round(2)} ms"
+        if v.zero? then "0 ms"
+        elsif v < 1 then "#{v.round(2)} ms"
         elsif v < 1_000 then "#{v.round(v < 10 ? 1 : 0).then { |x| x == x.to_i ? x.to_i : x }} ms"
         elsif v < 60_000 then "#{(v / 1000).round(2)} s"
         elsif v < 3_600_000 then "#{(v / 60_000).round(1)} min"
@@ -58,7 +59,7 @@ module SolidJobs
           v /= 1024
           i += 1
         end
-        i.zero? ? "#{v.to_i} B" : "#{v.round(1)} #{units[i]}"
+        i.zero? ? "#{v.to_i} B" : "#{v.round(1).then { |x| x == x.to_i ? x.to_i : x }} #{units[i]}"
       end
 
       def percent(value) = value.nil? ? UNAVAILABLE : "#{value.to_f.round(1)} %"

@@ -141,7 +141,7 @@ module SolidJobs
         when Hash then value.to_h { |k, v| [k.to_s, stringify(v)] }
         when Array then value.map { |v| stringify(v) }
         when Struct then stringify(value.to_h)
-        else value.respond_to?(:to_h) && !value.is_a?(String) && !value.nil? && !value.is_a?(Numeric) ? stringify(value.to_h) : value
+        else value
         end
       end
     end

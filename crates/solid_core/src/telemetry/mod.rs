@@ -512,24 +512,33 @@ impl Telemetry {
 
     /// Waits up to `timeout` for control requests or Rust-side events and
     /// returns whatever is waiting; returns early (empty) on `wake_monitor`
-    /// or when `interrupted` is set (checked every 100 ms).
-    pub fn notices(&self, timeout: Duration, interrupted: &std::sync::atomic::AtomicBool) -> (Vec<String>, Vec<Delivery>) {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let requests: Vec<String> = self.requests_rx.try_iter().collect();
-            let deliveries: Vec<Delivery> = self.deliveries_rx.try_iter().take(DELIVERY_CAPACITY).collect();
-            if !requests.is_empty() || !deliveries.is_empty() || self.monitor_wake_rx.try_recv().is_ok() {
-                return (requests, deliveries);
+    /// or when `interrupted` is triggered. Nothing polls: an idle monitor
+    /// sleeps for the whole timeout.
+    pub fn notices(&self, timeout: Duration, interrupted: &crate::interrupt::Interrupt) -> (Vec<String>, Vec<Delivery>) {
+        let take = || -> (Vec<String>, Vec<Delivery>) {
+            (self.requests_rx.try_iter().collect(), self.deliveries_rx.try_iter().take(DELIVERY_CAPACITY).collect())
+        };
+        let (requests, deliveries) = take();
+        if !requests.is_empty() || !deliveries.is_empty() || self.monitor_wake_rx.try_recv().is_ok() {
+            return (requests, deliveries);
+        }
+        let mut select = Select::new();
+        select.recv(&self.requests_rx);
+        select.recv(&self.deliveries_rx);
+        let wake = select.recv(&self.monitor_wake_rx);
+        let woken = select.recv(interrupted.receiver());
+        if interrupted.is_set() {
+            return (requests, deliveries);
+        }
+        // `ready` only says which channel has something; nothing is taken
+        // here, so whatever arrived is collected below.
+        match select.ready_timeout(timeout) {
+            Ok(i) if i == wake => {
+                let _ = self.monitor_wake_rx.try_recv();
+                (Vec::new(), Vec::new())
             }
-            let slice = deadline.saturating_duration_since(Instant::now()).min(Duration::from_millis(100));
-            if slice.is_zero() || interrupted.load(std::sync::atomic::Ordering::Acquire) {
-                return (requests, deliveries);
-            }
-            let mut select = Select::new();
-            select.recv(&self.requests_rx);
-            select.recv(&self.deliveries_rx);
-            select.recv(&self.monitor_wake_rx);
-            let _ = select.ready_timeout(slice);
+            Ok(i) if i == woken => (Vec::new(), Vec::new()),
+            _ => take(),
         }
     }
 
@@ -718,7 +727,7 @@ mod tests {
         assert!(!sampled, "no journal, no sample");
         t.completed(Tracked { job: &j, sampled, worker: 1 });
         t.acknowledged(0, [7]);
-        let (requests, deliveries) = t.notices(Duration::ZERO, &std::sync::atomic::AtomicBool::new(false));
+        let (requests, deliveries) = t.notices(Duration::ZERO, &crate::interrupt::Interrupt::new());
         assert!(requests.is_empty());
         assert_eq!(deliveries.len(), 1);
         assert_eq!(deliveries[0].name, "job.acknowledged");

@@ -13,9 +13,9 @@
 
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use magnus::Error;
+use solid_core::interrupt::Interrupt;
 
 use super::errors;
 
@@ -33,10 +33,10 @@ unsafe extern "C" fn trampoline<F: FnOnce() -> R, R>(data: *mut c_void) -> *mut 
 }
 
 unsafe extern "C" fn set_flag(data: *mut c_void) {
-    (*(data as *const AtomicBool)).store(true, Ordering::Release);
+    (*(data as *const Interrupt)).trigger();
 }
 
-fn run_without_gvl<G: FnOnce() -> R, R>(g: G, flag: *const AtomicBool) -> Result<R, Error> {
+fn run_without_gvl<G: FnOnce() -> R, R>(g: G, flag: *const Interrupt) -> Result<R, Error> {
     let mut call = Call { f: Some(g), out: None };
     loop {
         unsafe {
@@ -69,15 +69,17 @@ fn run_without_gvl<G: FnOnce() -> R, R>(g: G, flag: *const AtomicBool) -> Result
     }
 }
 
-/// Runs `f` without the GVL. `f` receives a flag that Ruby's unblocking
-/// function sets; long waits must poll it and return early when set.
+/// Runs `f` without the GVL. `f` receives an [`Interrupt`] that Ruby's
+/// unblocking function triggers; long waits select on it (or poll it) and
+/// return early when it is set.
 pub fn without_gvl<F, R>(f: F) -> Result<R, Error>
 where
-    F: FnOnce(&AtomicBool) -> R,
+    F: FnOnce(&Interrupt) -> R,
 {
-    let interrupted = AtomicBool::new(false);
-    let flag: *const AtomicBool = &interrupted;
+    let interrupted = Interrupt::new();
+    let flag: *const Interrupt = &interrupted;
     // SAFETY: `interrupted` outlives the call, which returns before this
-    // frame does; the unblocking function only stores to the atomic.
+    // frame does; the unblocking function only triggers it (atomics and a
+    // non-blocking send).
     run_without_gvl(move || f(unsafe { &*flag }), flag)
 }

@@ -164,15 +164,32 @@ impl Dispatcher {
         Ok(())
     }
 
-    /// Passes a job this worker took, unstarted, to the workers of `lane`.
-    /// This Job object is settled by it; the lane's worker receives a new
-    /// one for the same claim, which it settles.
+    /// open_lanes([ractor_lane_capacity, thread_lane_capacity]), once,
+    /// before lane workers start.
+    fn open_lanes(&self, capacities: [usize; solid_core::hub::LANES]) -> Result<(), Error> {
+        if !self.core.open_lanes(capacities) {
+            return Err(arg_error("lanes are already open".into()));
+        }
+        Ok(())
+    }
+
+    /// Passes a job this worker took, unstarted, to the workers of `lane`,
+    /// waiting (GVL released) for room. This Job object is settled by it;
+    /// the lane's worker receives a new one for the same claim.
+    #[allow(clippy::result_large_err)]
     fn hand_over(&self, job: &Job, lane: usize) -> Result<(), Error> {
-        if lane >= solid_core::hub::LANES {
-            return Err(arg_error(format!("lane must be below {}", solid_core::hub::LANES)));
+        if lane >= solid_core::hub::LANES || !self.core.lanes_open() {
+            return Err(arg_error(format!("no lane {lane}: lanes are open only on nodes with thread workers")));
         }
         let claimed = job.settle()?.clone();
-        self.core.hand_over(claimed, lane);
+        // Its new worker reports it; this one is free again.
+        self.node.telemetry.abandoned(job.worker);
+        // With lanes open and `wait` the job is always accepted (or given
+        // back to its source when the node stops); should it ever come back,
+        // it stays claimed for requeue rather than vanish from the count.
+        if let Err(back) = without_gvl(|_| self.core.hand_over(claimed, lane, true))? {
+            self.core.abandon(&back);
+        }
         Ok(())
     }
 
@@ -267,7 +284,7 @@ impl Dispatcher {
                 if self.core.wait_idle(slice) {
                     return true;
                 }
-                if interrupted.load(std::sync::atomic::Ordering::Acquire) || std::time::Instant::now() >= deadline {
+                if interrupted.is_set() || std::time::Instant::now() >= deadline {
                     return false;
                 }
             }
@@ -313,6 +330,7 @@ pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
     class.define_method("next_job_in", method!(Dispatcher::next_job_in, 2))?;
     class.define_method("hand_over", method!(Dispatcher::hand_over, 2))?;
     class.define_method("assign_lane", method!(Dispatcher::assign_lane, 2))?;
+    class.define_method("open_lanes", method!(Dispatcher::open_lanes, 1))?;
     class.define_method("complete", method!(Dispatcher::complete, 1))?;
     class.define_method("record_failure", method!(Dispatcher::record_failure, 3))?;
     class.define_method("retry", method!(Dispatcher::retry, 2))?;

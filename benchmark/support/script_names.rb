@@ -1,0 +1,43 @@
+# frozen_string_literal: true
+
+require "digest"
+require_relative "common"
+
+module Bench
+  # The Lua scripts of solid_core as Redis knows them: by the SHA1 of their
+  # source. scripts.rs builds each script from its file under lua/, with
+  # prelude.lua prepended (`with_prelude`) or not (`Script::new`); this reads
+  # that choice from scripts.rs itself, so a script added or moved to the
+  # prelude is named here without a change.
+  module ScriptNames
+    CORE = File.expand_path("../../crates/solid_core", __dir__)
+    DECLARATION = /^\s*(\w+): (with_prelude|Script::new)\(include_str!\("\.\.\/lua\/(\w+)\.lua"\)\)/
+
+    module_function
+
+    # {script name => source} exactly as redis-rs sends them.
+    def sources
+      @sources ||= begin
+        prelude = File.read(File.join(CORE, "lua/prelude.lua"))
+        found = File.read(File.join(CORE, "src/scripts.rs")).scan(DECLARATION).to_h do |name, kind, file|
+          body = File.read(File.join(CORE, "lua/#{file}.lua"))
+          [name, kind == "with_prelude" ? "#{prelude}\n#{body}" : body]
+        end
+        raise Failure, "no script declarations found in #{CORE}/src/scripts.rs (has its layout changed?)" if found.empty?
+
+        found.freeze
+      end
+    end
+
+    # {sha1 => script name}
+    def by_sha
+      @by_sha ||= sources.to_h { |name, source| [Digest::SHA1.hexdigest(source), name] }.freeze
+    end
+
+    # Loads every script, so no measured call pays for redis-rs's first-use
+    # path (EVALSHA answered NOSCRIPT, SCRIPT LOAD, EVALSHA again).
+    def preload(redis)
+      sources.each_value { |source| redis.script(:load, source) }
+    end
+  end
+end

@@ -1,0 +1,265 @@
+# frozen_string_literal: true
+
+require "securerandom"
+require_relative "command_count_tasks"
+require_relative "metered_redis"
+
+module Bench
+  # The six SolidJobs operations whose Redis commands and round trips
+  # benchmark/commands.rb reports and test/command_counts_test.rb asserts.
+  #
+  # Every operation runs in a namespace of its own, on connections that are
+  # already open and scripts that are already loaded: what is counted is the
+  # steady state, not a first call's connect (redis-rs sends CLIENT SETINFO,
+  # one round trip) or script load (EVALSHA, NOSCRIPT, SCRIPT LOAD, EVALSHA).
+  #
+  # A node is a SolidJobs::Conductor in this process with one worker thread
+  # and a fixed prefetch window of 2, the adaptive window's starting size
+  # for one worker. Any window of 2 or more costs the same here (the claim's
+  # second RPOP finds the list empty), but the adaptive one shrinks to 1
+  # after a job slower than 10 ms, as a warm-up job on a busy machine can
+  # be, and the claim then pops once: fixed, the count cannot vary.
+  # Its heartbeat interval is an hour unless the operation needs a
+  # heartbeat, so an idle node sends nothing at all: its fetcher waits for
+  # the doorbell, its heartbeat thread for the next due job.
+  class SolidJobsCommandScenarios
+    OPERATIONS = %i[enqueue enqueue_many worker_turn retry scheduled_promotion recovery].freeze
+    TITLES = {
+      enqueue: "Task.enqueue (one job, empty channel)",
+      enqueue_many: "Task.enqueue_many (100 jobs)",
+      worker_turn: "worker turn: idle node takes, runs and acks one job",
+      retry: "retry: the job raises and is scheduled for retry",
+      scheduled_promotion: "scheduled promotion: enqueue_after, then the job becomes ready",
+      recovery: "recovery: a live node requeues a dead node's claim and runs it"
+    }.freeze
+    # What each connection of a producer or a node sends first.
+    ROLES = {
+      "enqueue" => "producer", "schedule" => "producer", "claim" => "fetcher", "ack" => "acker",
+      "promote" => "heartbeat thread", "heartbeat" => "node pool", "SUBSCRIBE" => "subscriber"
+    }.freeze
+    IDLE_HEARTBEAT = 3600
+    # Recovery needs one heartbeat of the live node inside the window: long
+    # enough for the node to boot and warm up before it, short for the run.
+    RECOVERY_HEARTBEAT = 3.0
+    # A dead node's heartbeat key lives this long after its claim.
+    DEAD_NODE_TTL = 0.3
+    ATTEMPTS = 3
+    # enqueue_after delay of the timer-path runs: long enough that the
+    # promote the `planned` doorbell triggers at once never finds it due.
+    TIMER_DELAY = 1.0
+
+    def initialize(redis_port, quiet: 0.5)
+      @redis_port = redis_port
+      @quiet = quiet
+    end
+
+    # [OperationCount] for `operations`, in order.
+    def run(operations = OPERATIONS)
+      unknown = operations - OPERATIONS
+      raise Failure, "unknown operation(s) #{unknown.inspect}; known: #{OPERATIONS.inspect}" unless unknown.empty?
+
+      metered { operations.map { |operation| send(operation) } }
+    end
+
+    # The scheduled promotion left to the heartbeat thread's own timer,
+    # `runs` times: how many promote calls the due time costs, which the
+    # timer's slack makes vary (see #scheduled_promotion).
+    def timer_promotions(runs, delay: TIMER_DELAY)
+      metered { Array.new(runs) { timer_promotion(delay) } }
+    end
+
+    # Promote calls in a count.
+    def self.promotes(count) = count.links.sum { |link| link.calls.count { |label, _| label == "promote" } }
+
+    private
+
+    def metered
+      MeteredRedis.open(@redis_port, roles: ROLES, quiet: @quiet) do |metered|
+        @metered = metered
+        @control = metered.control
+        @meter = metered.meter
+        yield
+      end
+    end
+
+    def measure(key, &block)
+      @meter.measure(key, TITLES.fetch(key), &block).tap { |count| refuse_unknown_scripts(count) }
+    end
+
+    # A script Redis knows by a SHA that no file under crates/solid_core/lua
+    # gives (or a SCRIPT LOAD inside a window) means the extension was built
+    # from other sources than the ones read here: its counts would describe
+    # code that is not in the tree.
+    def refuse_unknown_scripts(count)
+      unknown = count.links.flat_map(&:calls).map(&:first).grep(/\A(EVALSHA|EVAL|SCRIPT)\b/)
+      return if unknown.empty?
+
+      raise Failure, "#{count.title} ran #{unknown.uniq.join(", ")}, unknown to crates/solid_core/lua: " \
+                     "lib/solid_jobs/solid_jobs.so is not built from these sources (run `bundle exec rake compile`)"
+    end
+
+    # --- the operations ---------------------------------------------------
+
+    # One enqueue.lua call; its channel starts empty, so it rings `ready`.
+    def enqueue
+      producer
+      measure(:enqueue) { CommandCountTasks::Noop.enqueue(1) && nil }
+    end
+
+    def enqueue_many
+      producer
+      measure(:enqueue_many) { CommandCountTasks::Noop.enqueue_many(Array.new(100) { |i| [i] }) && nil }
+    end
+
+    # The job is pushed on a direct connection (not counted); its doorbell
+    # wakes the node: claim (the job), claim again (finds the channel
+    # empty, then the fetcher waits), ack.
+    def worker_turn
+      with_node do
+        measure(:worker_turn) do
+          push_directly(CommandCountTasks::Noop)
+          processed(2)
+        end
+      end
+    end
+
+    # claim, claim (empty), record_failure, retry (its `planned` doorbell
+    # wakes the heartbeat thread: one promote, nothing due yet).
+    def retry
+      with_node do
+        measure(:retry) do
+          push_directly(CommandCountTasks::Failing)
+          -> { @control.get(key("metric:failed")).to_i == 1 && @control.zcard(key("retrying")) == 1 }
+        end
+      end
+    end
+
+    # enqueue_after (schedule.lua) rings `planned`; the node's heartbeat
+    # thread promotes at once, finding nothing due, and sleeps until the due
+    # time, an hour away. Time is then moved forward: the member's score is
+    # set to now and `planned` is rung again on a direct connection, which
+    # wakes the heartbeat thread exactly as its timer would, minus the
+    # timer's slack (it can fire a promote-duration early and then promote
+    # twice). The promote moves the job and rings `ready`, which wakes the
+    # node's fetcher for one claim that finds its own channel empty.
+    def scheduled_promotion
+      with_node(producer: true) do
+        measure(:scheduled_promotion) do
+          CommandCountTasks::Later.enqueue_after(3600, 1)
+          @meter.wait_until_quiet
+          bring_planned_jobs_forward
+          -> { @control.llen(key("channel:later")) == 1 }
+        end
+      end
+    end
+
+    def timer_promotion(delay)
+      with_node(producer: true) do
+        measure(:scheduled_promotion) do
+          CommandCountTasks::Later.enqueue_after(delay, 1)
+          -> { @control.llen(key("channel:later")) == 1 }
+        end
+      end
+    end
+
+    # A dead node (an adapter claim whose heartbeat key expired) holds a
+    # job; the live node's next heartbeat finds it dead and requeues its
+    # claim, the doorbell wakes the fetcher, the job runs and is acked.
+    # The window must hold exactly one heartbeat of the live node; a run in
+    # which the machine was too slow for that is measured again.
+    def recovery
+      count = nil
+      ATTEMPTS.times do
+        fresh_namespace
+        leave_a_dead_claim
+        count = with_node(heartbeat: RECOVERY_HEARTBEAT, fresh: false) { measure(:recovery) { processed(2) } }
+        return count if heartbeats(count) == 1
+      end
+      count
+    end
+
+    # --- scene setting ----------------------------------------------------
+
+    def fresh_namespace
+      @meter.ignore_existing_connections
+      @namespace = "cmd#{SecureRandom.hex(4)}"
+      SolidJobs.configure do |c|
+        c.redis_url = @metered.proxy.url
+        c.namespace = @namespace
+      end
+    end
+
+    def key(suffix) = "#{@namespace}:#{suffix}"
+
+    # A fresh namespace and a producer whose pooled connection is open.
+    def producer
+      fresh_namespace
+      CommandCountTasks::Warmup.enqueue(0)
+    end
+
+    # Runs the block with a node serving CHANNEL, after one warm-up job has
+    # opened every connection the node uses; stops the node after.
+    # `fresh: false` keeps the namespace the caller has set a scene in.
+    def with_node(heartbeat: IDLE_HEARTBEAT, producer: false, fresh: true)
+      if producer
+        self.producer
+      elsif fresh
+        fresh_namespace
+      end
+      node = SolidJobs::Conductor.new(node_config(heartbeat)).start
+      push_directly(CommandCountTasks::Noop)
+      @meter.wait_until("the warm-up job", &processed(1))
+      yield
+    ensure
+      node&.stop(timeout: 5)
+    end
+
+    def node_config(heartbeat)
+      SolidJobs::Configuration.new.tap do |c|
+        c.redis_url = @metered.proxy.url
+        c.namespace = @namespace
+        c.channels = [CommandCountTasks::CHANNEL]
+        c.concurrency = 1
+        c.prefetch = 2
+        c.execution_mode = :thread
+        c.heartbeat_interval = heartbeat
+        c.recovery_delay = heartbeat * 2
+        c.shutdown_timeout = 5
+      end
+    end
+
+    # Pushes a job on a connection that bypasses the proxy: setting the
+    # scene, not part of what is measured.
+    def push_directly(task)
+      client = (@direct_clients ||= {})[@namespace] ||= SolidJobs::Native::Client.new(@metered.direct_url, @namespace)
+      options = task.solid_jobs_options
+      client.push(task.name, [], options.fetch(:channel), options.fetch(:max_failures), nil)
+    end
+
+    def processed(count) = -> { @control.get(key("metric:processed")).to_i >= count }
+
+    # Moves every planned job's due time to now, and rings the doorbell the
+    # way schedule.lua does for a new earliest due time.
+    def bring_planned_jobs_forward
+      now_ms = Process.clock_gettime(Process::CLOCK_REALTIME, :millisecond)
+      @control.zrange(key("planned"), 0, -1).each { |member| @control.zadd(key("planned"), now_ms, member, xx: true) }
+      @control.publish(key("doorbell"), "planned")
+    end
+
+    # Claims a job for a node that then dies: the adapter API registers a
+    # node of its own for DEAD_NODE_TTL at each claim, and this one never
+    # settles or heartbeats again.
+    def leave_a_dead_claim
+      push_directly(CommandCountTasks::Noop)
+      config = SolidJobs::Configuration.new.tap do |c|
+        c.namespace = @namespace
+        c.recovery_delay = DEAD_NODE_TTL
+      end
+      dead = SolidJobs::Backends::Redis.new(:dead_node, {adapter: :solid_redis, url: @metered.direct_url}, config)
+      claim = dead.claim(CommandCountTasks::CHANNEL) or raise Failure, "the dead node found no job to claim"
+      @meter.wait_until("the dead node's heartbeat to expire") { !@control.exists?(key("node:#{claim.reservation}")) }
+    end
+
+    def heartbeats(count) = count.links.sum { |link| link.calls.count { |label, _| label == "heartbeat" } }
+  end
+end

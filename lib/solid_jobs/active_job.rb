@@ -1,0 +1,87 @@
+# frozen_string_literal: true
+
+require "active_job"
+require "solid_jobs"
+
+module SolidJobs
+  # Runs one Active Job job: the envelope's only argument is Active Job's
+  # serialized job (`job.serialize`), and `ActiveJob::Base.execute` runs it
+  # with Active Job's callbacks, `retry_on` and `discard_on` (and, under
+  # Rails, the app's executor and reloader).
+  #
+  # Active Job's execution path is not Ractor-safe, so the wrapper runs on
+  # the node's thread workers (`execution: :thread`, see SolidJobs::Lanes).
+  #
+  # max_failures 1: Active Job owns retries. `retry_on` re-enqueues a new job
+  # through the adapter and this execution succeeds; an exception that
+  # escapes Active Job (retry_on's attempts exhausted, or not handled at
+  # all) archives the job at once instead of starting a second, multiplying
+  # retry schedule. Raise it with
+  # `SolidJobs::ActiveJobWrapper.task_options max_failures: N` at boot to let
+  # SolidJobs retry such jobs too (docs/rails.md, "Retries").
+  class ActiveJobWrapper
+    include Task
+    task_options execution: :thread, max_failures: 1
+
+    def execute_task(job_data)
+      ::ActiveJob::Base.execute(job_data)
+      nil # the job's return value is not kept
+    end
+  end
+
+  # Active Job helpers that its 6.1 API lacks.
+  module ActiveJob
+    module_function
+
+    # Enqueues many Active Job jobs with one round trip per channel and
+    # due time (Active Job 6.1 has no `perform_all_later`; like Rails 7.1's,
+    # this runs no enqueue callbacks). Sets each job's provider_job_id;
+    # returns the number of jobs enqueued.
+    #
+    #   SolidJobs::ActiveJob.enqueue_all(users.map { |u| WelcomeMailJob.new(u.id) })
+    def enqueue_all(jobs)
+      jobs = jobs.to_a
+      jobs.group_by { |job| [job.queue_name.to_s, job.scheduled_at && (job.scheduled_at.to_f * 1000).round] }
+          .sum do |(queue, due_ms), group|
+            ids = Publisher.publish(ActiveJobWrapper, group.map { |job| [job.serialize] },
+                                    channel: channel_for(queue), due_ms: due_ms)
+            group.zip(ids).each { |job, id| job.provider_job_id = id }
+            ids.compact.size
+          end
+    end
+
+    # Active Job's queue name is the SolidJobs channel, unchanged.
+    def channel_for(queue_name)
+      name = queue_name.to_s
+      return name if name.match?(Configuration::CHANNEL_NAME)
+
+      raise ArgumentError, "Active Job queue #{queue_name.inspect} cannot be a SolidJobs channel: " \
+                           "use 1-100 characters from A-Z a-z 0-9 _ - ."
+    end
+
+    # Writes one job now (`due_ms` nil) or for later.
+    def publish(job, due_ms)
+      id = Publisher.publish(ActiveJobWrapper, [[job.serialize]], channel: channel_for(job.queue_name), due_ms: due_ms).first
+      job.provider_job_id = id
+    end
+  end
+end
+
+module ActiveJob
+  module QueueAdapters
+    # `config.active_job.queue_adapter = :solid_jobs`. Each job becomes one
+    # SolidJobs envelope for SolidJobs::ActiveJobWrapper on the channel named
+    # by its queue (`queue_as`); `set(wait:)` and `set(wait_until:)` become
+    # scheduled SolidJobs jobs. Only SolidJobs envelopes and keys are written.
+    # Priority is ignored: order channels with weights or `channel_order`.
+    class SolidJobsAdapter
+      def enqueue(job)
+        SolidJobs::ActiveJob.publish(job, nil)
+      end
+
+      def enqueue_at(job, timestamp)
+        SolidJobs::ActiveJob.publish(job, (timestamp.to_f * 1000).round)
+      end
+    end
+  end
+end

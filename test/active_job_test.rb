@@ -1,0 +1,137 @@
+# frozen_string_literal: true
+
+require_relative "test_helper"
+require_relative "support/active_jobs"
+
+# ActiveJob::QueueAdapters::SolidJobsAdapter with Debian's activejob 6.1,
+# against a real Redis, and real `solid-jobs` processes for execution.
+class ActiveJobTest < SolidJobsTest
+  APP = File.join(ROOT, "test", "support", "active_job_app.rb")
+
+  def envelopes(channel = "default")
+    redis.lrange(key("channel:#{channel}"), 0, -1).map { |raw| JSON.parse(raw) }
+  end
+
+  def spawn_worker(*args)
+    log = File.join(@ledger_dir, "worker.log")
+    worker = WorkerProcess.new(redis_url: REDIS.url, namespace: @namespace, log: log,
+                               args: ["--require", APP, "--concurrency", "2", *args]).start
+    eventually("node started") { File.exist?(log) && File.read(log).include?("started:") }
+    [worker, log]
+  end
+
+  def stop(worker, log)
+    worker.signal("TERM")
+    assert_equal 0, worker.wait.exitstatus, File.read(log)
+  end
+
+  def test_the_adapter_is_found_by_name
+    assert_instance_of ActiveJob::QueueAdapters::SolidJobsAdapter, ActiveJob::Base.queue_adapter
+    assert_equal "SolidJobs::ActiveJobWrapper", SolidJobs::Lanes.thread_task_names.find { |n| n.include?("ActiveJob") }
+  end
+
+  def test_perform_later_writes_one_solid_jobs_envelope_and_nothing_else
+    before = redis.keys("*")
+    job = LedgerJob.perform_later("/tmp/ledger", "one")
+    written = redis.keys("*") - before
+    assert written.all? { |k| k.start_with?("#{@namespace}:") }, "only SolidJobs keys: #{written.inspect}"
+    envelope = envelopes.fetch(0)
+    assert_equal "SolidJobs::ActiveJobWrapper", envelope["task"]
+    assert_equal "default", envelope["channel"]
+    assert_equal 1, envelope["max_failures"]
+    data = envelope["arguments"].fetch(0)
+    assert_equal %w[LedgerJob default], data.values_at("job_class", "queue_name")
+    assert_equal ["/tmp/ledger", "one"], data["arguments"]
+    assert_equal job.job_id, data["job_id"]
+    assert_equal envelope["id"], job.provider_job_id
+  end
+
+  def test_queue_as_is_the_channel
+    MailerLedgerJob.perform_later("/tmp/ledger", "mail")
+    LedgerJob.set(queue: "reports").perform_later("/tmp/ledger", "report")
+    assert_equal ["mailers"], envelopes("mailers").map { |e| e["channel"] }
+    assert_equal ["reports"], envelopes("reports").map { |e| e["channel"] }
+    assert_raises(ArgumentError) { LedgerJob.set(queue: "not a channel").perform_later("/tmp/ledger", "x") }
+  end
+
+  def test_set_wait_and_wait_until_schedule_solid_jobs_jobs
+    now_ms = SolidJobs::Publisher.now_ms
+    LedgerJob.set(wait: 600).perform_later("/tmp/ledger", "later")
+    at = Time.at(Time.now.to_i + 3_600)
+    LedgerJob.set(wait_until: at).perform_later("/tmp/ledger", "at")
+    assert_empty envelopes
+    scores = redis.zrange(key("planned"), 0, -1, with_scores: true).map(&:last)
+    assert_equal 2, scores.size
+    assert_operator scores.min, :>=, now_ms + 590_000
+    assert_equal at.to_i * 1000, scores.max.to_i
+  end
+
+  def test_enqueue_all_writes_each_group_at_once_and_sets_provider_ids
+    jobs = [LedgerJob.new("/tmp/ledger", "a"), LedgerJob.new("/tmp/ledger", "b"), MailerLedgerJob.new("/tmp/ledger", "c"),
+            LedgerJob.new("/tmp/ledger", "d").tap { |j| j.scheduled_at = Time.now.to_f + 600 }]
+    assert_equal 4, SolidJobs::ActiveJob.enqueue_all(jobs)
+    assert_equal 2, envelopes.size
+    assert_equal 1, envelopes("mailers").size
+    assert_equal 1, redis.zcard(key("planned"))
+    assert jobs.all?(&:provider_job_id)
+    assert_equal 4, jobs.map(&:provider_job_id).uniq.size
+  end
+
+  def test_testing_modes_capture_and_execute_active_job_jobs
+    path = ledger_path
+    captured = SolidJobs.testing!(:capture) do
+      LedgerJob.perform_later(path, "captured")
+      SolidJobs::ActiveJobWrapper.captured
+    end
+    assert_equal "LedgerJob", captured.fetch(0)["arguments"][0]["job_class"]
+    SolidJobs.testing!(:execute) { LedgerJob.perform_later(path, "inline") }
+    assert_match(/\Ainline /, ledger_lines.fetch(0))
+  end
+
+  def test_a_worker_process_runs_active_job_on_threads_and_tasks_in_ractors
+    path = ledger_path
+    worker, log = spawn_worker("--channel", "default", "--channel", "mailers")
+    assert_match(/5 thread worker\(s\) for SolidJobs::ActiveJobWrapper/, File.read(log), "sized by default when Active Job is loaded")
+    5.times { |i| LedgerJob.perform_later(path, "aj-#{i}") }
+    2.times { |i| MailerLedgerJob.perform_later(path, "mail-#{i}") }
+    LedgerJob.set(wait: 0.2).perform_later(path, "scheduled")
+    CpuTask.enqueue_many(Array.new(4) { |i| [path, "cpu-#{i}", 20_000] })
+    eventually("12 jobs ran") { ledger_lines.size == 12 }
+    stop(worker, log)
+    by_label = ledger_lines.to_h { |l| l.split.first(2) }
+    active_job = by_label.reject { |label, _| label.start_with?("cpu-") }
+    assert_equal 8, active_job.size
+    assert active_job.values.all? { |w| w.start_with?("solid-jobs-thread-worker-") }, active_job.inspect
+    assert by_label.any? { |label, w| label.start_with?("cpu-") && w.match?(/\Asolid-jobs-worker-\d+\z/) }, by_label.inspect
+    assert_equal 0, SolidJobs::Archive.size
+    assert_equal 0, claims_count
+  end
+
+  def test_retry_on_discard_on_and_escaping_errors_with_a_real_worker
+    path = ledger_path
+    worker, log = spawn_worker
+    FlakyJob.perform_later(path, "recovers", 1)     # fails once, retry_on re-enqueues, succeeds
+    FlakyJob.perform_later(path, "exhausted", 99)   # retry_on's 3 attempts, then it escapes
+    DiscardedJob.perform_later(path, "discarded")   # discard_on: done
+    BrokenJob.perform_later(path, "broken")         # no handler: escapes at once
+    eventually("settled") do
+      ledger_lines.include?("done recovers") && SolidJobs::Archive.size == 2 && ledger_lines.include?("attempt discarded")
+    end
+    stop(worker, log)
+
+    assert_equal ["attempt recovers 1", "attempt recovers 2", "done recovers"], ledger_lines.grep(/recovers/)
+    assert_equal ["attempt exhausted 1", "attempt exhausted 2", "attempt exhausted 3"], ledger_lines.grep(/exhausted/),
+                 "Active Job's attempts only: SolidJobs did not retry on top"
+    assert_equal ["attempt discarded"], ledger_lines.grep(/discarded/)
+    assert_equal ["attempt broken"], ledger_lines.grep(/broken/)
+    archived = SolidJobs::Archive.list(limit: 10).to_h { |r| [r["envelope"]["arguments"][0]["job_class"], r] }
+    assert_equal %w[BrokenJob FlakyJob], archived.keys.sort
+    assert_equal "FlakyJob::Flake", archived["FlakyJob"]["error_class"]
+    assert_equal 3, archived["FlakyJob"]["envelope"]["arguments"][0]["executions"] + 1, "archived at its third execution"
+    assert_equal "ArgumentError", archived["BrokenJob"]["error_class"]
+    assert archived.values.all? { |r| r["task"] == "SolidJobs::ActiveJobWrapper" && r["reason"].include?("max_failures 1") }
+    assert_equal 0, redis.zcard(key("retrying")), "no SolidJobs retry was scheduled"
+    assert_equal 0, redis.zcard(key("planned"))
+    assert_equal 0, claims_count
+  end
+end

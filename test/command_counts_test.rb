@@ -1,0 +1,41 @@
+# frozen_string_literal: true
+
+require_relative "test_helper"
+require_relative "../benchmark/support/common"
+require_relative "../benchmark/support/solid_jobs_command_scenarios"
+
+# The Redis commands and round trips of each SolidJobs operation, exactly:
+# a change that adds a round trip (or a command) to the hot path fails here
+# with the new breakdown. Measured like `rake benchmark:commands` (see
+# benchmark/support/command_meter.rb): counts, never times, so they do not
+# depend on the host or on how busy it is.
+class CommandCountsTest < SolidJobsTest
+  # commands: sent by clients (EVALSHA is one); lua: run inside the
+  # scripts; round_trips: request bursts (a pipeline is one).
+  EXPECTED = {
+    # enqueue.lua: HSETNX LPUSH SADD PUBLISH
+    enqueue: {commands: 1, lua: 4, round_trips: 1},
+    # enqueue.lua: HMGET HSET (the whole batch in the job index), LPUSH SADD PUBLISH
+    enqueue_many: {commands: 1, lua: 5, round_trips: 1},
+    # claim (the job), claim (finds the channel empty), ack
+    worker_turn: {commands: 3, lua: 14, round_trips: 3},
+    # claim, claim (empty), record_failure, retry, promote (woken by `planned`, nothing due)
+    retry: {commands: 5, lua: 23, round_trips: 5},
+    # schedule, promote (nothing due), promote (moves it), claim (woken by `ready`, empty)
+    scheduled_promotion: {commands: 4, lua: 21, round_trips: 4},
+    # heartbeat (finds the dead node), requeue, claim, claim (empty), ack
+    recovery: {commands: 5, lua: 27, round_trips: 5}
+  }.freeze
+  # Seconds without traffic that end an operation: far above any scheduling
+  # delay of a runnable thread on a loaded host, so nothing late is missed.
+  QUIET = 1.0
+
+  Bench::SolidJobsCommandScenarios::OPERATIONS.each do |operation|
+    define_method(:"test_#{operation}_commands_and_round_trips") do
+      count = Bench::SolidJobsCommandScenarios.new(REDIS.port, quiet: QUIET).run([operation]).first
+      assert_equal EXPECTED.fetch(operation), count.figures,
+                   "#{count.title} now costs #{count.summary}. If the change is intended, update EXPECTED here " \
+                   "and regenerate benchmark/results/commands.md with `bundle exec rake benchmark:commands`"
+    end
+  end
+end

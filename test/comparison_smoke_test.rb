@@ -1,0 +1,45 @@
+# frozen_string_literal: true
+
+require_relative "test_helper"
+require "open3"
+
+# benchmark/comparison.rb and stress.rb at tiny sizes, so they cannot rot.
+# Outcomes only: each ran to completion, printed its tables and wrote its
+# files into the temporary output directory; no figure is asserted.
+class ComparisonSmokeTest < Minitest::Test
+  ROOT = File.expand_path("..", __dir__)
+
+  def setup
+    @dir = Dir.mktmpdir("comparison-smoke")
+  end
+
+  def teardown
+    FileUtils.rm_rf(@dir)
+  end
+
+  def run_harness(script)
+    env = {"BENCH_SMOKE" => "1", "SOLID_JOBS_LOG_LEVEL" => "warn", "BENCH_OUTPUT_DIR" => @dir}
+    Open3.capture2e(env, RbConfig.ruby, "-I#{ROOT}/lib", File.join(ROOT, "benchmark", script), chdir: ROOT)
+  end
+
+  def gnuplot? = system("gnuplot", "--version", out: File::NULL, err: File::NULL)
+
+  def test_comparison_harness_runs
+    out, status = run_harness("comparison.rb")
+    assert status.success?, out
+    assert_match(/^\| 1 \| sidekiq\s+\|/, out)
+    assert_match(/^\| 1 \| solid-jobs-engine\s+\|/, out)
+    assert_match(/^(PASS|MISS) +noop at c=1/, out)
+    assert File.exist?(File.join(@dir, "comparison.md")), out
+    assert_match(/^noop,1,solid-jobs,/, File.read(File.join(@dir, "comparison.csv")))
+    assert File.exist?(File.join(@dir, "comparison-noop.png")), out if gnuplot?
+  end
+
+  def test_stress_harness_runs
+    out, status = run_harness("stress.rb")
+    assert status.success?, out
+    assert_match(/^\| noop\s+\| 2 \| solid-jobs\s+\|/, out)
+    assert_match(/^PASS  all/, out)
+    %w[stress.md stress.csv].each { |name| assert File.exist?(File.join(@dir, name)), out }
+  end
+end

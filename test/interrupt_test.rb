@@ -1,0 +1,30 @@
+# frozen_string_literal: true
+
+require_relative "test_helper"
+
+# An idle worker sleeps in native code with the GVL released and no timer.
+# Ruby must still be able to interrupt it (Thread#raise, Thread#kill,
+# Ractor teardown at exit): the unblocking function wakes the wait.
+class InterruptTest < Minitest::Test
+  include SolidJobsTestHelpers
+
+  def test_a_thread_waiting_for_a_job_is_interrupted_at_once
+    configure_solid_jobs(execution_mode: :thread, concurrency: 1)
+    start_conductor
+    waiting = Thread.new { @conductor.dispatcher.next_job(600) }
+    eventually("the thread blocks in native code") { waiting.status == "sleep" }
+    waiting.raise(ArgumentError, "wake up")
+    # join's bound only keeps a broken build from hanging for 600 s.
+    finished = waiting.join(10)
+    flunk "Thread#raise did not interrupt a native wait" unless finished
+  rescue ArgumentError => e
+    assert_equal "wake up", e.message
+  end
+
+  def test_stop_wakes_idle_workers_without_a_timer
+    configure_solid_jobs(concurrency: 2)
+    start_conductor
+    sleep 0.2
+    assert @conductor.stop(timeout: 5), "idle workers stopped"
+  end
+end

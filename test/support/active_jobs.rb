@@ -1,0 +1,52 @@
+# frozen_string_literal: true
+
+# Active Job jobs used by the adapter tests, in-process and by spawned
+# `solid-jobs` processes (test/support/active_job_app.rb). They write to a
+# ledger file named in their arguments, like the SolidJobs test tasks.
+require "logger"
+require "active_job"
+require "solid_jobs/active_job"
+
+ActiveJob::Base.queue_adapter = :solid_jobs
+ActiveJob::Base.logger = Logger.new(nil)
+
+class LedgerJob < ActiveJob::Base
+  def perform(path, label)
+    Ledger.append(path, "#{label} #{Ledger.worker_name} #{Process.pid}")
+  end
+end
+
+class MailerLedgerJob < LedgerJob
+  queue_as :mailers
+end
+
+# Fails its first `failures` executions; retry_on allows three in all.
+class FlakyJob < ActiveJob::Base
+  class Flake < StandardError; end
+  retry_on Flake, wait: 0, attempts: 3
+
+  def perform(path, label, failures)
+    Ledger.append(path, "attempt #{label} #{executions}")
+    raise Flake, "flaky #{label}" if executions <= failures
+
+    Ledger.append(path, "done #{label}")
+  end
+end
+
+class DiscardedJob < ActiveJob::Base
+  class Gone < StandardError; end
+  discard_on Gone
+
+  def perform(path, label)
+    Ledger.append(path, "attempt #{label}")
+    raise Gone, "the record is gone"
+  end
+end
+
+# No retry_on: the exception escapes Active Job.
+class BrokenJob < ActiveJob::Base
+  def perform(path, label)
+    Ledger.append(path, "attempt #{label}")
+    raise ArgumentError, "broken #{label}"
+  end
+end
