@@ -157,7 +157,7 @@ module SolidJobs
 
     def telemetry_spec
       c = @config
-      [c.namespace, @node_id, c.telemetry_journal, c.telemetry_sample_rate, TELEMETRY_BUFFER, c.telemetry_journal_size,
+      [c.namespace, @node_id, c.telemetry, c.telemetry_sample_rate, TELEMETRY_BUFFER, c.telemetry_journal_size,
        !Instrumentation.null?(c.instrumenter), c.observation_interval * 3.0]
     end
 

@@ -49,9 +49,11 @@ module SolidJobs
       instrumenter: Instrumentation::NULL,
       # Seconds between a node's process, Ractor and Redis observations.
       observation_interval: 5,
-      # The telemetry journal in Redis (`<namespace>:telemetry`, a capped
-      # stream): exact per-second aggregates and sampled job lifecycles.
-      telemetry_journal: true,
+      # Telemetry written to Redis: the journal (`<namespace>:telemetry`,
+      # exact per-second aggregates and sampled job lifecycles) and each
+      # node's observations. Off: neither is written (the instrumenter and
+      # node control still work).
+      telemetry: true,
       # Entries the journal stream keeps (approximately: MAXLEN ~).
       telemetry_journal_size: 10_000,
       # Jobs per second per process whose whole lifecycle is journaled; a
@@ -69,6 +71,9 @@ module SolidJobs
     def initialize
       DEFAULTS.each { |key, value| instance_variable_set(:"@#{key}", value) }
       @redis_url = ENV.fetch("SOLID_JOBS_REDIS_URL", DEFAULTS[:redis_url])
+      # SOLID_JOBS_TELEMETRY=off: no journal and no observations in Redis by
+      # default (a process or a measurement that wants only the job path).
+      @telemetry = !%w[off false 0 no].include?(ENV.fetch("SOLID_JOBS_TELEMETRY", "on").downcase)
       @prefetch = nil
       @publish_interceptors = InterceptorChain.new
       @execute_interceptors = InterceptorChain.new
@@ -184,9 +189,9 @@ module SolidJobs
       @observation_interval = value
     end
 
-    def telemetry_journal=(value)
-      invalid!(:telemetry_journal, value, "true or false") unless [true, false].include?(value)
-      @telemetry_journal = value
+    def telemetry=(value)
+      invalid!(:telemetry, value, "true or false") unless [true, false].include?(value)
+      @telemetry = value
     end
 
     def telemetry_journal_size=(value)

@@ -22,7 +22,7 @@ module SolidJobs
         @namespace = config.namespace
         @barrier_ttl_ms = (config.publication_barrier_ttl * 1000).round
         client = Native::Client.new(url, config.namespace)
-        client.enable_telemetry([Socket.gethostname, config.telemetry_journal, config.telemetry_sample_rate,
+        client.enable_telemetry([Socket.gethostname, config.telemetry, config.telemetry_sample_rate,
                                  PUBLISHER_BUFFER, config.telemetry_journal_size])
         @client = Ractor.make_shareable(client)
         # Adapter claims belong to a node of their own, registered for one

@@ -54,8 +54,9 @@ pub struct TelemetryConfig {
     pub namespace: String,
     /// The journal source: a node id, or `publisher:<host>:<pid>:<id>`.
     pub source: String,
-    /// Write the journal (entries and aggregates). Observations, control
-    /// and instrumenter events work either way.
+    /// Write to Redis: the journal (entries, aggregates, task names) and
+    /// the observations hash. Control and instrumenter events work either
+    /// way.
     pub journal: bool,
     /// Jobs per interval whose whole lifecycle is journaled.
     pub sample_per_interval: u32,
@@ -415,6 +416,9 @@ impl Telemetry {
 
     /// The fetcher claimed jobs of these tasks (one lock per batch).
     pub fn saw_tasks<'a>(&self, tasks: impl IntoIterator<Item = &'a str>) {
+        if !self.cfg.journal {
+            return;
+        }
         let mut seen = self.seen_tasks.lock();
         let mut fresh = Vec::new();
         for task in tasks {
@@ -469,6 +473,9 @@ impl Telemetry {
     /// The latest observations, written to `observations:<node>` at the
     /// next flush and journaled as process/ractor/redis.observed entries.
     pub fn observe(&self, node: &Value, process: &Value, ractors: &[Value], redis: &Value) {
+        if !self.cfg.journal {
+            return;
+        }
         let at = now_ms();
         let source = self.cfg.source.as_str();
         let with_node = |v: &Value| {

@@ -31,6 +31,9 @@ impl PublisherTelemetry {
     /// This process's telemetry, started (with its flush thread) on first
     /// use and again after a fork.
     pub fn current(&self, client: &Client) -> Option<Arc<Telemetry>> {
+        if !self.cfg.journal {
+            return None;
+        }
         let pid = std::process::id();
         let mut live = self.live.lock();
         if let Some((owner, t)) = live.as_ref() {
