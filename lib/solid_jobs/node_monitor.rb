@@ -58,7 +58,7 @@ module SolidJobs
         # per observation interval.
         requests, events = @dispatcher.notices([next_at - clock, 0].max)
         requests.each { |raw| act(raw) }
-        events.each { |name, payload| emit(name, JSON.parse(payload, symbolize_names: true)) } if @instrumented
+        events.each { |name, payload| emit(name, payload) } if @instrumented
       end
     rescue StandardError => e
       Log.error("node monitor stopped: #{e.class}: #{e.message} (observations and control requests pause until restart)")

@@ -127,11 +127,17 @@ module SolidJobs
 
     # One lifecycle event for the instrumenter: correlation identifiers,
     # a timestamp and `extra` (durations, counts, error class). Never
-    # arguments.
+    # arguments. The job's identifiers are read once per job (frozen, so
+    # every event can share them).
     def emit(name, job, **extra)
-      payload = {job_id: job.id, task: job.task, channel: job.channel, attempt: job.attempt, node_id: @node_id,
-                 ractor_id: @ractor_id, worker_id: @worker_id, reservation_id: job.token, at_ms: Publisher.now_ms}
-      Instrumentation.emit(@instrumenter, name, payload.merge!(extra))
+      unless @ids_job.equal?(job)
+        @ids_job = job
+        @ids = [job.id.freeze, job.task.freeze, job.channel.freeze, job.attempt, job.token].freeze
+      end
+      id, task, channel, attempt, token = @ids
+      payload = {job_id: id, task: task, channel: channel, attempt: attempt, node_id: @node_id,
+                 ractor_id: @ractor_id, worker_id: @worker_id, reservation_id: token, at_ms: Publisher.now_ms}
+      Instrumentation.emit(@instrumenter, name, extra.empty? ? payload : payload.merge!(extra))
     end
 
     # Retries a settling write while Redis is unreachable. If the node stops

@@ -83,8 +83,7 @@ pub struct Tracked<'a> {
 #[derive(Debug, Clone)]
 pub struct Delivery {
     pub name: &'static str,
-    /// JSON object.
-    pub payload: String,
+    pub payload: Map<String, Value>,
 }
 
 /// What `job.acknowledged` needs of a completed job once its completion is
@@ -209,7 +208,7 @@ impl Telemetry {
     }
 
     fn deliver(&self, name: &'static str, payload: Map<String, Value>) {
-        if self.deliveries_tx.try_send(Delivery { name, payload: Value::Object(payload).to_string() }).is_err() {
+        if self.deliveries_tx.try_send(Delivery { name, payload }).is_err() {
             self.undelivered.fetch_add(1, Relaxed);
         }
     }
@@ -738,7 +737,7 @@ mod tests {
         assert!(requests.is_empty());
         assert_eq!(deliveries.len(), 1);
         assert_eq!(deliveries[0].name, "job.acknowledged");
-        assert!(!deliveries[0].payload.contains("secret-argument"));
+        assert!(!Value::Object(deliveries[0].payload.clone()).to_string().contains("secret-argument"));
         assert_eq!(t.journal.pending(), 0, "journal off");
     }
 

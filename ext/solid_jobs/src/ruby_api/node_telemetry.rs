@@ -102,14 +102,23 @@ impl Dispatcher {
         Ok((serde_json::Value::Array(ractors).to_string(), redis.to_string()))
     }
 
-    /// notices(timeout) -> [[control request JSON, ...], [[event, payload JSON], ...]]:
+    /// notices(timeout) -> [[control request JSON, ...], [[event, payload Hash], ...]]:
     /// waits (GVL released) for control requests from the mailbox and for
-    /// events that happened on Rust threads.
-    fn notices(&self, timeout: f64) -> Result<(Vec<String>, Vec<(String, String)>), Error> {
+    /// events that happened on Rust threads. Payloads are built here with
+    /// Symbol keys, ready for the instrumenter (no JSON round trip).
+    fn notices(ruby: &Ruby, rb_self: &Self, timeout: f64) -> Result<(Vec<String>, RArray), Error> {
         let timeout = Duration::try_from_secs_f64(timeout).map_err(|_| arg_error("timeout must be >= 0".into()))?;
-        let t = self.node().telemetry.clone();
+        let t = rb_self.node().telemetry.clone();
         let (requests, deliveries) = without_gvl(|interrupted| t.notices(timeout, interrupted))?;
-        Ok((requests, deliveries.into_iter().map(|d| (d.name.to_owned(), d.payload)).collect()))
+        let events = ruby.ary_new_capa(deliveries.len());
+        for d in deliveries {
+            let payload = RHash::new();
+            for (k, v) in &d.payload {
+                payload.aset(ruby.to_symbol(k), crate::helpers::convert::to_ruby(v)?)?;
+            }
+            events.push((d.name, payload))?;
+        }
+        Ok((requests, events))
     }
 
     /// Ends a `notices` wait at once (the monitor is stopping).
