@@ -388,7 +388,11 @@ fn fetch_loop(s: &Shared, jobs_tx: Sender<ClaimedJob>, taken_rx: Receiver<()>, s
         let stamp = last_stamp;
         match conn.run(|c| s.store.claim(c, &s.cfg.node_id, &names, want, stamp)) {
             Ok(batch) => {
-                let empty = batch.is_empty();
+                // Fewer jobs than asked for: the script found every channel
+                // empty. A later push rings the doorbell (lists ring on
+                // empty -> non-empty), so wait for it instead of claiming
+                // again just to find nothing.
+                let drained = batch.jobs.len() + batch.malformed.len() < want;
                 for m in batch.malformed {
                     log("WARN", &format!("quarantining undecodable entry from channel {}: {}", m.channel, m.reason));
                     match conn.run(|c| s.store.quarantine(c, &s.cfg.node_id, m.token, &m.channel, &m.raw, &m.reason)) {
@@ -404,7 +408,7 @@ fn fetch_loop(s: &Shared, jobs_tx: Sender<ClaimedJob>, taken_rx: Receiver<()>, s
                         return;
                     }
                 }
-                if empty {
+                if drained {
                     let wait = if s.bells.subscribed.load(Ordering::Acquire) { Duration::from_secs(3600) } else { IDLE_POLL_UNSUBSCRIBED };
                     s.bells.ready.wait_past(seen, wait);
                 }
@@ -481,7 +485,9 @@ fn heartbeat_loop(s: &Shared) {
                         now
                     } else {
                         match next {
-                            Some(ms) => now + Duration::from_millis(ms.saturating_sub(now_ms())),
+                            // From the time after the call (not `now`, before it):
+                            // waking a round trip early finds nothing due yet.
+                            Some(ms) => Instant::now() + Duration::from_millis(ms.saturating_sub(now_ms())),
                             None => now + Duration::from_secs(3600),
                         }
                     };
