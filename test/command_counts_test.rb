@@ -17,16 +17,15 @@ class CommandCountsTest < SolidJobsTest
     enqueue: {commands: 1, lua: 4, round_trips: 1},
     # enqueue.lua: HMGET HSET (the whole batch in the job index), LPUSH SADD PUBLISH
     enqueue_many: {commands: 1, lua: 5, round_trips: 1},
-    # claim (the job), claim (finds the channel empty), ack
-    worker_turn: {commands: 3, lua: 14, round_trips: 3},
-    # claim, claim (empty), record_failure, retry, promote (woken by `planned`, nothing due)
-    retry: {commands: 5, lua: 23, round_trips: 5},
+    # claim (the job; fewer than asked for, so the fetcher waits for the doorbell), ack
+    worker_turn: {commands: 2, lua: 11, round_trips: 2},
+    # claim, record_failure, retry, promote (woken by `planned`, nothing due)
+    retry: {commands: 4, lua: 20, round_trips: 4},
     # schedule, promote (nothing due), promote (moves it), claim (woken by `ready`, empty)
     scheduled_promotion: {commands: 4, lua: 21, round_trips: 4},
     # heartbeat (finds the dead node; also ZRANGEBYSCORE for expired
-    # publication barriers and LPOP of the control mailbox), requeue, claim,
-    # claim (empty), ack
-    recovery: {commands: 5, lua: 29, round_trips: 5}
+    # publication barriers and LPOP of the control mailbox), requeue, claim, ack
+    recovery: {commands: 4, lua: 26, round_trips: 4}
   }.freeze
   # Seconds without traffic that end an operation: far above any scheduling
   # delay of a runnable thread on a loaded host, so nothing late is missed.

@@ -12,8 +12,10 @@ use std::time::Duration;
 /// Work buffered per worker. Comfortably above a claim round trip (well
 /// under 1 ms on a LAN), so workers never wait for the next claim.
 pub const TARGET_BUFFERED_WORK: Duration = Duration::from_millis(10);
-/// Upper bound of the adaptive window (and of one claim batch).
-pub const MAX_WINDOW: usize = 512;
+/// Upper bound of the adaptive window. With no-op jobs a 512 window starved
+/// the workers: refilled at half, its 256 remaining jobs ran out before the
+/// next claim of 256 came back. A claim is still at most store::MAX_BATCH.
+pub const MAX_WINDOW: usize = 2048;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Prefetch {

@@ -425,7 +425,11 @@ fn fetch_loop(s: &Shared, jobs_tx: Sender<ClaimedJob>, taken_rx: Receiver<()>, s
                 if let (Some(t), false) = (s.telemetry(), batch.jobs.is_empty()) {
                     t.saw_tasks(batch.jobs.iter().map(|j| j.envelope.task.as_str()));
                 }
-                let empty = batch.is_empty();
+                // Fewer jobs than asked for: the script found every channel
+                // empty. A later push rings the doorbell (lists ring on
+                // empty -> non-empty), so wait for it instead of claiming
+                // again just to find nothing.
+                let drained = batch.jobs.len() + batch.malformed.len() < want;
                 for m in batch.malformed {
                     log("WARN", &format!("quarantining undecodable entry from channel {}: {}", m.channel, m.reason));
                     match conn.run(|c| s.store.quarantine(c, &s.cfg.node_id, m.token, &m.channel, &m.raw, &m.reason)) {
@@ -441,7 +445,7 @@ fn fetch_loop(s: &Shared, jobs_tx: Sender<ClaimedJob>, taken_rx: Receiver<()>, s
                         return;
                     }
                 }
-                if empty {
+                if drained {
                     let wait = if s.bells.subscribed.load(Ordering::Acquire) { Duration::from_secs(3600) } else { IDLE_POLL_UNSUBSCRIBED };
                     s.bells.ready.wait_past(seen, wait);
                 }
@@ -563,7 +567,9 @@ fn heartbeat_loop(s: &Shared) {
                         now
                     } else {
                         match next {
-                            Some(ms) => now + Duration::from_millis(ms.saturating_sub(now_ms())),
+                            // From the time after the call (not `now`, before it):
+                            // waking a round trip early finds nothing due yet.
+                            Some(ms) => Instant::now() + Duration::from_millis(ms.saturating_sub(now_ms())),
                             None => now + Duration::from_secs(3600),
                         }
                     };

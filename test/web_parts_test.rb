@@ -1,0 +1,78 @@
+# frozen_string_literal: true
+
+require "minitest/autorun"
+$LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
+require "solid_jobs/web"
+
+# The dashboard's building blocks without Redis: escaping, chart buckets
+# and their gaps, SVG output, job lifecycles.
+class WebPartsTest < Minitest::Test
+  Web = SolidJobs::Web
+  NOW = 1_800_000_000_000
+
+  def entry(source, event, at_ms, data = {}, seq: 1)
+    {"source" => source, "event" => event, "at_ms" => at_ms, "seq" => seq, "data" => data}
+  end
+
+  def test_html_escapes_everything_it_did_not_build
+    html = Web::Html.tag(:td, [%(<a href="x">'&'</a>), Web::Html.tag(:b, "ok")], class: %("><script>), title: nil, hidden: true)
+    assert_equal %(<td class="&quot;&gt;&lt;script&gt;" hidden>&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;<b>ok</b></td>), html
+    assert_kind_of Web::Html::Safe, html
+    refute_kind_of Web::Html::Safe, "plain"
+  end
+
+  def test_series_rates_leave_unreported_buckets_empty
+    window = 60_000
+    entries = [
+      entry("a", "metrics.interval", NOW - 5_000, {"interval_ms" => 1000, "completed" => 10}),
+      entry("a", "metrics.interval", NOW - 4_000, {"interval_ms" => 1000, "completed" => 30}),
+      entry("b", "metrics.interval", NOW - 4_500, {"interval_ms" => 1000, "completed" => 5}),
+      entry("a", "metrics.interval", NOW - 30_000, {"interval_ms" => 1000, "completed" => 0}),
+      entry("a", "job.completed", NOW - 4_000, {"job_id" => "x"})
+    ]
+    series = Web::Series.new(entries, now_ms: NOW, window_ms: window, buckets: 6)
+    rates = series.rate("completed")
+    assert_equal 6, rates.size
+    assert_in_delta 25.0, rates.compact.max, 0.001, "a: 40 jobs over 2 s, plus b: 5 over 1 s"
+    assert_equal [0.0], rates.compact - [rates.compact.max], "a reported 0: drawn as 0"
+    assert_equal 4, rates.count(&:nil?), "no source reported: nil, not 0"
+  end
+
+  def test_series_derivatives_skip_restarts
+    entries = [10, 12, 3, 5].each_with_index.map do |cpu, i|
+      entry("n", "process.observed", NOW - 40_000 + i * 10_000, {"cpu_seconds" => cpu})
+    end
+    values = Web::Series.new(entries, now_ms: NOW, window_ms: 60_000, buckets: 6)
+                        .derivative_by_source("process.observed", "cpu_seconds", scale: 100.0).fetch("n")
+    assert_equal [20.0, 20.0], values.compact, "12 -> 3 is a restart, not -90 %"
+  end
+
+  def test_chart_breaks_lines_at_gaps_and_shades_them
+    html = Web::Chart.new(title: "T <x>", series: [{name: "c", values: [1, 2, nil, nil, 3, 4], css: "s1"}],
+                          from_ms: NOW - 60_000, to_ms: NOW).to_html
+    assert_equal 2, html.scan(/<path d="M/).size, "two segments, not one line across the gap"
+    assert_equal 2, html.scan(/class="gap"/).size
+    assert_includes html, "<title>T &lt;x&gt;</title>"
+    empty = Web::Chart.new(title: "E", series: [{name: "c", values: [nil, nil], css: "s1"}], from_ms: 0, to_ms: 1).to_html
+    assert_includes empty, "unavailable: no data in this window"
+    refute_includes empty, "<path"
+  end
+
+  def test_lifecycle_keeps_listed_fields_only
+    entries = [
+      entry("n", "job.enqueued", NOW - 100, {"job_id" => "j1", "task" => "T", "channel" => "c", "arguments" => ["secret"]}),
+      entry("n", "job.started", NOW - 60, {"job_id" => "j1", "attempt" => 1}),
+      entry("n", "job.failed", NOW - 10, {"job_id" => "j1", "error_class" => "E", "message" => "m"})
+    ]
+    x = Web::Lifecycle.executions(entries).first
+    assert_equal ["j1", "T", "c", "failed", 1, 40, 50], [x.id, x.task, x.channel, x.state, x.attempts, x.wait_ms, x.run_ms]
+    assert_equal %w[E m], [x.error_class, x.message]
+    refute x.events.any? { |e| e.data.key?("arguments") }
+  end
+
+  def test_formats
+    f = Web::Format
+    assert_equal ["0 ms", "12 ms", "1.5 s", "150 MiB", "1,234,567", "0.13", "unavailable"],
+                 [f.ms(0), f.ms(12), f.ms(1500), f.bytes(150 * 1024 * 1024), f.count(1_234_567), f.number(0.125), f.ms(nil)]
+  end
+end
