@@ -35,7 +35,9 @@ $LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
 require "solid_jobs"
 require "sidekiq"
 require "redis"
+require_relative "support/harness"
 require_relative "support/suite"
+require_relative "support/results_files"
 require_relative "support/comparison_report"
 require_relative "support/scaling_plots"
 require_relative "jobs"
@@ -56,18 +58,12 @@ module Bench
     SMOKE_DEFAULTS = DEFAULTS.merge(clients: %w[sidekiq solid-jobs solid-jobs-engine], scenarios: %w[noop process-mixed],
                                     concurrencies: [1], case_timeout: 30).freeze
 
-    def self.main(env)
-      new(settings(env)).run
-    rescue Failure => e
-      warn "comparison failed: #{e.message}"
-      1
-    rescue Interrupt
-      warn "interrupted" # children and temporary directories are gone (ensure)
-      130
-    end
+    extend Harness
+
+    def self.failure_label = "comparison"
 
     def self.settings(env)
-      smoke = env["BENCH_SMOKE"] == "1"
+      smoke = smoke?(env)
       sizes = smoke ? SMOKE_JOBS : DEFAULT_JOBS
       jobs = JOBS_VARIABLES.to_h { |scenario, variable| [scenario, Bench.positive_integer(env, variable, sizes.fetch(scenario))] }
       Suite.settings(env, prefix: "BENCHMARK_", defaults: smoke ? SMOKE_DEFAULTS : DEFAULTS, jobs: jobs)
@@ -93,8 +89,8 @@ module Bench
       puts "", suite.environment_line, "", tables.join("\n\n"), "", "Targets:", *targets, *report.notes
       dir = @settings.output_dir
       plots = ScalingPlots.new(cases, dir, prefix: "comparison").write
-      RunHeader.write(File.join(dir, "comparison.csv"), "# #{suite.environment_line}\n#{report.csv}")
-      RunHeader.write(File.join(dir, "comparison.md"), markdown(suite, tables, targets, report.notes, plots))
+      ResultsFiles.write_file(File.join(dir, "comparison.csv"), "# #{suite.environment_line}\n#{report.csv}")
+      ResultsFiles.write_file(File.join(dir, "comparison.md"), markdown(suite, tables, targets, report.notes, plots))
       puts "", "Wrote #{File.join(dir, "comparison.md")}, comparison.csv#{plots.empty? ? "" : " and #{plots.size} plots"} in #{dir}"
     end
 

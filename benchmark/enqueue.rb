@@ -35,10 +35,8 @@ require "solid_jobs"
 require "sidekiq"
 require "redis"
 require "socket"
-require_relative "support/common"
-require_relative "support/child_group"
-require_relative "support/redis_server"
-require_relative "support/environment"
+require_relative "support/harness"
+require_relative "support/lab"
 require_relative "support/command_stats"
 require_relative "support/producer_threads"
 require_relative "support/enqueue_report"
@@ -73,37 +71,19 @@ module Bench
       }
     }.freeze
 
-    def self.main(env)
-      new(settings(env)).run
-    rescue Failure => e
-      warn "benchmark failed: #{e.message}"
-      1
-    end
+    extend Harness
 
     def self.settings(env)
-      smoke = env["BENCH_SMOKE"] == "1"
+      smoke = smoke?(env)
       EnqueueSettings.new(
-        concurrencies: integer_list(env, "BENCH_ENQUEUE_CONCURRENCY", smoke ? [1, 2] : [1, 2, 4, 8]),
+        concurrencies: integer_list(env, "BENCH_ENQUEUE_CONCURRENCY", smoke ? [1, 2] : [1, 2, 4, 8], sort: true),
         single_jobs: Bench.positive_integer(env, "BENCH_ENQUEUE_SINGLE_JOBS", smoke ? 200 : 20_000),
         bulk_jobs: Bench.positive_integer(env, "BENCH_ENQUEUE_BULK_JOBS", smoke ? 2_000 : 200_000),
         batch: Bench.positive_integer(env, "BENCH_ENQUEUE_BATCH", 100),
         ping_count: Bench.positive_integer(env, "BENCH_PING_COUNT", smoke ? 200 : 20_000),
         repeat: Bench.positive_integer(env, "BENCH_REPEAT", smoke ? 1 : 3),
-        # A smoke run must not overwrite the committed results.
-        output_dir: env["BENCH_OUTPUT_DIR"] || (smoke ? nil : DEFAULT_OUTPUT_DIR)
+        output_dir: output_setting(env, "BENCH_OUTPUT_DIR", DEFAULT_OUTPUT_DIR, smoke: smoke)
       )
-    end
-
-    # "1,2,4,8" -> [1, 2, 4, 8]; anything else fails the run before it starts.
-    def self.integer_list(env, name, default)
-      return default unless env[name]
-
-      values = env[name].split(",").map { |v| Integer(v.strip, exception: false) }
-      unless !values.empty? && values.all? { |v| v&.positive? }
-        raise Failure, "#{name} must be a comma-separated list of positive integers, e.g. 1,2,4,8 (got #{env[name].inspect})"
-      end
-
-      values.uniq.sort
     end
 
     def initialize(settings)
@@ -113,11 +93,9 @@ module Bench
     def run
       $stdout.sync = true
       @load_at_start = Environment.load_average
-      @children = ChildGroup.new
-      @server = RedisServer.new(@children).start
-      @redis = Redis.new(url: @server.url)
+      @lab = Lab.new
       configure_clients
-      puts ResultsHeader.line(@redis, @load_at_start), sizes_line
+      puts ResultsHeader.line(redis_version: ResultsHeader.redis_version(@lab.redis), load_at_start: @load_at_start), sizes_line
       warm_up
       ping_rates = measure_ping
       puts "PING at 1 producer: " + ping_rates.map { |how, rate| format("%.0f round trips/s (%s)", rate, how) }.join(", ")
@@ -125,9 +103,7 @@ module Bench
       publish(EnqueueReport.new(cases, batch: @settings.batch, ping_rates: ping_rates))
       cases.all?(&:ok?) ? 0 : 1
     ensure
-      @redis&.close
-      @server&.stop
-      @children&.close
+      @lab&.close
     end
 
     private
@@ -135,8 +111,8 @@ module Bench
     # The pool is as large as the largest producer count, so Sidekiq is
     # never throttled by waiting for a connection (its default is 5).
     def configure_clients
-      Sidekiq.configure_client { |config| config.redis = {url: @server.url, size: pool_size, pool_timeout: 5} }
-      SolidJobs.configure { |config| config.redis_url = @server.url }
+      Sidekiq.configure_client { |config| config.redis = {url: @lab.url, size: pool_size, pool_timeout: 5} }
+      SolidJobs.configure { |config| config.redis_url = @lab.url }
     end
 
     def pool_size = @settings.concurrencies.max
@@ -155,7 +131,7 @@ module Bench
           raise Failure, "warm-up of #{system} #{mode} failed: #{outcome.first_error.full_message}" if outcome.first_error
         end
       end
-      @redis.flushall
+      @lab.redis.flushall
     end
 
     # The round-trip floor: PINGs one at a time from this process, as a
@@ -163,12 +139,12 @@ module Bench
     # client pays per call) and over a bare socket (little Ruby in the way,
     # so closer to what the native SolidJobs client pays).
     def measure_ping
-      {"redis-rb" => rate_of(@settings.ping_count) { @redis.ping },
+      {"redis-rb" => rate_of(@settings.ping_count) { @lab.redis.ping },
        "raw socket" => raw_ping_rate}
     end
 
     def raw_ping_rate
-      socket = TCPSocket.new("127.0.0.1", @server.port)
+      socket = TCPSocket.new("127.0.0.1", @lab.redis_server.port)
       socket.setsockopt(Socket::IPPROTO_TCP, Socket::TCP_NODELAY, 1)
       rate_of(@settings.ping_count) do
         socket.write("PING\r\n")
@@ -201,13 +177,13 @@ module Bench
       jobs = mode == :single ? @settings.single_jobs : @settings.bulk_jobs
       run = EnqueueRun.new(mode: mode, concurrency: concurrency, system: system, jobs: jobs)
       print "#{system} #{mode} producers=#{concurrency}: "
-      @redis.flushall
+      @lab.redis.flushall
       shares = shares(jobs, mode == :single ? 1 : @settings.batch, concurrency)
-      before = CommandStats.snapshot(@redis)
+      before = CommandStats.snapshot(@lab.redis)
       cpu_before = cpu_seconds
       outcome = ProducerThreads.new(shares).run(&SYSTEMS.fetch(system).fetch(mode))
       cpu_after = cpu_seconds
-      after = CommandStats.snapshot(@redis)
+      after = CommandStats.snapshot(@lab.redis)
       # The INFOs for `before` and the first CPU reading are counted in `after`.
       run.commands = CommandStats.delta(before, after, {"info" => 2})
       run.producer_cpu, run.redis_cpu = cpu_after.zip(cpu_before).map { |a, b| a - b }
@@ -220,7 +196,7 @@ module Bench
     # [this process, redis-server] CPU seconds so far; redis-server reports
     # its own (INFO cpu, microseconds), finer than /proc's clock ticks.
     def cpu_seconds
-      redis = @redis.info("cpu")
+      redis = @lab.redis.info("cpu")
       [Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID), Float(redis["used_cpu_user"]) + Float(redis["used_cpu_sys"])]
     end
 
@@ -234,7 +210,7 @@ module Bench
     # nil when every job was pushed and is in the queue; otherwise what went
     # wrong, so the run is reported as an error rather than a rate.
     def check(outcome, system, jobs)
-      queued = @redis.llen(SYSTEMS.fetch(system).fetch(:list))
+      queued = @lab.redis.llen(SYSTEMS.fetch(system).fetch(:list))
       return nil if outcome.failed.zero? && outcome.pushed == jobs && queued == jobs
 
       problem = "#{outcome.failed} of #{jobs} jobs failed to push, #{queued} queued (expected #{outcome.pushed})"
@@ -251,7 +227,7 @@ module Bench
       puts "", body
       return unless @settings.output_dir
 
-      markdown = "# Enqueue: SolidJobs vs Sidekiq\n\n#{ResultsHeader.line(@redis, @load_at_start)}\n\n#{sizes_line}. " \
+      markdown = "# Enqueue: SolidJobs vs Sidekiq\n\n#{ResultsHeader.line(redis_version: ResultsHeader.redis_version(@lab.redis), load_at_start: @load_at_start)}\n\n#{sizes_line}. " \
                  "#{method_note}\n\n#{body}\n"
       paths = ResultsFiles.write(@settings.output_dir, "enqueue", markdown: markdown, csv_header: report.csv_header,
                                                                   csv_rows: report.csv_rows)

@@ -35,13 +35,11 @@ require "sidekiq"
 require "redis"
 require "fileutils"
 require "tmpdir"
-require_relative "support/common"
-require_relative "support/child_group"
-require_relative "support/redis_server"
+require_relative "support/harness"
+require_relative "support/lab"
 require_relative "support/worker_process"
-require_relative "support/environment"
 require_relative "support/command_stats"
-require_relative "support/process_cpu_time"
+require_relative "support/proc_facts"
 require_relative "support/redis_monitor"
 require_relative "support/heartbeat_attribution"
 require_relative "support/idle_report"
@@ -76,22 +74,16 @@ module Bench
       }
     }.freeze
 
-    def self.main(env)
-      new(settings(env)).run
-    rescue Failure => e
-      warn "benchmark failed: #{e.message}"
-      1
-    end
+    extend Harness
 
     def self.settings(env)
-      smoke = env["BENCH_SMOKE"] == "1"
+      smoke = smoke?(env)
       IdleSettings.new(
         seconds: Bench.positive_integer(env, "BENCH_IDLE_SECONDS", smoke ? 1 : 10),
         settle_seconds: Bench.positive_integer(env, "BENCH_IDLE_SETTLE_SECONDS", smoke ? 1 : 2),
         warmup_jobs: Bench.positive_integer(env, "BENCH_IDLE_WARMUP_JOBS", smoke ? 10 : 50),
         concurrency: Bench.positive_integer(env, "BENCH_IDLE_CONCURRENCY", 8),
-        # A smoke run must not overwrite the committed results.
-        output_dir: env["BENCH_OUTPUT_DIR"] || (smoke ? nil : DEFAULT_OUTPUT_DIR)
+        output_dir: output_setting(env, "BENCH_OUTPUT_DIR", DEFAULT_OUTPUT_DIR, smoke: smoke)
       )
     end
 
@@ -103,21 +95,15 @@ module Bench
     def run
       $stdout.sync = true
       @load_at_start = Environment.load_average
-      @log_dir = Dir.mktmpdir("solid-jobs-bench-idle")
-      @children = ChildGroup.new
-      @server = RedisServer.new(@children).start
-      @redis = Redis.new(url: @server.url)
-      Sidekiq.configure_client { |config| config.redis = {url: @server.url} }
-      SolidJobs.configure { |config| config.redis_url = @server.url }
-      puts ResultsHeader.line(@redis, @load_at_start), settings_line
+      @lab = Lab.new(tmpdir: "solid-jobs-bench-idle")
+      Sidekiq.configure_client { |config| config.redis = {url: @lab.url} }
+      SolidJobs.configure { |config| config.redis_url = @lab.url }
+      puts ResultsHeader.line(redis_version: ResultsHeader.redis_version(@lab.redis), load_at_start: @load_at_start), settings_line
       results = SYSTEMS.keys.map { |system| measure(system) }
       publish(IdleReport.new(results))
       results.all?(&:ok?) ? 0 : 1
     ensure
-      @redis&.close
-      @server&.stop
-      @children&.close
-      FileUtils.rm_rf(@log_dir) if @log_dir
+      @lab&.close
     end
 
     private
@@ -130,9 +116,9 @@ module Bench
     def measure(system)
       print "#{system} c=#{@settings.concurrency}: "
       result = IdleResult.new(system: system, concurrency: @settings.concurrency)
-      @redis.flushall
-      worker = WorkerProcess.public_send(system, @children, @server.url, @settings.concurrency,
-                                         File.join(@log_dir, "#{system}.log"), jobs_file: JOBS_FILE).start
+      @lab.redis.flushall
+      worker = WorkerProcess.public_send(system, @lab.children, @lab.url, @settings.concurrency,
+                                         File.join(@lab.dir, "#{system}.log"), jobs_file: JOBS_FILE).start
       warm_up(system, worker)
       sleep @settings.settle_seconds
       observe_idle(system, worker, result)
@@ -152,7 +138,7 @@ module Bench
       jobs = @settings.warmup_jobs
       SYSTEMS.fetch(system).fetch(:push).call(Array.new(jobs) { |i| [i] })
       deadline = Bench.now + WARM_UP_TIMEOUT
-      until SYSTEMS.fetch(system).fetch(:warmed_up).call(@redis, jobs)
+      until SYSTEMS.fetch(system).fetch(:warmed_up).call(@lab.redis, jobs)
         raise Failure, "worker exited (#{worker.exit_status}) during warm-up" if worker.exited?
         raise Failure, "warm-up jobs not processed within #{WARM_UP_TIMEOUT}s" if Bench.now > deadline
 
@@ -164,16 +150,16 @@ module Bench
     # of its own; in the MONITOR stream those two calls mark the same window,
     # so both counts cover exactly the same commands.
     def observe_idle(system, worker, result)
-      probe = Redis.new(url: @server.url)
+      probe = Redis.new(url: @lab.url)
       probe_address = probe.call("client", "info")[/\baddr=(\S+)/, 1]
-      monitor = RedisMonitor.new(@server.port).start
+      monitor = RedisMonitor.new(@lab.redis_server.port).start
       before = CommandStats.snapshot(probe)
-      cpu_before = ProcessCpuTime.seconds(worker.pid)
-      scheduler_before = ProcessCpuTime.scheduler_seconds(worker.pid)
+      cpu_before = ProcFacts.cpu_seconds!(worker.pid)
+      scheduler_before = ProcFacts.scheduler_seconds(worker.pid)
       started = Bench.now
       sleep @settings.seconds
-      cpu_after = ProcessCpuTime.seconds(worker.pid)
-      scheduler_after = ProcessCpuTime.scheduler_seconds(worker.pid)
+      cpu_after = ProcFacts.cpu_seconds!(worker.pid)
+      scheduler_after = ProcFacts.scheduler_seconds(worker.pid)
       result.seconds = Bench.now - started
       after = CommandStats.snapshot(probe)
       raise Failure, "worker exited (#{worker.exit_status}) during the idle window" if worker.exited?
@@ -208,7 +194,7 @@ module Bench
       puts "", body
       return unless @settings.output_dir
 
-      markdown = "# Idle cost: SolidJobs vs Sidekiq\n\n#{ResultsHeader.line(@redis, @load_at_start)}\n\n#{settings_line}. " \
+      markdown = "# Idle cost: SolidJobs vs Sidekiq\n\n#{ResultsHeader.line(redis_version: ResultsHeader.redis_version(@lab.redis), load_at_start: @load_at_start)}\n\n#{settings_line}. " \
                  "#{method_note}\n\n#{body}\n"
       paths = ResultsFiles.write(@settings.output_dir, "idle", markdown: markdown, csv_header: report.csv_header,
                                                                csv_rows: report.csv_rows)
@@ -218,7 +204,7 @@ module Bench
     # Says whether the SHA the attribution looks for is the script the
     # worker actually loaded into this server.
     def heartbeat_line
-      loaded = Array(@redis.script(:exists, [@attribution.sha])).first
+      loaded = Array(@lab.redis.script(:exists, [@attribution.sha])).first
       "Heartbeat script: SHA1 #{@attribution.sha} of crates/solid_core/lua/heartbeat.lua " \
         "(#{loaded ? "loaded in this redis-server" : "NOT loaded in this redis-server: attribution by SHA found nothing"})."
     end

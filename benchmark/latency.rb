@@ -33,9 +33,8 @@ require "sidekiq"
 require "redis"
 require "fileutils"
 require "tmpdir"
-require_relative "support/common"
-require_relative "support/child_group"
-require_relative "support/redis_server"
+require_relative "support/harness"
+require_relative "support/lab"
 require_relative "support/engine_server"
 require_relative "support/worker_process"
 require_relative "support/e2e_systems"
@@ -68,38 +67,19 @@ module Bench
       sidekiq: ->(stamp) { Sidekiq::Client.push("class" => SidekiqLatency, "args" => [stamp]) }
     }.freeze
 
-    def self.main(env)
-      new(settings(env)).run
-    rescue Failure => e
-      warn "benchmark failed: #{e.message}"
-      1
-    rescue Interrupt
-      warn "interrupted"
-      130
-    end
+    extend Harness
 
     def self.settings(env)
-      smoke = env["BENCH_SMOKE"] == "1"
+      smoke = smoke?(env)
       LatencySettings.new(
         jobs: smoke ? 30 : Bench.positive_integer(env, "BENCH_LATENCY_JOBS", 500),
         idle_rounds: smoke ? 2 : Bench.positive_integer(env, "BENCH_LATENCY_IDLE_ROUNDS", 8),
         idle_seconds: smoke ? 0.5 : IDLE_SECONDS,
         pause: Bench.positive_integer(env, "BENCH_LATENCY_PAUSE_MS", 10) / 1000.0,
-        concurrencies: smoke ? [2] : concurrencies(env, "BENCH_LATENCY_CONCURRENCY", [2, 8]),
+        concurrencies: smoke ? [2] : integer_list(env, "BENCH_LATENCY_CONCURRENCY", [2, 8]),
         warmup: smoke ? 5 : WARMUP_JOBS,
-        # A smoke run must not overwrite the real results.
-        output_dir: env["BENCH_OUTPUT_DIR"] || (smoke ? nil : DEFAULT_OUTPUT_DIR)
+        output_dir: output_setting(env, "BENCH_OUTPUT_DIR", DEFAULT_OUTPUT_DIR, smoke: smoke)
       )
-    end
-
-    # "2,8" -> [2, 8]; a bad value fails before anything starts.
-    def self.concurrencies(env, name, default)
-      return default unless env[name]
-
-      values = env[name].split(",").map { |v| Integer(v.strip, exception: false) }
-      return values.uniq if !values.empty? && values.all? { |v| v&.positive? }
-
-      raise Failure, "#{name} must be a comma-separated list of positive integers (got #{env[name].inspect})"
     end
 
     def initialize(settings)
@@ -109,22 +89,16 @@ module Bench
     def run
       $stdout.sync = true
       @load_at_start = Environment.load_average
-      @dir = Dir.mktmpdir("solid-jobs-latency")
-      @children = ChildGroup.new
-      @redis_server = RedisServer.new(@children).start
-      @redis = Redis.new(url: @redis_server.url)
+      @lab = Lab.new(tmpdir: "solid-jobs-latency")
       # Read once, before anything runs: the commit and load average are
       # those the measurements were taken with.
-      @header = ResultsHeader.line(@redis, @load_at_start)
+      @header = ResultsHeader.line(redis_version: ResultsHeader.redis_version(@lab.redis), load_at_start: @load_at_start)
       puts @header, settings_line
       results = cases.map { |system, concurrency| measure(system, concurrency) }
       publish(results)
       results.all?(&:ok?) ? 0 : 1
     ensure
-      @redis&.close
-      @redis_server&.stop
-      @children&.close
-      FileUtils.rm_rf(@dir) if @dir
+      @lab&.close
     end
 
     private
@@ -132,8 +106,8 @@ module Bench
     # The three systems alternate at each concurrency, so drift on a shared
     # host hits all of them alike.
     def cases
-      systems = [RedisSystem.new(@children, @redis_server, @redis), EngineSystem.new(@children, @dir),
-                 SidekiqSystem.new(@children, @redis_server, @redis)]
+      systems = [RedisSystem.new(@lab.children, @lab.redis_server, @lab.redis), EngineSystem.new(@lab.children, @lab.dir),
+                 SidekiqSystem.new(@lab.children, @lab.redis_server, @lab.redis)]
       @settings.concurrencies.product(systems).map { |concurrency, system| [system, concurrency] }
     end
 
@@ -143,7 +117,7 @@ module Bench
       name = "#{system.key}-c#{concurrency}"
       system.prepare(name)
       log = StartLog::Reader.new(start_log_path(name))
-      worker = system.start_worker(concurrency, File.join(@dir, "worker-#{name}.log"), jobs_file: JOBS_FILE)
+      worker = system.start_worker(concurrency, File.join(@lab.dir, "worker-#{name}.log"), jobs_file: JOBS_FILE)
       enqueue = ENQUEUE.fetch(system.key)
       @settings.warmup.times { |i| one_job(enqueue, log, worker, timeout: i.zero? ? BOOT_TIMEOUT : START_TIMEOUT) }
       result.phases = {
@@ -169,7 +143,7 @@ module Bench
     # The start log of one case. Its path reaches the worker through the
     # environment it inherits (latency_jobs.rb reads it at load time).
     def start_log_path(name)
-      path = File.join(@dir, "starts-#{name}.log")
+      path = File.join(@lab.dir, "starts-#{name}.log")
       ENV[StartLog::ENV_NAME] = path
       path
     end

@@ -37,15 +37,14 @@ require "sidekiq" # only for the version in the shared results header
 require "redis"
 require "fileutils"
 require "tmpdir"
-require_relative "support/common"
-require_relative "support/child_group"
-require_relative "support/redis_server"
+require_relative "support/harness"
+require_relative "support/lab"
 require_relative "support/engine_server"
 require_relative "support/worker_process"
 require_relative "support/e2e_systems"
 require_relative "support/start_log"
 require_relative "support/latency_stats"
-require_relative "support/proc_memory"
+require_relative "support/proc_facts"
 require_relative "support/soak_gauges"
 require_relative "support/soak_report"
 require_relative "support/results_header"
@@ -70,26 +69,19 @@ module Bench
     CPU_ITERATIONS = 2000
     PAYLOAD_NOTE = ("x" * 64).freeze
 
-    def self.main(env)
-      new(settings(env)).run
-    rescue Failure => e
-      warn "soak failed: #{e.message}"
-      1
-    rescue Interrupt
-      warn "interrupted"
-      130
-    end
+    extend Harness
+
+    def self.failure_label = "soak"
 
     def self.settings(env)
-      smoke = env["SOLID_JOBS_SOAK_SMOKE"] == "1"
+      smoke = smoke?(env, "SOLID_JOBS_SOAK_SMOKE")
       settings = SoakSettings.new(
         seconds: smoke ? 6 : Bench.positive_integer(env, "SOLID_JOBS_SOAK_SECONDS", 600),
         rate: smoke ? 200 : Bench.positive_integer(env, "SOLID_JOBS_SOAK_RATE", 500),
         interval: smoke ? 1 : Bench.positive_integer(env, "SOLID_JOBS_SOAK_INTERVAL", 10),
         concurrency: Bench.positive_integer(env, "SOLID_JOBS_SOAK_CONCURRENCY", 2),
         backends: backends(env.fetch("SOLID_JOBS_SOAK_BACKENDS", "redis")),
-        # A smoke run must not overwrite the real results.
-        output_dir: env["SOLID_JOBS_SOAK_OUTPUT_DIR"] || (smoke ? nil : DEFAULT_OUTPUT_DIR)
+        output_dir: output_setting(env, "SOLID_JOBS_SOAK_OUTPUT_DIR", DEFAULT_OUTPUT_DIR, smoke: smoke)
       )
       if settings.seconds < 2 * settings.interval
         raise Failure, "SOLID_JOBS_SOAK_SECONDS (#{settings.seconds}) must be at least twice SOLID_JOBS_SOAK_INTERVAL " \
@@ -113,29 +105,23 @@ module Bench
     def run
       $stdout.sync = true
       @load_at_start = Environment.load_average
-      @dir = Dir.mktmpdir("solid-jobs-soak")
-      @children = ChildGroup.new
-      @redis_server = RedisServer.new(@children).start
-      @redis = Redis.new(url: @redis_server.url)
+      @lab = Lab.new(tmpdir: "solid-jobs-soak")
       # Read once, before anything runs: the commit and load average are
       # those the measurements were taken with.
-      @header = ResultsHeader.line(@redis, @load_at_start)
+      @header = ResultsHeader.line(redis_version: ResultsHeader.redis_version(@lab.redis), load_at_start: @load_at_start)
       puts @header, settings_line
       runs = systems.map { |system| soak(system) }
       report = SoakReport.new(runs, seconds: @settings.seconds, interval: @settings.interval)
       publish(report, runs)
       runs.all? { |r| report.passed?(r) } ? 0 : 1
     ensure
-      @redis&.close
-      @redis_server&.stop
-      @children&.close
-      FileUtils.rm_rf(@dir) if @dir
+      @lab&.close
     end
 
     private
 
     def systems
-      all = {redis: RedisSystem.new(@children, @redis_server, @redis), engine: EngineSystem.new(@children, @dir)}
+      all = {redis: RedisSystem.new(@lab.children, @lab.redis_server, @lab.redis), engine: EngineSystem.new(@lab.children, @lab.dir)}
       @settings.backends.map { |name| all.fetch(name) }
     end
 
@@ -146,7 +132,7 @@ module Bench
       system.prepare("soak")
       @starts = StartLog::Reader.new(start_log_path(system))
       @tally = StartLog::Tally.new(@starts)
-      worker = system.start_worker(@settings.concurrency, File.join(@dir, "worker-#{system.key}.log"), jobs_file: JOBS_FILE)
+      worker = system.start_worker(@settings.concurrency, File.join(@lab.dir, "worker-#{system.key}.log"), jobs_file: JOBS_FILE)
       gauge = gauge_for(system)
       run.memory_label = gauge.memory_label
       boot(run, worker)
@@ -172,14 +158,14 @@ module Bench
     # The worker inherits the path through its environment (latency_jobs.rb
     # reads it at load time).
     def start_log_path(system)
-      path = File.join(@dir, "starts-#{system.key}.log")
+      path = File.join(@lab.dir, "starts-#{system.key}.log")
       ENV[StartLog::ENV_NAME] = path
       path
     end
 
     def gauge_for(system)
       case system.key
-      when :redis then RedisGauge.new(@redis, list_key: RedisSystem::LIST)
+      when :redis then RedisGauge.new(@lab.redis, list_key: RedisSystem::LIST)
       when :engine then EngineGauge.new(system.probe, system.server.pid)
       end
     end
@@ -232,8 +218,8 @@ module Bench
       stats = LatencyStats.of(latencies)
       reading = gauge.read
       SoakSample.new(elapsed: elapsed, enqueued: run.enqueued, done: reading.done, backlog: reading.backlog,
-                     started: latencies.size, p50: stats&.p50, p99: stats&.p99, rss_mb: ProcMemory.rss_mb(worker.pid),
-                     pss_mb: ProcMemory.pss_mb(worker.pid), backend_mb: reading.memory_mb)
+                     started: latencies.size, p50: stats&.p50, p99: stats&.p99, rss_mb: ProcFacts.rss_mb(worker.pid),
+                     pss_mb: ProcFacts.pss_mb(worker.pid), backend_mb: reading.memory_mb)
     end
 
     def print_sample(s)

@@ -29,7 +29,9 @@ $LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
 require "solid_jobs"
 require "sidekiq"
 require "redis"
+require_relative "support/harness"
 require_relative "support/suite"
+require_relative "support/results_files"
 require_relative "support/stress_report"
 require_relative "jobs"
 
@@ -42,18 +44,12 @@ module Bench
     DEFAULT_JOBS = 10_000
     SMOKE_JOBS = 200
 
-    def self.main(env)
-      new(settings(env)).run
-    rescue Failure => e
-      warn "stress failed: #{e.message}"
-      1
-    rescue Interrupt
-      warn "interrupted" # children and temporary directories are gone (ensure)
-      130
-    end
+    extend Harness
+
+    def self.failure_label = "stress"
 
     def self.settings(env)
-      smoke = env["BENCH_SMOKE"] == "1"
+      smoke = smoke?(env)
       jobs = Bench.positive_integer(env, "STRESS_JOBS", smoke ? SMOKE_JOBS : DEFAULT_JOBS)
       Suite.settings(env, prefix: "STRESS_", defaults: smoke ? SMOKE_DEFAULTS : DEFAULTS, jobs: Scenarios.names.to_h { |s| [s, jobs] })
     end
@@ -75,8 +71,8 @@ module Bench
 
     def write(suite, report)
       dir = @settings.output_dir
-      RunHeader.write(File.join(dir, "stress.csv"), "# #{suite.environment_line}\n#{report.csv}")
-      RunHeader.write(File.join(dir, "stress.md"), <<~MD)
+      ResultsFiles.write_file(File.join(dir, "stress.csv"), "# #{suite.environment_line}\n#{report.csv}")
+      ResultsFiles.write_file(File.join(dir, "stress.md"), <<~MD)
         # Stress: every job exactly once
 
         #{suite.environment_line}

@@ -26,13 +26,13 @@ require "sidekiq"
 require "redis"
 require "fileutils"
 require "tmpdir"
-require_relative "support/common"
-require_relative "support/child_group"
-require_relative "support/redis_server"
+require_relative "support/harness"
+require_relative "support/lab"
 require_relative "support/worker_process"
 require_relative "support/drain_watch"
 require_relative "support/queue_probes"
-require_relative "support/environment"
+require_relative "support/results_header"
+require_relative "support/results_files"
 require_relative "support/command_stats"
 require_relative "support/report"
 require_relative "jobs"
@@ -58,23 +58,17 @@ module Bench
                    classes: {"noop" => SolidNoop, "cpu" => SolidCpu}}
     }.freeze
 
-    def self.main(env)
-      new(settings(env)).run
-    rescue Failure => e
-      warn "benchmark failed: #{e.message}"
-      1
-    end
+    extend Harness
 
     def self.settings(env)
-      smoke = env["BENCH_SMOKE"] == "1"
+      smoke = smoke?(env)
       Settings.new(
         noop_jobs: smoke ? 200 : Bench.positive_integer(env, "BENCH_NOOP_JOBS", 100_000),
         cpu_jobs: smoke ? 20 : Bench.positive_integer(env, "BENCH_CPU_JOBS", 1000),
         concurrencies: smoke ? [1] : [1, 2],
         case_timeout: Bench.positive_integer(env, "BENCH_CASE_TIMEOUT", 300),
         repeat: Bench.positive_integer(env, "BENCH_REPEAT", 1),
-        # A smoke run must not overwrite the real results.
-        output: env["BENCH_OUTPUT"] || (smoke ? nil : DEFAULT_OUTPUT)
+        output: output_setting(env, "BENCH_OUTPUT", DEFAULT_OUTPUT, smoke: smoke)
       )
     end
 
@@ -86,21 +80,15 @@ module Bench
       $stdout.sync = true
       # Other work on a 2-core host skews every number; record how busy it was.
       @load_at_start = Environment.load_average
-      @log_dir = Dir.mktmpdir("solid-jobs-bench-logs")
-      @children = ChildGroup.new
-      @server = RedisServer.new(@children).start
-      @redis = Redis.new(url: @server.url)
-      configure_producers(@server.url)
+      @lab = Lab.new(tmpdir: "solid-jobs-bench-logs")
+      configure_producers(@lab.url)
       @cpu_iterations, @cpu_job_ms = calibrate_cpu
-      puts "Load average #{@load_at_start}; Redis #{@server.url}; cpu job = #{@cpu_iterations} iterations (#{format("%.2f", @cpu_job_ms)} ms here)"
+      puts "Load average #{@load_at_start}; Redis #{@lab.url}; cpu job = #{@cpu_iterations} iterations (#{format("%.2f", @cpu_job_ms)} ms here)"
       results = cases.map { |system, workload, concurrency| measure_case(system, workload, concurrency) }
       publish(results)
       results.all?(&:ok?) ? 0 : 1
     ensure
-      @redis&.close
-      @server&.stop
-      @children&.close
-      FileUtils.rm_rf(@log_dir) if @log_dir
+      @lab&.close
     end
 
     private
@@ -156,11 +144,11 @@ module Bench
       jobs = job_count(workload)
       result = Result.new(system: system, workload: workload, concurrency: concurrency, jobs: jobs)
       seed(system, workload, jobs)
-      before = CommandStats.snapshot(@redis)
+      before = CommandStats.snapshot(@lab.redis)
       worker = start_worker(system, workload, concurrency)
       probe = queue_probe(system)
       window = drain(probe, jobs, worker)
-      after = CommandStats.snapshot(@redis)
+      after = CommandStats.snapshot(@lab.redis)
       # The INFO for `before` is itself counted in `after`.
       result.commands = CommandStats.delta(before, after, probe.own_commands.merge("info" => 1))
       result.seconds = window.seconds
@@ -176,24 +164,24 @@ module Bench
     end
 
     def seed(system, workload, jobs)
-      @redis.flushall
+      @lab.redis.flushall
       job_class = SYSTEMS.fetch(system)[:classes].fetch(workload)
       (0...jobs).each_slice(SEED_BATCH) do |slice|
         lists = slice.map { |i| workload == "noop" ? [i] : [@cpu_iterations] }
         system == :sidekiq ? Sidekiq::Client.push_bulk("class" => job_class, "args" => lists) : job_class.enqueue_many(lists)
       end
-      queued = @redis.llen(SYSTEMS.fetch(system)[:list])
+      queued = @lab.redis.llen(SYSTEMS.fetch(system)[:list])
       raise Failure, "seeding left #{queued} jobs queued, expected #{jobs}" unless queued == jobs
     end
 
     def start_worker(system, workload, concurrency)
-      log = File.join(@log_dir, "#{system}-#{workload}-#{concurrency}.log")
-      WorkerProcess.public_send(system, @children, @server.url, concurrency, log).start
+      log = File.join(@lab.dir, "#{system}-#{workload}-#{concurrency}.log")
+      WorkerProcess.public_send(system, @lab.children, @lab.url, concurrency, log).start
     end
 
     def queue_probe(system)
       spec = SYSTEMS.fetch(system)
-      RedisQueueProbe.new(@redis, list_key: spec[:list], claims_pattern: spec[:claims])
+      RedisQueueProbe.new(@lab.redis, list_key: spec[:list], claims_pattern: spec[:claims])
     end
 
     def drain(probe, jobs, worker)
@@ -217,8 +205,8 @@ module Bench
     # hence after stop_worker.
     def verify_processed(system, jobs)
       processed_key, failed_key = system == :sidekiq ? %w[stat:processed stat:failed] : %w[solid_jobs:metric:processed solid_jobs:metric:failed]
-      processed = @redis.get(processed_key).to_i
-      failed = @redis.get(failed_key).to_i
+      processed = @lab.redis.get(processed_key).to_i
+      failed = @lab.redis.get(failed_key).to_i
       return if processed == jobs && failed.zero?
 
       raise Failure, "#{processed_key}=#{processed} (expected #{jobs}), #{failed_key}=#{failed} (expected 0)"
@@ -241,17 +229,13 @@ module Bench
     end
 
     def write_results(body)
-      FileUtils.mkdir_p(File.dirname(@settings.output))
-      temporary = "#{@settings.output}.tmp"
-      File.write(temporary, "# Throughput: SolidJobs vs Sidekiq\n\n#{environment_line}\n\n#{workload_line} #{METHOD_NOTE}\n\n#{body}\n")
-      File.rename(temporary, @settings.output)
+      ResultsFiles.write_file(@settings.output, "# Throughput: SolidJobs vs Sidekiq\n\n#{environment_line}\n\n" \
+                                                "#{workload_line} #{METHOD_NOTE}\n\n#{body}\n")
       puts "", "Wrote #{@settings.output}"
     end
 
     def environment_line
-      "CPU: #{Environment.cpu_model} | nproc: #{Environment.nproc} | Ruby: #{Environment.ruby} | " \
-        "Redis: #{@redis.info("server")["redis_version"]} | commit: #{Environment.git_commit} | Sidekiq: #{Sidekiq::VERSION} | " \
-        "SolidJobs: #{SolidJobs::VERSION} | load average at start: #{@load_at_start}"
+      ResultsHeader.line(redis_version: ResultsHeader.redis_version(@lab.redis), load_at_start: @load_at_start, modified: nil)
     end
 
     def workload_line

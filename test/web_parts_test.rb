@@ -27,15 +27,15 @@ class WebPartsTest < Minitest::Test
       entry("a", "metrics.interval", NOW - 5_000, {"interval_ms" => 1000, "completed" => 10}),
       entry("a", "metrics.interval", NOW - 4_000, {"interval_ms" => 1000, "completed" => 30}),
       entry("b", "metrics.interval", NOW - 4_500, {"interval_ms" => 1000, "completed" => 5}),
-      entry("a", "metrics.interval", NOW - 30_000, {"interval_ms" => 1000, "completed" => 0}),
+      entry("a", "process.observed", NOW - 30_000, {"cpu_seconds" => 1}),
       entry("a", "job.completed", NOW - 4_000, {"job_id" => "x"})
     ]
     series = Web::Series.new(entries, now_ms: NOW, window_ms: window, buckets: 6)
     rates = series.rate("completed")
     assert_equal 6, rates.size
     assert_in_delta 25.0, rates.compact.max, 0.001, "a: 40 jobs over 2 s, plus b: 5 over 1 s"
-    assert_equal [0.0], rates.compact - [rates.compact.max], "a reported 0: drawn as 0"
-    assert_equal 4, rates.count(&:nil?), "no source reported: nil, not 0"
+    assert_equal [0.0], rates.compact - [rates.compact.max], "a was heard from, with no metrics: idle, 0"
+    assert_equal 4, rates.count(&:nil?), "no source wrote anything: nil, not 0"
   end
 
   def test_series_derivatives_skip_restarts
@@ -62,12 +62,13 @@ class WebPartsTest < Minitest::Test
     entries = [
       entry("n", "job.enqueued", NOW - 100, {"job_id" => "j1", "task" => "T", "channel" => "c", "arguments" => ["secret"]}),
       entry("n", "job.started", NOW - 60, {"job_id" => "j1", "attempt" => 1}),
-      entry("n", "job.failed", NOW - 10, {"job_id" => "j1", "error_class" => "E", "message" => "m"})
+      entry("n", "job.failed", NOW - 10, {"job_id" => "j1", "error_class" => "E", "error_location" => "t.rb:3",
+                                          "message" => "quotes an argument", "failures" => 1})
     ]
     x = Web::Lifecycle.executions(entries).first
     assert_equal ["j1", "T", "c", "failed", 1, 40, 50], [x.id, x.task, x.channel, x.state, x.attempts, x.wait_ms, x.run_ms]
-    assert_equal %w[E m], [x.error_class, x.message]
-    refute x.events.any? { |e| e.data.key?("arguments") }
+    assert_equal %w[E t.rb:3], [x.error_class, x.error_location]
+    refute x.events.any? { |e| e.data.key?("arguments") || e.data.key?("message") }
   end
 
   def test_formats

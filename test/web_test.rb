@@ -31,7 +31,7 @@ class WebTest < SolidJobsTest
     @job = SecureRandom.uuid
     @fixture.lifecycle(@node, @job, task: "LedgerTask")
     @failed = SecureRandom.uuid
-    @fixture.lifecycle(@node, @failed, task: "ImportCatalog", fail_with: ["RuntimeError", "import failed (disk)"])
+    @fixture.lifecycle(@node, @failed, task: "ImportCatalog", fail_with: ["RuntimeError", "app/tasks/import.rb:12"])
     LedgerTask.enqueue(ledger_path, SENTINEL)
     CriticalTask.enqueue(ledger_path, SENTINEL)
   end
@@ -56,7 +56,7 @@ class WebTest < SolidJobsTest
     assert_includes last_response.body, %(href="/executions/11111111-2222-3333-4444-555555555555")
     get "/executions"
     assert_includes last_response.body, %(href="/executions/#{@job}")
-    assert_includes last_response.body, "import failed (disk)"
+    assert_match(%r{<code>RuntimeError</code> at <code>app/tasks/import.rb:12</code>}, last_response.body)
     get "/executions/#{@job}"
     assert_equal 200, last_response.status
     assert_includes last_response.body, "LedgerTask"
@@ -154,6 +154,7 @@ class WebTest < SolidJobsTest
     node = @fixture.node(hostname: HOSTILE)
     job = SecureRandom.uuid
     @fixture.lifecycle(node, job, task: HOSTILE, fail_with: [HOSTILE, %(<img src=x onerror="alert(1)">)])
+    @fixture.entry(node, "metrics.interval", {"completed" => 1, "interval_ms" => 1000})
     (HTML_ROUTES + ["/executions/#{job}"]).each do |path|
       get path
       refute_includes last_response.body, "<script>alert", path
@@ -221,14 +222,17 @@ class WebTest < SolidJobsTest
   end
 
   def test_telemetry_gaps_and_freshness
-    node = @fixture.node
+    node = @fixture.node(dropped: 3, state: "paused")
     [1, 2, 5, 6, 9].each { |seq| @fixture.entry(node, "process.observed", {"cpu_seconds" => seq}, seq: seq) }
     get "/telemetry"
     assert_includes last_response.body, "<code>#{node}</code>"
     assert_match(%r{<td class="num">3–4</td><td class="num">2</td>}, last_response.body)
     assert_match(%r{<td class="num">7–8</td><td class="num">2</td>}, last_response.body)
+    assert_match(%r{<td class="num"><span class="bad">3</span></td>}, last_response.body, "entries the node dropped")
     get "/telemetry.json"
     assert_equal 2, JSON.parse(last_response.body)["gaps"].size
+    get "/nodes"
+    assert_includes last_response.body, %(<span class="state paused">paused</span>)
   end
 
   def test_an_empty_namespace_says_so

@@ -26,11 +26,11 @@ module Bench
                     "already live, one HSET registers the others in the job index, then one LPUSH, SADD and PUBLISH.",
       worker_turn: "the doorbell message wakes the idle fetcher. `claim.lua`: EXISTS checks the node's heartbeat key, GET " \
                    "whether any cancelled job is waiting, RPOP takes up to the free window (a second RPOP finds the list " \
-                   "empty), INCRBY takes a fence token, HSET records the claim. The fetcher claims again for the free " \
-                   "slot, finds the channel empty (EXISTS GET RPOP) and waits for the doorbell. After the task returns, " \
+                   "empty), INCRBY takes a fence token, HSET records the claim. It got fewer jobs than it asked for, so " \
+                   "every channel was empty: the fetcher waits for the doorbell instead of claiming again. After the task returns, " \
                    "the acker's `ack.lua`: HMGET checks the token is still held, HDEL ×3 removes the claim, the failure " \
                    "record and the job-index entry, INCRBY counts it processed.",
-      retry: "the same two claims; then, on the node's pooled connection, `record_failure.lua` (HEXISTS fence check, HGET " \
+      retry: "the same claim; then, on the node's pooled connection, `record_failure.lua` (HEXISTS fence check, HGET " \
              "and HSET the failure record, INCR failed) and, once FailurePolicy chose the delay, `retry.lua` (HDEL the " \
              "claim, SET the settle marker that makes a resent retry idempotent, ZADD `retrying`, HSET the job-index " \
              "state, ZRANGE the earliest retry, PUBLISH `planned` since it is the new earliest). The `planned` message " \
@@ -48,7 +48,7 @@ module Bench
                 "channel, SMEMBERS nodes, EXISTS per registered node: the dead one's key is gone); then `requeue.lua` " \
                 "for the dead node (EXISTS its key again, atomically; HGETALL its claims, HSET job index ready, RPUSH " \
                 "back at the head of the channel, DEL claims and node key, SREM nodes, PUBLISH `ready`); then a worker " \
-                "turn as above: claim, claim (empty), ack."
+                "turn as above: claim, ack."
     }.freeze
 
     SIDEKIQ_WHY = {
@@ -103,9 +103,8 @@ module Bench
       "Timer path: #{@timer_runs.size} run(s) of `enqueue_after(#{SolidJobsCommandScenarios::TIMER_DELAY})` left to the " \
         "heartbeat thread's own timer cost " +
         at_due.map { |promotes, runs| "#{promotes} promote call(s) at the due time in #{runs} run(s)" }.join(", ") +
-        ". One is needed; the others find nothing due: the heartbeat thread sets its wake-up from the instant " \
-        "before its promote call, so it fires up to one promote round trip early (to the millisecond), and the " \
-        "proxy's own latency makes that slack larger here than on a direct connection."
+        ". One is needed; a second finds nothing due yet: due times are kept to the millisecond, so a wake-up " \
+        "can come within the due millisecond, just before the job is due."
     end
 
     private

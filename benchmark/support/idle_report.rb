@@ -1,7 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "markdown"
-require_relative "process_cpu_time"
+require_relative "proc_facts"
 
 module Bench
   # One idle worker measured over a window of `seconds`: CPU time its
@@ -111,7 +111,7 @@ module Bench
 
       status = solid.cpu_percent <= sidekiq.cpu_percent ? "PASS" : "MISS"
       line = format("%-5s %s: %.2f%% vs %.2f%% of one core (/proc stat)", status, what, solid.cpu_percent, sidekiq.cpu_percent)
-      line += " (#{precision_note(solid, sidekiq)})" if (solid.cpu_seconds - sidekiq.cpu_seconds).abs <= ProcessCpuTime::RESOLUTION
+      line += " (#{precision_note(solid, sidekiq)})" if (solid.cpu_seconds - sidekiq.cpu_seconds).abs <= ProcFacts::RESOLUTION
       if solid.scheduler_cpu_percent && sidekiq.scheduler_cpu_percent
         line += format("; scheduler runtime %.3f%% vs %.3f%%", solid.scheduler_cpu_percent, sidekiq.scheduler_cpu_percent)
       end
@@ -122,8 +122,8 @@ module Bench
     # the window says nothing about which worker is cheaper.
     def precision_note(solid, sidekiq)
       equal = solid.cpu_seconds == sidekiq.cpu_seconds ? "equal" : "differ by one clock tick"
-      format("#{equal}: /proc stat resolves %.0f ms, %.2f%% of this window", ProcessCpuTime::RESOLUTION * 1000,
-             100.0 * ProcessCpuTime::RESOLUTION / solid.seconds)
+      format("#{equal}: /proc stat resolves %.0f ms, %.2f%% of this window", ProcFacts::RESOLUTION * 1000,
+             100.0 * ProcFacts::RESOLUTION / solid.seconds)
     end
 
     def commands_line(solid)

@@ -21,6 +21,13 @@ module Bench
       [markdown_path, csv_path]
     end
 
+    # One file, through a temporary file and a rename (readers never see a
+    # half-written file); creates its directory.
+    def write_file(path, content)
+      FileUtils.mkdir_p(File.dirname(path))
+      replace(path, content)
+    end
+
     def replace(path, content)
       temporary = "#{path}.tmp"
       File.write(temporary, content)

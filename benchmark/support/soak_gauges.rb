@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 
-require_relative "proc_memory"
+require_relative "proc_facts"
 
 module Bench
   # What benchmark/soak.rb samples from the backend at one moment:
@@ -42,7 +42,7 @@ module Bench
 
     def read
       stats = @probe.stats
-      GaugeReading.new(memory_mb: ProcMemory.rss_mb(@pid), backlog: stats.fetch("ready") + stats.fetch("scheduled"),
+      GaugeReading.new(memory_mb: ProcFacts.rss_mb(@pid), backlog: stats.fetch("ready") + stats.fetch("scheduled"),
                        done: stats.fetch("acked_total"), failed: stats.fetch("failed_total"))
     end
   end

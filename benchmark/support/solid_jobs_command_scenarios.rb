@@ -123,7 +123,7 @@ module Bench
       end
     end
 
-    # claim, claim (empty), record_failure, retry (its `planned` doorbell
+    # claim, record_failure, retry (its `planned` doorbell
     # wakes the heartbeat thread: one promote, nothing due yet).
     def retry
       with_node do

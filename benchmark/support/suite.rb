@@ -5,13 +5,12 @@ require "fileutils"
 require_relative "common"
 require_relative "env_lists"
 require_relative "child_group"
-require_relative "environment"
 require_relative "cpu_calibration"
 require_relative "scenarios"
 require_relative "comparison_clients"
 require_relative "case_runner"
 require_relative "case_matrix"
-require_relative "run_header"
+require_relative "results_header"
 
 module Bench
   # Settings shared by benchmark/comparison.rb and stress.rb. `jobs` maps a
@@ -61,7 +60,8 @@ module Bench
       puts "#{matrix.case_count} runs; jobs per case: #{@settings.jobs.slice(*@settings.scenarios).map { |s, n| "#{s} #{n}" }.join(", ")}; " \
            "cpu job = #{@work.cpu_iterations} iterations (#{format("%.2f", @work.cpu_ms)} ms here); load average #{load_at_start}"
       cases = matrix.run
-      @environment_line = RunHeader.environment_line(load_at_start)
+      @environment_line = ResultsHeader.line(redis_version: ResultsHeader.redis_server_version, load_at_start: load_at_start,
+                                             modified: "+modified", load_at_end: true)
       cases
     ensure
       @children&.close

@@ -36,7 +36,10 @@ module SolidJobs
         S.call("SMEMBERS", S.key("nodes")).sort.map do |id|
           fields = S.call("HGETALL", S.key("observations:#{id}")).each_slice(2).to_h
           parts = fields.transform_values { |v| JSON.parse(v) }
-          {"node_id" => id}.merge(%w[node process ractors redis].to_h { |p| [p, parts[p]] })
+          fresh = ->(part) { part.merge("age_ms" => S.now_ms - part["at_ms"].to_i, "fresh" => S.now_ms - part["at_ms"].to_i <= 2_000) }
+          {"node_id" => id, "alive" => true,
+           "ractors" => Array(parts["ractors"]).map(&fresh)}
+            .merge(%w[node process redis].to_h { |p| [p, parts[p] ? fresh.(parts[p]) : {"state" => "unavailable"}] })
         end
       end
     end

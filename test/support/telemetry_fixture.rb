@@ -27,13 +27,14 @@ class TelemetryFixture
   # A node as a worker registers it (heartbeat key and nodes set) with its
   # observations hash.
   def node(node_id: SecureRandom.uuid, hostname: "host-a", pid: 4242, at_ms: now_ms, process: true, ractors: 2,
-           redis_state: "connected", channels: [["default", 1]])
+           redis_state: "connected", channels: [["default", 1]], state: "running", dropped: 0)
     description = {"node_id" => node_id, "hostname" => hostname, "pid" => pid, "concurrency" => ractors,
                    "execution_mode" => "ractor", "channels" => channels, "started_ms" => at_ms - 60_000,
                    "version" => SolidJobs::VERSION}
     @redis.set("#{@ns}:node:#{node_id}", JSON.generate(description), px: 60_000)
     @redis.sadd("#{@ns}:nodes", node_id)
-    fields = {"node" => JSON.generate(description.merge("at_ms" => at_ms))}
+    fields = {"node" => JSON.generate(description.merge("at_ms" => at_ms, "state" => state,
+                                                         "telemetry" => {"seq" => 120, "dropped" => dropped, "pending" => 0}))}
     if process
       fields["process"] = JSON.generate({"at_ms" => at_ms, "cpu_seconds" => 12.5, "rss_bytes" => 150 * 1024 * 1024,
                                          "gc_count" => 42, "gc_time_ms" => 310.0, "total_allocated_objects" => 1_234_567})
@@ -63,12 +64,14 @@ class TelemetryFixture
   def lifecycle(source, job_id, task:, channel: "default", fail_with: nil, at_ms: now_ms - 2_000)
     entry(source, "job.enqueued", {"job_id" => job_id, "task" => task, "channel" => channel}, at_ms: at_ms)
     entry(source, "job.reserved", {"job_id" => job_id, "task" => task, "channel" => channel}, at_ms: at_ms + 5)
-    entry(source, "job.started", {"job_id" => job_id, "task" => task, "channel" => channel, "attempt" => 1}, at_ms: at_ms + 7)
-    if fail_with
-      entry(source, "job.failed", {"job_id" => job_id, "task" => task, "channel" => channel, "attempt" => 1,
-                                   "error_class" => fail_with[0], "message" => fail_with[1]}, at_ms: at_ms + 30)
+    entry(source, "job.started", {"job_id" => job_id, "task" => task, "channel" => channel, "latency_ms" => 7}, at_ms: at_ms + 7)
+    if fail_with # [error_class, error_location]
+      entry(source, "job.failed", {"job_id" => job_id, "task" => task, "channel" => channel, "failures" => 1,
+                                   "error_class" => fail_with[0], "error_location" => fail_with[1], "duration_ms" => 23},
+            at_ms: at_ms + 30)
     else
-      entry(source, "job.completed", {"job_id" => job_id, "task" => task, "channel" => channel}, at_ms: at_ms + 30)
+      entry(source, "job.completed", {"job_id" => job_id, "task" => task, "channel" => channel, "duration_ms" => 23},
+            at_ms: at_ms + 30)
     end
   end
 end

@@ -23,6 +23,13 @@ pub enum AckMsg<T> {
 /// acker does not need to wake on a timer to notice it.
 const IDLE_WAKE: Duration = Duration::from_secs(5);
 
+/// How long an acker holding a small batch waits for more completions
+/// before writing it (completions are asynchronous: no worker waits for
+/// this, and a crash loses nothing, since an unwritten completion means the
+/// job runs again). Below LINGER_BELOW completions it is worth it.
+const LINGER: Duration = Duration::from_micros(500);
+const LINGER_BELOW: usize = 64;
+
 /// Wakes an acker blocked on an empty queue so it sees `closed`.
 pub fn wake<T>(acks_tx: &Sender<AckMsg<T>>) {
     let (tx, _) = crossbeam_channel::bounded(1);
@@ -48,6 +55,7 @@ pub fn run<T: std::fmt::Debug>(
             Err(RecvTimeoutError::Timeout) => None,
             Err(RecvTimeoutError::Disconnected) => return,
         };
+        let mut lingered = false;
         while let Some(msg) = next.take() {
             match msg {
                 AckMsg::Done(item) => batch.push(item),
@@ -55,6 +63,16 @@ pub fn run<T: std::fmt::Debug>(
             }
             if batch.len() < MAX_BATCH {
                 next = acks_rx.try_recv().ok();
+                // A small batch while jobs flow: wait a moment for more
+                // instead of writing now. A blocked acker costs every
+                // completing worker a futex wake, and each tiny write an
+                // EVALSHA; lingering (asleep, so senders need not wake it)
+                // turns a stream of completions into few large writes.
+                if next.is_none() && !lingered && flushes.is_empty() && batch.len() < LINGER_BELOW && !closed.load(Ordering::Acquire) {
+                    lingered = true;
+                    std::thread::sleep(LINGER);
+                    next = acks_rx.try_recv().ok();
+                }
             }
         }
         while !batch.is_empty() {

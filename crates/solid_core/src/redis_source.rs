@@ -197,7 +197,11 @@ impl RedisSource {
     pub fn taken(&self, job: &mut ClaimedJob) {
         self.shared.inflight.fetch_add(1, Ordering::SeqCst);
         job.taken_at = Some(Instant::now());
-        let _ = self.taken_tx.try_send(());
+        // Wake the fetcher only when a refill is due: a signal per job would
+        // cost a futex wake and a context switch per job at high rates.
+        if self.shared.window.refill(self.jobs_rx.len()).is_some() {
+            let _ = self.taken_tx.try_send(());
+        }
     }
 
     /// The task returned: complete the claim (batched, asynchronous). The job

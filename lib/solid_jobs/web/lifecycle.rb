@@ -7,8 +7,10 @@ module SolidJobs
     # wait and run times). Only the fields listed in FIELDS are kept from an
     # entry's data, so whatever else an entry carried is never shown.
     module Lifecycle
-      FIELDS = %w[task channel attempt attempts failures error_class message reason retry_at_ms latency_ms
-                  duration_ms node_id].freeze
+      # Error messages are not among them: they often quote arguments, so
+      # the journal does not carry them (docs/observability.md).
+      FIELDS = %w[task channel attempt failures error_class error_location reason retry_at_ms latency_ms duration_ms
+                  node_id worker_id ractor_id queued_ms created_ms due_ms dead_node_id].freeze
       TERMINAL = %w[completed acknowledged dead].freeze
 
       Event = Struct.new(:name, :at_ms, :source, :data, keyword_init: true)
@@ -30,15 +32,16 @@ module SolidJobs
         def last_ms = @events.last&.at_ms
         def node = @events.reverse_each.find { |e| %w[reserved started completed failed].include?(e.name) }&.source
         def at(name) = @events.reverse_each.find { |e| e.name == name }&.at_ms
-        def error_class = @events.reverse_each.find { |e| e.data["error_class"] }&.data&.fetch("error_class")
-        def message = @events.reverse_each.find { |e| e.data["error_class"] }&.data&.fetch("message", nil)
+        def failure = @events.reverse_each.find { |e| e.data["error_class"] }&.data
+        def error_class = failure&.fetch("error_class")
+        def error_location = failure&.fetch("error_location", nil)
 
+        # The attempt number the journal reports (SolidEngine; on Redis the
+        # failure count, from the first failure on), or the starts it saw.
         def attempts
-          reported = fact("attempt") || fact("attempts")
-          return reported if reported.is_a?(Integer)
-
+          reported = [fact("attempt"), fact("failures")].grep(Integer).max
           started = @events.count { |e| e.name == "started" }
-          started.positive? ? started : nil
+          [reported, started.positive? ? started : nil].compact.max
         end
 
         # enqueue (or ready again) -> start of the last attempt.

@@ -74,6 +74,17 @@ module SolidJobs
         fresh == false ? tag(:span, "stale: #{Format.age(age_ms)}", class: "stale") : Format.age(age_ms)
       end
 
+      # Whether an observation part holds values: a part never observed is
+      # missing or {"state" => "unavailable"}.
+      def observed?(part) = part.is_a?(Hash) && part["state"] != "unavailable"
+
+      # A value, formatted; nil as "unavailable".
+      def shown(value, format = nil)
+        return Format.unavailable if value.nil?
+
+        format ? Format.public_send(format, value) : value
+      end
+
       # An observation part ("process", "redis", ...) of a node: its age,
       # as reported with it or from its at_ms.
       def part_age(part)
@@ -84,7 +95,7 @@ module SolidJobs
       end
 
       def part_freshness(part)
-        return Format.unavailable("never observed") unless part.is_a?(Hash) || part.is_a?(Array)
+        return Format.unavailable("never observed") unless observed?(part) || part.is_a?(Array)
 
         part = part.first || {} if part.is_a?(Array)
         age = part_age(part)

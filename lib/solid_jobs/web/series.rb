@@ -3,8 +3,13 @@
 module SolidJobs
   class Web
     # Time series from journal entries: equal buckets over a window, one
-    # value per bucket, nil where no entry says anything (a gap, drawn as
-    # such). Never interpolated, never defaulted to zero.
+    # value per bucket, nil where nothing is known (a gap, drawn as such).
+    # Never interpolated.
+    #
+    # Nodes write metrics.interval only for intervals with activity, so a
+    # bucket in which sources wrote other entries (their observations, every
+    # heartbeat) but no metrics counts 0; a bucket in which no source wrote
+    # anything is unknown.
     class Series
       attr_reader :from_ms, :to_ms, :count
 
@@ -25,13 +30,20 @@ module SolidJobs
       # Per second, from metrics.interval counts: each source's count over
       # the time its intervals cover in the bucket, summed over sources.
       def rate(field, event: "metrics.interval")
-        per_bucket(events(event)) do |entries|
+        rates = per_bucket(events(event)) do |entries|
           entries.group_by { |e| e["source"] }.sum do |_, mine|
             count = mine.sum { |e| e.dig("data", field).to_f }
             covered_ms = mine.sum { |e| (e.dig("data", "interval_ms") || @bucket_ms).to_f }
             covered_ms.positive? ? count * 1000 / covered_ms : 0.0
           end
         end
+        rates.each_with_index.map { |r, i| r.nil? && heard?(i) ? 0.0 : r }
+      end
+
+      # Whether any source wrote anything in bucket i.
+      def heard?(index)
+        @heard ||= @entries.map { |e| index(e["at_ms"]) }.uniq
+        @heard.include?(index)
       end
 
       # The highest value any source reported in the bucket (percentiles of

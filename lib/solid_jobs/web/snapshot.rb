@@ -19,9 +19,10 @@ module SolidJobs
       JOURNAL_READ = 5_000
       WINDOW_MS = 10 * 60 * 1000
 
-      # The fields of a job a page may show. Arguments are not among them.
-      JOB_FIELDS = %w[id task channel state attempts failures node_id enqueued_ms queued_ms created_ms
-                      started_ms completed_ms failed_ms retry_at_ms discarded_ms error_class message reason].freeze
+      # The fields of a job record a page may show. Arguments, envelopes,
+      # error messages and backtraces are not among them.
+      JOB_FIELDS = %w[id state channel backend task max_failures created_ms queued_ms failures first_failure_ms
+                      last_failure_ms error_class reason kind discarded_ms].freeze
 
       attr_reader :now_ms
 
@@ -37,11 +38,12 @@ module SolidJobs
         read(:channels) { api(:Catalog).new.channels.map { |c| stringify(c) }.sort_by { |c| c["name"].to_s } }
       end
 
-      # {"planned", "retrying", "archived"}: each an Integer or Unavailable.
+      # {"planned", "retrying", "archived", "publishing"}: each an Integer
+      # or Unavailable ("publishing": publications held by a barrier).
       def counts
         @memo[:counts] ||= begin
           catalog = read(:catalog) { api(:Catalog).new }
-          %w[planned retrying archived].to_h do |name|
+          %w[planned retrying archived publishing].to_h do |name|
             [name, unavailable?(catalog) ? catalog : read(:"count_#{name}") { catalog.public_send(:"#{name}_count") }]
           end
         end

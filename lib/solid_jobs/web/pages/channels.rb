@@ -16,7 +16,8 @@ module SolidJobs
           [
             tiles([["Channels", Format.count(channels.size)],
                    ["Ready", Format.count(channels.sum { |c| c["depth"].to_i })],
-                   *%w[planned retrying archived].map { |k| [k.capitalize, count_or(counts[k])] }]),
+                   *%w[planned retrying archived].map { |k| [k.capitalize, count_or(counts[k])] },
+                   ["Held publications", count_or(counts["publishing"])]]),
             BarList.new(title: "Ready jobs per channel", items: channels.map { |c| [c["name"], c["depth"]] }).to_html,
             section("Channels", table(
               [["Channel"], ["Ready", "num"], ["Oldest ready job waiting", "num"], ["Served by"]],

@@ -55,7 +55,9 @@ module SolidJobs
             ["Channel", pick(r, "channel") || x&.channel || Format.unavailable],
             ["State now", current],
             ["Last journaled event", x ? state(x.state) : Format.unavailable("no journal entries for this job")],
-            ["Attempts", Format.count(x&.attempts || pick(r, "attempts") || pick(r, "failures"))],
+            ["Attempts", Format.count(x&.attempts)],
+            ["Failures recorded", pick(r, "failures") ? Format.count(pick(r, "failures")) : tag(:span, "none", class: "muted")],
+            ["Backend", pick(r, "backend") || Format.unavailable],
             ["Waited (last attempt)", Format.ms(x&.wait_ms)],
             ["Ran (last attempt)", Format.ms(x&.run_ms)],
             ["Error", error(x, r)]
@@ -64,11 +66,13 @@ module SolidJobs
 
         def pick(r, key) = r.is_a?(Hash) ? r[key] : nil
 
+        # Class and location only: messages often quote arguments.
         def error(x, r)
           klass = x&.error_class || pick(r, "error_class")
           return tag(:span, "none recorded", class: "muted") unless klass
 
-          [tag(:code, klass), ": ", (x&.message || pick(r, "message")).to_s]
+          location = x&.error_location
+          [tag(:code, klass), location ? [" at ", tag(:code, location)] : nil]
         end
 
         def timeline_section
@@ -92,7 +96,12 @@ module SolidJobs
           parts = []
           parts << "attempt #{d["attempt"]}" if d["attempt"]
           parts << "retry at #{Format.time(d["retry_at_ms"])}" if d["retry_at_ms"]
-          parts << "#{d["error_class"]}: #{d["message"]}" if d["error_class"]
+          parts << [d["error_class"], d["error_location"]].compact.join(" at ") if d["error_class"]
+          parts << "failure #{d["failures"]}" if d["failures"]
+          parts << "waited #{Format.ms(d["latency_ms"])}" if d["latency_ms"]
+          parts << "ran #{Format.ms(d["duration_ms"])}" if d["duration_ms"]
+          parts << "worker #{d["worker_id"]}" if d["worker_id"]
+          parts << "from dead node #{Format.short_id(d["dead_node_id"])}" if d["dead_node_id"]
           parts << d["reason"].to_s if d["reason"]
           parts.join(" · ")
         end

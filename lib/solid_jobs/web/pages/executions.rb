@@ -42,7 +42,7 @@ module SolidJobs
         def self.summary(x)
           {"id" => x.id, "task" => x.task, "channel" => x.channel, "state" => x.state, "attempts" => x.attempts,
            "wait_ms" => x.wait_ms, "run_ms" => x.run_ms, "first_ms" => x.first_ms, "last_ms" => x.last_ms,
-           "node" => x.node, "error_class" => x.error_class, "message" => x.message}
+           "node" => x.node, "error_class" => x.error_class, "error_location" => x.error_location}
         end
 
         private
@@ -52,7 +52,7 @@ module SolidJobs
         def error(x)
           return "" unless x.error_class
 
-          [tag(:code, x.error_class), ": ", x.message.to_s[0, 200]]
+          [tag(:code, x.error_class), x.error_location ? [" at ", tag(:code, x.error_location)] : nil]
         end
       end
     end

@@ -30,9 +30,10 @@ module SolidJobs
         private
 
         def node_section(n)
-          node = n["node"].is_a?(Hash) ? n["node"] : nil
+          node = observed?(n["node"]) ? n["node"] : nil
           tag(:section, [
-            tag(:h2, ["Node ", tag(:code, node_label(n))]),
+            tag(:h2, ["Node ", tag(:code, node_label(n)), " ", state(node && node["state"]),
+                      n["alive"] == false ? [" ", tag(:span, "heartbeat expired", class: "bad")] : nil]),
             node ? node_facts(n, node) : tag(:p, [Format.unavailable, " — this node's description was not observed"], class: "note"),
             tag(:h2, "Workers"),
             ractors(n["ractors"])
@@ -44,16 +45,17 @@ module SolidJobs
           facts([
             ["Node id", tag(:code, n["node_id"] || node["node_id"])],
             ["Host / pid", "#{node["hostname"]} / #{node["pid"]}"],
-            ["Workers", "#{Format.count(node["concurrency"])} (#{node["execution_mode"] || Format::UNAVAILABLE})"],
+            ["Workers", [shown(node["concurrency"], :count), " (", shown(node["execution_mode"]), ")"]],
             ["Channels", Array(node["channels"]).map { |c| c.is_a?(Array) ? "#{c[0]}(#{c[1]})" : c.to_s }.join(", ")],
             ["Started", started.is_a?(Numeric) ? "#{Format.time(started)} (up #{Format.ms(now_ms - started)})" : Format.unavailable],
-            ["Version", node["version"] || Format.unavailable],
+            ["Version", shown(node["version"])],
             ["Observed", part_freshness(node)]
           ])
         end
 
         def ractors(list)
           return tag(:p, [Format.unavailable, " — workers not observed"], class: "note") unless list.is_a?(Array)
+          return tag(:p, [Format.unavailable, " — no worker observed yet"], class: "note") if list.empty?
 
           table(
             [["Worker", "num"], ["Ractor", "num"], ["State"], ["Current job"], ["Observed"]],

@@ -54,7 +54,7 @@ module SolidJobs
             [["Node"], ["State"], ["Last success"], ["Observed"]],
             nodes.map do |n|
               r = n["redis"]
-              next [tag(:code, node_label(n)), Format.unavailable("not observed"), Format.unavailable, Format.unavailable] unless r.is_a?(Hash)
+              next [tag(:code, node_label(n)), Format.unavailable("not observed"), Format.unavailable, Format.unavailable] unless observed?(r)
 
               [tag(:code, node_label(n)), state(r["state"]),
                r["last_ok_ms"].is_a?(Numeric) ? "#{Format.time(r["last_ok_ms"])} (#{Format.age(now_ms - r["last_ok_ms"])})" : Format.unavailable("never"),

@@ -22,7 +22,7 @@ module SolidJobs
           {
             "page" => "resources", "now_ms" => now_ms,
             "nodes" => unavailable?(nodes) ? json_value(nodes) : nodes.map do |n|
-              {"node_id" => n["node_id"], "process" => n["process"].is_a?(Hash) ? n["process"] : {"unavailable" => "not observed"},
+              {"node_id" => n["node_id"], "process" => observed?(n["process"]) ? n["process"] : {"unavailable" => "not observed"},
                "cpu_percent" => cpu_percent(n["node_id"])}
             end
           }
@@ -36,11 +36,13 @@ module SolidJobs
              ["GC time", "num"], ["Allocated objects", "num"], ["Observed"]],
             nodes.map do |n|
               p = n["process"]
-              next [tag(:code, node_label(n)), *Array.new(6) { Format.unavailable("not observed") }, part_freshness(p)] unless p.is_a?(Hash) && p["state"] != "unavailable"
+              next [tag(:code, node_label(n)), *Array.new(6) { Format.unavailable("not observed") }, part_freshness(p)] unless observed?(p)
 
-              [tag(:code, node_label(n)), Format.percent(cpu_percent(n["node_id"])), Format.seconds(p["cpu_seconds"]),
-               Format.bytes(p["rss_bytes"]), Format.count(p["gc_count"]), Format.ms(p["gc_time_ms"]),
-               Format.count(p["total_allocated_objects"]), part_freshness(p)]
+              # Fields the node could not read on this platform are nil
+              # (and listed in p["unavailable"]): shown as unavailable.
+              [tag(:code, node_label(n)), shown(cpu_percent(n["node_id"]), :percent), shown(p["cpu_seconds"], :seconds),
+               shown(p["rss_bytes"], :bytes), shown(p["gc_count"], :count), shown(p["gc_time_ms"], :ms),
+               shown(p["total_allocated_objects"], :count), part_freshness(p)]
             end,
             empty: "No live node."
           )

@@ -14,7 +14,8 @@ module SolidJobs
           [
             section("Journal", journal_facts(journal)),
             section("Sources", sources(journal)),
-            section("Gaps", gaps)
+            section("Gaps", gaps),
+            section("Writers", writers)
           ]
         end
 
@@ -23,7 +24,8 @@ module SolidJobs
             "page" => "telemetry", "now_ms" => now_ms,
             "freshness" => json_value(snapshot.freshness),
             "sources" => unavailable?(snapshot.journal) ? json_value(snapshot.journal) : source_rows.map { |r| r.slice("source", "last_at_ms", "last_seq", "entries", "age_ms") },
-            "gaps" => json_value(snapshot.gaps)
+            "gaps" => json_value(snapshot.gaps),
+            "writers" => unavailable?(snapshot.nodes) ? json_value(snapshot.nodes) : snapshot.nodes.map { |n| {"node_id" => n["node_id"], "telemetry" => writer(n)} }
           }
         end
 
@@ -84,6 +86,33 @@ module SolidJobs
                 class: "note"),
             table([["Source"], ["Missing seq", "num"], ["Entries lost", "num"]], rows, empty: "No gaps in the entries read.")
           ]
+        end
+
+        # Each node's own account of its journal writer (from its node
+        # observation): entries written, dropped before reaching Redis
+        # (a full buffer or Redis down), and waiting to be written.
+        def writers
+          nodes = snapshot.nodes
+          return unavailable_note(nodes) if unavailable?(nodes)
+
+          table(
+            [["Node"], ["Last seq", "num"], ["Dropped", "num"], ["Pending", "num"], ["Observed"]],
+            nodes.map do |n|
+              t = writer(n)
+              next [tag(:code, node_label(n)), *Array.new(3) { Format.unavailable("not reported") }, part_freshness(n["node"])] unless t
+
+              dropped = t["dropped"]
+              [tag(:code, node_label(n)), shown(t["seq"], :count),
+               dropped.to_i.positive? ? tag(:span, Format.count(dropped), class: "bad") : shown(dropped, :count),
+               shown(t["pending"], :count), part_freshness(n["node"])]
+            end,
+            empty: "No live node."
+          )
+        end
+
+        def writer(n)
+          t = observed?(n["node"]) ? n["node"]["telemetry"] : nil
+          t.is_a?(Hash) ? t : nil
         end
 
         # Accepts {source => [[from, to], ...]} or [{"source", "from", "to", "size"}].
