@@ -37,13 +37,12 @@ require "sidekiq"
 require "redis"
 require_relative "support/harness"
 require_relative "support/suite"
-require_relative "support/results_files"
 require_relative "support/comparison_report"
 require_relative "support/scaling_plots"
 require_relative "jobs"
 
 module Bench
-  class Comparison
+  class Comparison < Harness
     # Sized so the full default run (5 clients x 4 scenarios x 4
     # concurrencies, one repetition) takes 15-20 minutes on a 2-core host:
     # from the rates of reduced runs, about 12 minutes of drains plus 3-4
@@ -58,8 +57,6 @@ module Bench
     SMOKE_DEFAULTS = DEFAULTS.merge(clients: %w[sidekiq solid-jobs solid-jobs-engine], scenarios: %w[noop process-mixed],
                                     concurrencies: [1], case_timeout: 30).freeze
 
-    extend Harness
-
     def self.failure_label = "comparison"
 
     def self.settings(env)
@@ -67,10 +64,6 @@ module Bench
       sizes = smoke ? SMOKE_JOBS : DEFAULT_JOBS
       jobs = JOBS_VARIABLES.to_h { |scenario, variable| [scenario, Bench.positive_integer(env, variable, sizes.fetch(scenario))] }
       Suite.settings(env, prefix: "BENCHMARK_", defaults: smoke ? SMOKE_DEFAULTS : DEFAULTS, jobs: jobs)
-    end
-
-    def initialize(settings)
-      @settings = settings
     end
 
     def run

@@ -36,19 +36,16 @@ require "sidekiq"
 require "redis"
 require "socket"
 require_relative "support/harness"
-require_relative "support/lab"
 require_relative "support/command_stats"
 require_relative "support/producer_threads"
 require_relative "support/enqueue_report"
-require_relative "support/results_header"
-require_relative "support/results_files"
 require_relative "enqueue_idle_jobs"
 
 module Bench
   EnqueueSettings = Struct.new(:concurrencies, :single_jobs, :bulk_jobs, :batch, :ping_count, :repeat, :output_dir,
                                keyword_init: true)
 
-  class EnqueueBenchmark
+  class EnqueueBenchmark < Harness
     ROOT = File.expand_path("..", __dir__)
     DEFAULT_OUTPUT_DIR = File.join(ROOT, "benchmark/results")
     MODES = %i[single bulk].freeze
@@ -71,8 +68,6 @@ module Bench
       }
     }.freeze
 
-    extend Harness
-
     def self.settings(env)
       smoke = smoke?(env)
       EnqueueSettings.new(
@@ -86,16 +81,10 @@ module Bench
       )
     end
 
-    def initialize(settings)
-      @settings = settings
-    end
-
     def run
-      $stdout.sync = true
-      @load_at_start = Environment.load_average
-      @lab = Lab.new
+      open_lab
       configure_clients
-      puts ResultsHeader.line(redis_version: ResultsHeader.redis_version(@lab.redis), load_at_start: @load_at_start), sizes_line
+      puts results_header, sizes_line
       warm_up
       ping_rates = measure_ping
       puts "PING at 1 producer: " + ping_rates.map { |how, rate| format("%.0f round trips/s (%s)", rate, how) }.join(", ")
@@ -221,17 +210,13 @@ module Bench
       body = [report.table, "", "Round-trip floor:", *report.floor_lines, "",
               "CPU during each case's median run (% of one core; #{Environment.nproc} cores here):", "", report.cpu_table, "",
               "Targets:", *report.target_lines.map { |l| "- #{l}" }]
-      errors = report.error_lines
-      body += ["", "Errors:", *errors] unless errors.empty?
-      body = body.join("\n")
+      body = with_errors(body, report)
       puts "", body
       return unless @settings.output_dir
 
-      markdown = "# Enqueue: SolidJobs vs Sidekiq\n\n#{ResultsHeader.line(redis_version: ResultsHeader.redis_version(@lab.redis), load_at_start: @load_at_start)}\n\n#{sizes_line}. " \
+      markdown = "# Enqueue: SolidJobs vs Sidekiq\n\n#{results_header}\n\n#{sizes_line}. " \
                  "#{method_note}\n\n#{body}\n"
-      paths = ResultsFiles.write(@settings.output_dir, "enqueue", markdown: markdown, csv_header: report.csv_header,
-                                                                  csv_rows: report.csv_rows)
-      puts "", "Wrote #{paths.join(" and ")}"
+      write_results(@settings.output_dir, "enqueue", markdown, report)
     end
 
     def method_note

@@ -36,21 +36,18 @@ require "redis"
 require "fileutils"
 require "tmpdir"
 require_relative "support/harness"
-require_relative "support/lab"
 require_relative "support/worker_process"
 require_relative "support/command_stats"
 require_relative "support/proc_facts"
 require_relative "support/redis_monitor"
 require_relative "support/heartbeat_attribution"
 require_relative "support/idle_report"
-require_relative "support/results_header"
-require_relative "support/results_files"
 require_relative "enqueue_idle_jobs"
 
 module Bench
   IdleSettings = Struct.new(:seconds, :settle_seconds, :warmup_jobs, :concurrency, :output_dir, keyword_init: true)
 
-  class IdleBenchmark
+  class IdleBenchmark < Harness
     ROOT = File.expand_path("..", __dir__)
     DEFAULT_OUTPUT_DIR = File.join(ROOT, "benchmark/results")
     JOBS_FILE = "./benchmark/enqueue_idle_jobs.rb"
@@ -74,8 +71,6 @@ module Bench
       }
     }.freeze
 
-    extend Harness
-
     def self.settings(env)
       smoke = smoke?(env)
       IdleSettings.new(
@@ -88,17 +83,15 @@ module Bench
     end
 
     def initialize(settings)
-      @settings = settings
+      super
       @attribution = HeartbeatAttribution.new
     end
 
     def run
-      $stdout.sync = true
-      @load_at_start = Environment.load_average
-      @lab = Lab.new(tmpdir: "solid-jobs-bench-idle")
+      open_lab(tmpdir: "solid-jobs-bench-idle")
       Sidekiq.configure_client { |config| config.redis = {url: @lab.url} }
       SolidJobs.configure { |config| config.redis_url = @lab.url }
-      puts ResultsHeader.line(redis_version: ResultsHeader.redis_version(@lab.redis), load_at_start: @load_at_start), settings_line
+      puts results_header, settings_line
       results = SYSTEMS.keys.map { |system| measure(system) }
       publish(IdleReport.new(results))
       results.all?(&:ok?) ? 0 : 1
@@ -188,17 +181,13 @@ module Bench
     def publish(report)
       body = [report.summary_table, "", "Redis commands in the idle window:", "", report.command_table, "",
               heartbeat_line, "", "Targets:", *report.target_lines.map { |l| "- #{l}" }]
-      errors = report.error_lines
-      body += ["", "Errors:", *errors] unless errors.empty?
-      body = body.join("\n")
+      body = with_errors(body, report)
       puts "", body
       return unless @settings.output_dir
 
-      markdown = "# Idle cost: SolidJobs vs Sidekiq\n\n#{ResultsHeader.line(redis_version: ResultsHeader.redis_version(@lab.redis), load_at_start: @load_at_start)}\n\n#{settings_line}. " \
+      markdown = "# Idle cost: SolidJobs vs Sidekiq\n\n#{results_header}\n\n#{settings_line}. " \
                  "#{method_note}\n\n#{body}\n"
-      paths = ResultsFiles.write(@settings.output_dir, "idle", markdown: markdown, csv_header: report.csv_header,
-                                                               csv_rows: report.csv_rows)
-      puts "", "Wrote #{paths.join(" and ")}"
+      write_results(@settings.output_dir, "idle", markdown, report)
     end
 
     # Says whether the SHA the attribution looks for is the script the

@@ -34,7 +34,6 @@ require "redis"
 require "fileutils"
 require "tmpdir"
 require_relative "support/harness"
-require_relative "support/lab"
 require_relative "support/engine_server"
 require_relative "support/worker_process"
 require_relative "support/e2e_systems"
@@ -42,15 +41,13 @@ require_relative "support/sidekiq_system"
 require_relative "support/start_log"
 require_relative "support/latency_stats"
 require_relative "support/latency_report"
-require_relative "support/results_header"
-require_relative "support/results_files"
 require_relative "latency_jobs"
 
 module Bench
   LatencySettings = Struct.new(:jobs, :idle_rounds, :idle_seconds, :pause, :concurrencies, :warmup, :output_dir,
                                keyword_init: true)
 
-  class LatencyBenchmark
+  class LatencyBenchmark < Harness
     ROOT = File.expand_path("..", __dir__)
     DEFAULT_OUTPUT_DIR = File.join(ROOT, "benchmark/results")
     JOBS_FILE = "./benchmark/latency_jobs.rb"
@@ -67,8 +64,6 @@ module Bench
       sidekiq: ->(stamp) { Sidekiq::Client.push("class" => SidekiqLatency, "args" => [stamp]) }
     }.freeze
 
-    extend Harness
-
     def self.settings(env)
       smoke = smoke?(env)
       LatencySettings.new(
@@ -82,17 +77,11 @@ module Bench
       )
     end
 
-    def initialize(settings)
-      @settings = settings
-    end
-
     def run
-      $stdout.sync = true
-      @load_at_start = Environment.load_average
-      @lab = Lab.new(tmpdir: "solid-jobs-latency")
+      open_lab(tmpdir: "solid-jobs-latency")
       # Read once, before anything runs: the commit and load average are
       # those the measurements were taken with.
-      @header = ResultsHeader.line(redis_version: ResultsHeader.redis_version(@lab.redis), load_at_start: @load_at_start)
+      @header = results_header
       puts @header, settings_line
       results = cases.map { |system, concurrency| measure(system, concurrency) }
       publish(results)
@@ -180,17 +169,13 @@ module Bench
     def publish(results)
       report = LatencyReport.new(results, idle_seconds: @settings.idle_seconds)
       body = ["Enqueue→start latency, ms:", "", report.table, "", "Targets:", *report.target_lines.map { |l| "- #{l}" }]
-      errors = report.error_lines
-      body += ["", "Errors:", *errors] unless errors.empty?
-      body = body.join("\n")
+      body = with_errors(body, report)
       puts "", body
       return unless @settings.output_dir
 
       markdown = "# Enqueue→start latency: SolidJobs vs Sidekiq\n\n#{@header}\n\n" \
                  "#{settings_line} #{method_note}\n\n#{body}\n"
-      paths = ResultsFiles.write(@settings.output_dir, "latency", markdown: markdown, csv_header: report.csv_header,
-                                                                  csv_rows: report.csv_rows)
-      puts "", "Wrote #{paths.join(" and ")}"
+      write_results(@settings.output_dir, "latency", markdown, report)
     end
 
     def settings_line

@@ -38,7 +38,6 @@ require "redis"
 require "fileutils"
 require "tmpdir"
 require_relative "support/harness"
-require_relative "support/lab"
 require_relative "support/engine_server"
 require_relative "support/worker_process"
 require_relative "support/e2e_systems"
@@ -47,14 +46,12 @@ require_relative "support/latency_stats"
 require_relative "support/proc_facts"
 require_relative "support/soak_gauges"
 require_relative "support/soak_report"
-require_relative "support/results_header"
-require_relative "support/results_files"
 require_relative "latency_jobs"
 
 module Bench
   SoakSettings = Struct.new(:seconds, :rate, :interval, :concurrency, :backends, :output_dir, keyword_init: true)
 
-  class Soak
+  class Soak < Harness
     ROOT = File.expand_path("..", __dir__)
     DEFAULT_OUTPUT_DIR = File.join(ROOT, "benchmark/results")
     JOBS_FILE = "./benchmark/latency_jobs.rb"
@@ -68,8 +65,6 @@ module Bench
     PAYLOAD_SLOT = 9
     CPU_ITERATIONS = 2000
     PAYLOAD_NOTE = ("x" * 64).freeze
-
-    extend Harness
 
     def self.failure_label = "soak"
 
@@ -98,17 +93,11 @@ module Bench
       raise Failure, "SOLID_JOBS_SOAK_BACKENDS must list #{BACKENDS.join(" and/or ")}, comma-separated (got #{value.inspect})"
     end
 
-    def initialize(settings)
-      @settings = settings
-    end
-
     def run
-      $stdout.sync = true
-      @load_at_start = Environment.load_average
-      @lab = Lab.new(tmpdir: "solid-jobs-soak")
+      open_lab(tmpdir: "solid-jobs-soak")
       # Read once, before anything runs: the commit and load average are
       # those the measurements were taken with.
-      @header = ResultsHeader.line(redis_version: ResultsHeader.redis_version(@lab.redis), load_at_start: @load_at_start)
+      @header = results_header
       puts @header, settings_line
       runs = systems.map { |system| soak(system) }
       report = SoakReport.new(runs, seconds: @settings.seconds, interval: @settings.interval)
@@ -272,9 +261,7 @@ module Bench
 
       markdown = "# Soak: SolidJobs under steady load\n\n#{@header}\n\n" \
                  "#{settings_line} #{method_note}\n\n#{body}\n"
-      paths = ResultsFiles.write(@settings.output_dir, "soak", markdown: markdown, csv_header: report.csv_header,
-                                                               csv_rows: report.csv_rows)
-      puts "", "Wrote #{paths.join(" and ")}"
+      write_results(@settings.output_dir, "soak", markdown, report)
     end
 
     def settings_line

@@ -31,12 +31,11 @@ require "sidekiq"
 require "redis"
 require_relative "support/harness"
 require_relative "support/suite"
-require_relative "support/results_files"
 require_relative "support/stress_report"
 require_relative "jobs"
 
 module Bench
-  class Stress
+  class Stress < Harness
     DEFAULTS = {clients: %w[solid-jobs solid-jobs-engine solid-jobs-engine-threads], scenarios: Scenarios.names,
                 concurrencies: [2, 8], repetitions: 1, case_timeout: 600}.freeze
     SMOKE_DEFAULTS = DEFAULTS.merge(clients: %w[solid-jobs solid-jobs-engine], scenarios: %w[noop process-mixed], concurrencies: [2],
@@ -44,18 +43,12 @@ module Bench
     DEFAULT_JOBS = 10_000
     SMOKE_JOBS = 200
 
-    extend Harness
-
     def self.failure_label = "stress"
 
     def self.settings(env)
       smoke = smoke?(env)
       jobs = Bench.positive_integer(env, "STRESS_JOBS", smoke ? SMOKE_JOBS : DEFAULT_JOBS)
       Suite.settings(env, prefix: "STRESS_", defaults: smoke ? SMOKE_DEFAULTS : DEFAULTS, jobs: Scenarios.names.to_h { |s| [s, jobs] })
-    end
-
-    def initialize(settings)
-      @settings = settings
     end
 
     def run

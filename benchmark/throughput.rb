@@ -27,12 +27,9 @@ require "redis"
 require "fileutils"
 require "tmpdir"
 require_relative "support/harness"
-require_relative "support/lab"
 require_relative "support/worker_process"
 require_relative "support/drain_watch"
 require_relative "support/queue_probes"
-require_relative "support/results_header"
-require_relative "support/results_files"
 require_relative "support/command_stats"
 require_relative "support/report"
 require_relative "jobs"
@@ -40,7 +37,7 @@ require_relative "jobs"
 module Bench
   Settings = Struct.new(:noop_jobs, :cpu_jobs, :concurrencies, :case_timeout, :repeat, :output, keyword_init: true)
 
-  class Throughput
+  class Throughput < Harness
     ROOT = File.expand_path("..", __dir__)
     DEFAULT_OUTPUT = File.join(ROOT, "benchmark/results/throughput.md")
     WORKLOADS = %w[noop cpu].freeze
@@ -58,8 +55,6 @@ module Bench
                    classes: {"noop" => SolidNoop, "cpu" => SolidCpu}}
     }.freeze
 
-    extend Harness
-
     def self.settings(env)
       smoke = smoke?(env)
       Settings.new(
@@ -72,15 +67,8 @@ module Bench
       )
     end
 
-    def initialize(settings)
-      @settings = settings
-    end
-
     def run
-      $stdout.sync = true
-      # Other work on a 2-core host skews every number; record how busy it was.
-      @load_at_start = Environment.load_average
-      @lab = Lab.new(tmpdir: "solid-jobs-bench-logs")
+      open_lab(tmpdir: "solid-jobs-bench-logs")
       configure_producers(@lab.url)
       @cpu_iterations, @cpu_job_ms = calibrate_cpu
       puts "Load average #{@load_at_start}; Redis #{@lab.url}; cpu job = #{@cpu_iterations} iterations (#{format("%.2f", @cpu_job_ms)} ms here)"
@@ -225,17 +213,16 @@ module Bench
               "Redis commands per job, busiest first (commands run inside Lua scripts count too; " \
               "the window includes worker boot):", *report.command_mix].join("\n")
       puts "", body
-      write_results(body) if @settings.output
+      write(body) if @settings.output
     end
 
-    def write_results(body)
-      ResultsFiles.write_file(@settings.output, "# Throughput: SolidJobs vs Sidekiq\n\n#{environment_line}\n\n" \
-                                                "#{workload_line} #{METHOD_NOTE}\n\n#{body}\n")
-      puts "", "Wrote #{@settings.output}"
+    def write(body)
+      write_result_file(@settings.output, "# Throughput: SolidJobs vs Sidekiq\n\n#{environment_line}\n\n" \
+                        "#{workload_line} #{METHOD_NOTE}\n\n#{body}\n")
     end
 
     def environment_line
-      ResultsHeader.line(redis_version: ResultsHeader.redis_version(@lab.redis), load_at_start: @load_at_start, modified: nil)
+      results_header(modified: nil)
     end
 
     def workload_line

@@ -1,26 +1,15 @@
 # frozen_string_literal: true
 
 require_relative "test_helper"
-require "open3"
+require_relative "support/benchmark_smoke"
 
 # benchmark/comparison.rb and stress.rb at tiny sizes, so they cannot rot.
 # Outcomes only: each ran to completion, printed its tables and wrote its
 # files into the temporary output directory; no figure is asserted.
 class ComparisonSmokeTest < Minitest::Test
-  ROOT = File.expand_path("..", __dir__)
+  include BenchmarkSmoke
 
-  def setup
-    @dir = Dir.mktmpdir("comparison-smoke")
-  end
-
-  def teardown
-    FileUtils.rm_rf(@dir)
-  end
-
-  def run_harness(script)
-    env = {"BENCH_SMOKE" => "1", "SOLID_JOBS_LOG_LEVEL" => "warn", "BENCH_OUTPUT_DIR" => @dir}
-    Open3.capture2e(env, RbConfig.ruby, "-I#{ROOT}/lib", File.join(ROOT, "benchmark", script), chdir: ROOT)
-  end
+  def run_harness(script) = run_benchmark(script, SMOKE_ENV.merge("BENCH_OUTPUT_DIR" => output_dir))
 
   def gnuplot? = system("gnuplot", "--version", out: File::NULL, err: File::NULL)
 
@@ -30,9 +19,9 @@ class ComparisonSmokeTest < Minitest::Test
     assert_match(/^\| 1 \| sidekiq\s+\|/, out)
     assert_match(/^\| 1 \| solid-jobs-engine\s+\|/, out)
     assert_match(/^(PASS|MISS) +noop at c=1/, out)
-    assert File.exist?(File.join(@dir, "comparison.md")), out
-    assert_match(/^noop,1,solid-jobs,/, File.read(File.join(@dir, "comparison.csv")))
-    assert File.exist?(File.join(@dir, "comparison-noop.png")), out if gnuplot?
+    assert File.exist?(File.join(output_dir, "comparison.md")), out
+    assert_match(/^noop,1,solid-jobs,/, File.read(File.join(output_dir, "comparison.csv")))
+    assert File.exist?(File.join(output_dir, "comparison-noop.png")), out if gnuplot?
   end
 
   def test_stress_harness_runs
@@ -40,6 +29,6 @@ class ComparisonSmokeTest < Minitest::Test
     assert status.success?, out
     assert_match(/^\| noop\s+\| 2 \| solid-jobs\s+\|/, out)
     assert_match(/^PASS  all/, out)
-    %w[stress.md stress.csv].each { |name| assert File.exist?(File.join(@dir, name)), out }
+    %w[stress.md stress.csv].each { |name| assert File.exist?(File.join(output_dir, name)), out }
   end
 end

@@ -1,27 +1,16 @@
 # frozen_string_literal: true
 
 require_relative "test_helper"
-require "open3"
+require_relative "support/benchmark_smoke"
 
 # benchmark/enqueue.rb and benchmark/idle.rb at tiny sizes, so they cannot
 # rot. Outcomes only: each ran to completion, printed its tables and target
 # lines, and wrote its results files (to a temporary directory, never over
 # the committed ones); no figure is asserted.
 class EnqueueIdleSmokeTest < Minitest::Test
-  ROOT = File.expand_path("..", __dir__)
+  include BenchmarkSmoke
 
-  def setup
-    @output_dir = Dir.mktmpdir("solid-jobs-enqueue-idle-smoke")
-  end
-
-  def teardown
-    FileUtils.rm_rf(@output_dir)
-  end
-
-  def run_harness(script)
-    env = {"BENCH_SMOKE" => "1", "BENCH_OUTPUT_DIR" => @output_dir, "SOLID_JOBS_LOG_LEVEL" => "warn"}
-    Open3.capture2e(env, RbConfig.ruby, "-I#{ROOT}/lib", File.join(ROOT, "benchmark", script), chdir: ROOT)
-  end
+  def run_harness(script) = run_benchmark(script, SMOKE_ENV.merge("BENCH_OUTPUT_DIR" => output_dir))
 
   def test_enqueue_harness_runs
     out, status = run_harness("enqueue.rb")
@@ -47,7 +36,7 @@ class EnqueueIdleSmokeTest < Minitest::Test
 
   def assert_results_written(name)
     %w[md csv].each do |ext|
-      path = File.join(@output_dir, "#{name}.#{ext}")
+      path = File.join(output_dir, "#{name}.#{ext}")
       assert File.size?(path), "#{path} was not written"
     end
   end

@@ -1,18 +1,17 @@
 # frozen_string_literal: true
 
 require_relative "test_helper"
-require "open3"
+require_relative "support/benchmark_smoke"
 
 # `rake hybrid` at tiny sizes (BENCH_SMOKE=1), so it cannot rot. Outcomes
 # only: it ran every mode on both paths and printed its table; no figure is
 # asserted.
 class HybridSmokeTest < Minitest::Test
-  ROOT = File.expand_path("..", __dir__)
+  include BenchmarkSmoke
 
   def test_hybrid_benchmark_runs_every_mode_on_both_paths
-    results = Dir.mktmpdir("hybrid-results")
-    env = {"BENCH_SMOKE" => "1", "SOLID_JOBS_LOG_LEVEL" => "warn", "HYBRID_RESULTS_DIR" => results}
-    out, status = Open3.capture2e(env, RbConfig.ruby, "-I#{ROOT}/lib", File.join(ROOT, "benchmark", "hybrid.rb"), chdir: ROOT)
+    results = output_dir
+    out, status = run_benchmark("hybrid.rb", SMOKE_ENV.merge("HYBRID_RESULTS_DIR" => results))
     assert status.success?, out
     %w[transport sustained burst].each do |mode|
       assert_match(/\| #{mode}\s+\| ractor\s+\|/, out)
@@ -22,7 +21,5 @@ class HybridSmokeTest < Minitest::Test
     assert_equal 6, data["results"].size
     assert data["results"].select { |r| r["path"] == "warm" }.all? { |r| r["ipc_roundtrip_ms"]["p50"] }
     assert File.exist?(File.join(results, "hybrid.md"))
-  ensure
-    FileUtils.rm_rf(results) if results
   end
 end
