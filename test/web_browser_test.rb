@@ -12,8 +12,6 @@ require "cgi"
 class WebBrowserTest < SolidJobsTest
   ARTIFACTS = File.join(ROOT, "tmp", "artifacts")
   SENTINEL = "BROWSER-ARGUMENT-SENTINEL-51c9"
-  # TEMPORARY: until the issue-6 read APIs land, the server loads stand-ins.
-  SERVER_ARGS = ["--require", File.join(ROOT, "test", "support", "contract_read_apis.rb")].freeze
 
   def setup
     super
@@ -36,14 +34,17 @@ class WebBrowserTest < SolidJobsTest
     path = ledger_path
     @slow = SlowTask.enqueue(path, SENTINEL, 60) # keeps one worker busy: its current job
     CpuTask.enqueue_many(Array.new(40) { |i| [path, "#{SENTINEL}-#{i}", 20_000] })
-    @failing = ImportCatalog.enqueue(path, SENTINEL, %(<b>bold</b> & "quoted"))
+    @failing = ImportCatalog.enqueue(path, SENTINEL, "disk full")
     @backlog = Array.new(7) { CriticalTask.enqueue(path, SENTINEL) } # "critical" is not served: it waits
     eventually("the worker ran the CPU jobs") { ledger_lines.count { |l| l.start_with?("#{SENTINEL}-") } == 40 }
     eventually("the slow job started") { ledger_lines.include?("start #{SENTINEL}") }
     eventually("the failure was recorded") { ledger_lines.include?("attempt #{SENTINEL}") }
     @node_id = eventually("the node registered") { @worker.node_id(redis) }
-    @server = WebServerProcess.new(redis_url: REDIS.url, namespace: @namespace, log: File.join(@ledger_dir, "web.log"),
-                                   args: SERVER_ARGS).start
+    eventually("the node observed its workers") do
+      raw = redis.hget(key("observations:#{@node_id}"), "ractors")
+      raw && JSON.parse(raw).any? { |r| r["job_ids"]&.include?(@slow) }
+    end
+    @server = WebServerProcess.new(redis_url: REDIS.url, namespace: @namespace, log: File.join(@ledger_dir, "web.log")).start
 
     pages = {
       overview: check_overview, channels: check_channels, nodes: check_nodes,
@@ -64,7 +65,10 @@ class WebBrowserTest < SolidJobsTest
     page = visible("/")
     assert_text page, /Ready 7 /, "the 7 jobs waiting on critical"
     assert_text page, /Nodes 1 /
+    assert_text page, /Running now [12] /, "the slow job (and perhaps the retried one, as last observed)"
     assert_operator page[:dom].scan(/<svg[^>]*class="chart"/).size, :>=, 4, "charts are inline SVG"
+    assert_dom page, /<path d="M[^"]+" class="line s1">/, "the throughput line is drawn"
+    refute_text page, "unavailable: no data in this window"
     @backlog.each { |id| refute_includes page[:dom], id }
     page
   end
@@ -79,16 +83,28 @@ class WebBrowserTest < SolidJobsTest
   def check_nodes
     page = visible("/nodes")
     assert_dom page, /data-node-id="#{@node_id}"/
+    assert_text page, /Node #{Regexp.escape(Socket.gethostname)}:#{@worker.pid} running /
+    assert_text page, /Workers 2 \(ractor\)/
+    workers = page[:dom].scan(%r{<tr><td class="num">\d+</td>.*?</tr>}m)
+    assert_equal 2, workers.size, "both worker Ractors listed"
+    assert workers.any? { |row| row.include?("running") && row.include?(%(href="/executions/#{@slow}")) },
+           "a worker runs the slow job, linked"
+    assert workers.all? { |row| row.match?(/class="state (running|waiting)"/) }, "each worker's state"
     page
   end
 
   def check_executions
-    visible("/executions")
+    page = visible("/executions")
+    assert_text page, /CpuTask default (completed|acknowledged) /
+    assert_text page, /ImportCatalog default \w+ .*RuntimeError/
+    page
   end
 
   def check_execution
     page = visible("/executions/#{@failing}")
-    assert_text page, /State now retrying/
+    assert_text page, /Task ImportCatalog /
+    assert_text page, /Error RuntimeError/
+    assert_dom page, /<svg[^>]*class="chart timeline"/
     page
   end
 

@@ -21,21 +21,32 @@ class WebPartsTest < Minitest::Test
     refute_kind_of Web::Html::Safe, "plain"
   end
 
-  def test_series_rates_leave_unreported_buckets_empty
-    window = 60_000
+  def test_series_rates_are_zero_while_sources_report_and_unknown_otherwise
     entries = [
-      entry("a", "metrics.interval", NOW - 5_000, {"interval_ms" => 1000, "completed" => 10}),
-      entry("a", "metrics.interval", NOW - 4_000, {"interval_ms" => 1000, "completed" => 30}),
+      entry("a", "metrics.interval", NOW - 5_000, {"interval_ms" => 1000, "completed" => 10}, seq: 2),
+      entry("a", "metrics.interval", NOW - 4_000, {"interval_ms" => 1000, "completed" => 30}, seq: 3),
       entry("b", "metrics.interval", NOW - 4_500, {"interval_ms" => 1000, "completed" => 5}),
-      entry("a", "process.observed", NOW - 30_000, {"cpu_seconds" => 1}),
-      entry("a", "job.completed", NOW - 4_000, {"job_id" => "x"})
+      entry("a", "process.observed", NOW - 30_000, {"cpu_seconds" => 1}, seq: 1),
+      entry("a", "job.completed", NOW - 4_000, {"job_id" => "x"}, seq: 4)
     ]
-    series = Web::Series.new(entries, now_ms: NOW, window_ms: window, buckets: 6)
-    rates = series.rate("completed")
-    assert_equal 6, rates.size
-    assert_in_delta 25.0, rates.compact.max, 0.001, "a: 40 jobs over 2 s, plus b: 5 over 1 s"
-    assert_equal [0.0], rates.compact - [rates.compact.max], "a was heard from, with no metrics: idle, 0"
-    assert_equal 4, rates.count(&:nil?), "no source wrote anything: nil, not 0"
+    # Six 10 s buckets; the last one is the current one (it starts now).
+    rates = Web::Series.new(entries, now_ms: NOW, window_ms: 60_000, buckets: 6, grace_ms: 11_000).rate("completed")
+    assert_equal [nil, nil, 0.0, 0.0, 4.5, 0.0], rates,
+                 "unknown before any source reported; 0 while \"a\" reported without metrics; 45 jobs in 10 s"
+  end
+
+  def test_series_intervals_spread_and_lost_entries_are_unknown
+    entries = [
+      entry("a", "process.observed", NOW - 58_000, {}, seq: 1),
+      entry("a", "process.observed", NOW - 32_000, {}, seq: 4), # 2 and 3 were lost
+      entry("a", "metrics.interval", NOW - 1_000, {"interval_ms" => 20_000, "completed" => 40}, seq: 5)
+    ]
+    rates = Web::Series.new(entries, now_ms: NOW, window_ms: 60_000, buckets: 6, grace_ms: 11_000).rate("completed")
+    # Buckets end at -40, -30, -20, -10, 0 s and now. Entries 2 and 3 (between
+    # -58 and -32 s) were lost: unknown. The interval (-21, -1] s holds 40
+    # jobs, 2 per s: 1 s of it in the third bucket, 10 s in the fourth, 9 s
+    # in the fifth.
+    assert_equal [nil, nil, 0.2, 2.0, 1.8, 0.0], rates
   end
 
   def test_series_derivatives_skip_restarts

@@ -2,7 +2,6 @@
 
 require_relative "test_helper"
 require_relative "support/telemetry_fixture"
-require_relative "support/contract_read_apis"
 require "rack/test"
 require "rack/lint"
 require "solid_jobs/web"
@@ -46,6 +45,8 @@ class WebTest < SolidJobsTest
       refute_includes last_response.body, ">unavailable<span", path
     end
     get "/"
+    assert_includes last_response.body, %(<div class="label">Completed, last minute</div><div class="value">400</div>)
+    assert_includes last_response.body, %(<div class="label">Ready</div><div class="value">2</div>)
     assert_match(/<svg[^>]+class="chart"/, last_response.body)
     assert_match(/<path d="M[\d. ]+L/, last_response.body, "the throughput line is drawn")
     get "/channels"
@@ -176,6 +177,34 @@ class WebTest < SolidJobsTest
     paths.each do |path|
       get path
       assert_equal 200, last_response.status, path
+      refute_includes last_response.body, SENTINEL, "#{path} shows a job argument"
+    end
+  end
+
+  # Real jobs run by a real node, in this process: their ids, tasks and
+  # lifecycles appear; their arguments appear nowhere.
+  def test_a_real_node_never_shows_arguments
+    configure_solid_jobs(observation_interval: 0.5, channels: ["default"])
+    done = Array.new(3) { LedgerTask.enqueue(ledger_path, SENTINEL) }
+    archived = ImportCatalog.enqueue(ledger_path, SENTINEL, "archive")
+    waiting = CriticalTask.enqueue(ledger_path, SENTINEL)
+    start_conductor
+    eventually("the jobs ran and were journaled") do
+      get "/executions.json"
+      states = JSON.parse(last_response.body)["executions"].to_h { |x| [x["id"], x["state"]] }
+      done.all? { |id| %w[completed acknowledged].include?(states[id]) } && states[archived] == "dead"
+    end
+    eventually("the node observed its workers") do
+      get "/nodes.json"
+      JSON.parse(last_response.body)["nodes"].any? { |n| n["ractors"].is_a?(Array) && n["ractors"].size == 2 }
+    end
+    get "/executions/#{archived}"
+    assert_includes last_response.body, "<dt>Error</dt><dd><code>RuntimeError</code>"
+    assert_match(/State now.*archived/m, last_response.body)
+    paths = HTML_ROUTES + JSON_ROUTES + (done + [archived, waiting]).flat_map { |id| ["/executions/#{id}", "/executions/#{id}.json"] }
+    paths.each do |path|
+      get path
+      assert_includes [200], last_response.status, path
       refute_includes last_response.body, SENTINEL, "#{path} shows a job argument"
     end
   end

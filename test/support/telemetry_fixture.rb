@@ -44,6 +44,7 @@ class TelemetryFixture
        "job_ids" => i.zero? ? ["11111111-2222-3333-4444-555555555555"] : [], "at_ms" => at_ms}
     end)
     fields["redis"] = JSON.generate({"state" => redis_state, "at_ms" => at_ms, "last_ok_ms" => at_ms, "stale" => false, "age_ms" => 0})
+    fields["at_ms"] = at_ms.to_s
     @redis.hset("#{@ns}:observations:#{node_id}", fields)
     @redis.pexpire("#{@ns}:observations:#{node_id}", 60_000)
     node_id

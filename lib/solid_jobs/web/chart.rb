@@ -14,10 +14,18 @@ module SolidJobs
       TOP = 12
       BOTTOM = 24
 
-      # series: [{name:, values: [Numeric or nil, ...], css: "s1"}], one
-      # value per bucket; buckets are equal slices of [from_ms, to_ms].
-      # kind: :line or :bars. format: a Format method for axis labels.
-      def initialize(title:, series:, from_ms:, to_ms:, kind: :line, format: :count)
+      # series: [{name:, values: [Numeric or nil, ...], css: "s1", bridge: 0}],
+      # one value per bucket; buckets are equal slices of [from_ms, to_ms].
+      # `bridge`: a line goes on across up to that many empty buckets (for
+      # values sampled less often than once per bucket, like observations);
+      # a longer run is a gap. kind: :line or :bars. format: a Format
+      # method for axis labels.
+      # known: optional, per bucket, whether anything was known then; only
+      # unknown buckets are shaded (a known bucket may have no value: no
+      # job ran, so there is no latency). Without it, a bucket is shaded
+      # when no series has a value there.
+      def initialize(title:, series:, from_ms:, to_ms:, kind: :line, format: :count, known: nil)
+        @known = known
         @title = title
         @series = series
         @from_ms = from_ms
@@ -93,19 +101,34 @@ module SolidJobs
         end
       end
 
-      # Shaded columns where no series has a value.
+      # Shaded columns where no series has a value (nor bridges over).
       def gaps
-        (0...@buckets).filter_map do |i|
-          next if @series.any? { |s| !s[:values][i].nil? }
+        @gaps ||= (0...@buckets).filter_map do |i|
+          next if @known ? @known[i] : @series.any? { |s| covered(s)[i] }
 
           Html.tag(:rect, nil, x: num(x(i)), y: TOP, width: num(bucket_w), height: plot_h, class: "gap")
         end
       end
 
+      # Per bucket: a value, or inside a bridged run of empty buckets.
+      def covered(series)
+        @covered ||= {}
+        @covered[series.object_id] ||= begin
+          values = series[:values]
+          bridge = series[:bridge].to_i
+          present = values.each_index.reject { |i| values[i].nil? }
+          out = values.map { |v| !v.nil? }
+          present.each_cons(2) { |a, b| (a..b).each { |i| out[i] = true } if b - a - 1 <= bridge }
+          out
+        end
+      end
+
       def lines
         @series.map do |s|
-          segments = s[:values].each_with_index.chunk_while { |(a, _), (b, _)| !a.nil? && !b.nil? }
-                               .select { |seg| !seg.first.first.nil? }
+          filled = covered(s)
+          segments = s[:values].each_with_index.select { |_, i| filled[i] }
+                               .chunk_while { |(_, a), (_, b)| b == a + 1 }
+                               .map { |seg| seg.reject { |v, _| v.nil? } }
           segments.map do |seg|
             points = seg.map { |v, i| [num(x(i) + bucket_w / 2), num(y(v))] }
             if points.size == 1
@@ -139,7 +162,7 @@ module SolidJobs
 
       def legend
         items = @series.map { |s| Html.tag(:span, s[:name], class: "key #{s[:css]}") }
-        items << Html.tag(:span, "no data", class: "key gap") if @buckets.positive? && !gaps.empty? && !values.empty?
+        items << Html.tag(:span, "no data", class: "key gap") if !values.empty? && !gaps.empty?
         Html.tag(:span, items, class: "legend")
       end
     end

@@ -43,7 +43,8 @@ module SolidJobs
         svg.timeline .span { fill:var(--s1); } svg.timeline .wait { fill:#b9c7e3; } svg.timeline .fail { fill:var(--s2); }
         .key::before { content:""; display:inline-block; width:10px; height:10px; margin-right:4px; border-radius:2px; background:var(--s1); }
         .key.s2::before { background:var(--s2); } .key.s3::before { background:var(--s3); } .key.s4::before { background:var(--s4); }
-        .key.gap::before { background:#eceef2; border:1px solid var(--line); }
+        .key.gap::before { background:#eceef2; border:1px solid var(--line); } .key.wait::before { background:#b9c7e3; }
+        .state.acknowledged, .state.connected { background:#dff3e7; }
         .legend { display:flex; gap:10px; color:var(--muted); }
         table { border-collapse:collapse; background:var(--card); border:1px solid var(--line); width:100%; }
         th, td { text-align:left; padding:5px 9px; border-bottom:1px solid var(--line); vertical-align:top; }

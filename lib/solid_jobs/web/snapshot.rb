@@ -13,11 +13,14 @@ module SolidJobs
     class Snapshot
       Unavailable = Struct.new(:reason)
 
-      # Entries read from the telemetry journal per request: the charts
-      # cover WINDOW_MS or these entries, whichever is shorter (the page
-      # says which).
-      JOURNAL_READ = 5_000
-      WINDOW_MS = 10 * 60 * 1000
+      # Entries read from the telemetry journal per request: the whole
+      # journal at its default size (telemetry_journal_size), no more.
+      JOURNAL_READ = 10_000
+      # Chart windows: the shortest that reaches back to the oldest entry
+      # read. A busy node journals about 60 entries a second (sampled
+      # lifecycles plus metrics), so the journal then holds a few minutes,
+      # and charts zoom in rather than show mostly gaps.
+      WINDOWS_MS = [60_000, 120_000, 300_000, 600_000].freeze
 
       # The fields of a job record a page may show. Arguments, envelopes,
       # error messages and backtraces are not among them.
@@ -31,11 +34,27 @@ module SolidJobs
         @memo = {}
       end
 
-      def window_ms = WINDOW_MS
+      def window_ms
+        entries = journal
+        return WINDOWS_MS.last if unavailable?(entries) || entries.empty?
+
+        span = now_ms - entries.first["at_ms"].to_i
+        WINDOWS_MS.find { |w| w >= span } || WINDOWS_MS.last
+      end
+
+      # The journal as chart buckets (nil when the journal is unavailable).
+      def series
+        return nil if unavailable?(journal)
+
+        # A node writes at least every observation interval (and its flush
+        # may take a second more): until then it still counts as reporting.
+        grace_ms = (2 * SolidJobs.config.observation_interval * 1000 + 1000).round
+        @series ||= Series.new(journal, now_ms: now_ms, window_ms: window_ms, grace_ms: grace_ms)
+      end
 
       # [{"name", "depth", "latency_s"}]
       def channels
-        read(:channels) { api(:Catalog).new.channels.map { |c| stringify(c) }.sort_by { |c| c["name"].to_s } }
+        read(:channels) { api(:Catalog).new.channels(now_ms: now_ms).map { |c| stringify(c) }.sort_by { |c| c["name"].to_s } }
       end
 
       # {"planned", "retrying", "archived", "publishing"}: each an Integer
@@ -53,13 +72,14 @@ module SolidJobs
       # "redis", ...} with freshness (age_ms, fresh) per part, as the
       # Observations API reports them.
       def nodes
-        read(:nodes) { api(:Observations).new.nodes.map { |n| stringify(n) } }
+        read(:nodes) { api(:Observations).new.nodes(now_ms: now_ms).map { |n| stringify(n) } }
       end
 
       # Decoded journal entries, oldest first.
       def journal
         read(:journal) do
-          entries = journal_api.entries(count: JOURNAL_READ).map { |e| stringify(e) }
+          count = [SolidJobs.config.telemetry_journal_size, JOURNAL_READ].min
+          entries = journal_api.entries(count: count).map { |e| stringify(e) }
           entries.sort_by { |e| [e["at_ms"].to_i, e["seq"].to_i] }
         end
       end
@@ -74,7 +94,7 @@ module SolidJobs
       end
 
       def freshness
-        read(:freshness) { stringify(journal_api.freshness) }
+        read(:freshness) { stringify(journal_api.freshness(now_ms: now_ms)) }
       end
 
       # A job's current record, restricted to JOB_FIELDS (nil: not found).

@@ -108,12 +108,19 @@ module SolidJobs
 
         # A horizontal bar over the job's lifetime: waiting (light), running
         # (dark), failed attempts (red), with a tick per event.
+        # The wait before the first journaled event is drawn from the time
+        # the job became ready (`queued_ms` on job.reserved), when known.
         def timeline(x)
           width = 640
           left = 10
-          span = [x.last_ms - x.first_ms, 1].max
-          px = ->(ms) { (left + (ms - x.first_ms) * (width - 2 * left).to_f / span).round(1) }
-          segments = x.events.each_cons(2).filter_map do |a, b|
+          ready = x.events.find { |e| e.name == "reserved" }&.data&.fetch("queued_ms", nil)
+          origin = ready.is_a?(Integer) && ready < x.first_ms ? ready : x.first_ms
+          span = [x.last_ms - origin, 1].max
+          px = ->(ms) { (left + (ms - origin) * (width - 2 * left).to_f / span).round(1) }
+          waited = if origin < x.first_ms
+                     Html.tag(:rect, nil, x: px.(origin), y: 14, width: [px.(x.first_ms) - px.(origin), 1].max, height: 16, class: "wait")
+                   end
+          segments = [waited] + x.events.each_cons(2).filter_map do |a, b|
             css = case a.name
                   when "started" then b.name == "failed" ? "fail" : "span"
                   when "enqueued", "journaled", "reserved", "retry_scheduled", "recovered" then "wait"
@@ -131,7 +138,7 @@ module SolidJobs
                             Html.tag(:text, Format.ms(span), x: width - left, y: 48, class: "axis", "text-anchor": "end")],
                      class: "chart timeline", viewBox: "0 0 #{width} 54", role: "img", xmlns: "http://www.w3.org/2000/svg",
                      "aria-label": "Lifecycle timeline"),
-            Html.tag(:figcaption, Html.tag(:span, [Html.tag(:span, "waiting", class: "key s3"), Html.tag(:span, "running", class: "key s1"),
+            Html.tag(:figcaption, Html.tag(:span, [Html.tag(:span, "waiting", class: "key wait"), Html.tag(:span, "running", class: "key s1"),
                                                     Html.tag(:span, "failed attempt", class: "key s2")], class: "legend"))
           ], class: "chart")
         end

@@ -28,11 +28,7 @@ module SolidJobs
 
         def journal = snapshot.journal
 
-        def series
-          return nil if unavailable?(journal)
-
-          @series ||= Series.new(journal, now_ms: now_ms, window_ms: snapshot.window_ms)
-        end
+        def series = snapshot.series
 
         def ready
           channels = snapshot.channels
@@ -62,7 +58,8 @@ module SolidJobs
             ["Archived", count_or(counts["archived"])],
             ["Nodes", unavailable?(nodes) ? Format.unavailable(nodes.reason) : Format.count(nodes.size)],
             ["Running now", running_now(nodes)],
-            ["Completed / s (last bucket)", last_rate]
+            ["Completed, last minute", last_minute("completed")],
+            ["Failed, last minute", last_minute("failed")]
           ]
         end
 
@@ -77,25 +74,40 @@ module SolidJobs
           Format.count(ractors.grep(Array).flatten.count { |r| r["state"] == "running" })
         end
 
-        def last_rate
-          return Format.unavailable(journal.reason) unless series
+        # Exact: the sum of the metrics.interval counts that ended in the
+        # last minute. "≥" when the journal no longer reaches back a minute.
+        def last_minute(field)
+          return Format.unavailable(journal.reason) if unavailable?(journal)
 
-          values = series.rate("completed")
-          value = values.reverse.find { |v| !v.nil? }
-          value.nil? ? Format.unavailable("no metrics in the window") : value.round(1).to_s
+          since = now_ms - 60_000
+          total = journal.sum do |e|
+            e["event"] == "metrics.interval" && e["at_ms"].to_i > since ? e.dig("data", field).to_i : 0
+          end
+          oldest = journal.first
+          partial = oldest && oldest["at_ms"].to_i > since && !journal_complete?
+          "#{partial ? "≥ " : ""}#{Format.count(total)}"
         end
 
-        # Says what the charts cover when the journal read did not reach
-        # back over the whole window.
+        # Whether the read holds the whole journal and the journal was never
+        # trimmed (it is below its cap), so nothing older exists.
+        def journal_complete?
+          stream = snapshot.freshness
+          return false if unavailable?(stream)
+
+          length = stream["length"].to_i
+          length <= journal.size && length < SolidJobs.config.telemetry_journal_size
+        end
+
+        # Says what the charts cover, and when the journal no longer holds
+        # the start of the window.
         def journal_note
           return unavailable_note(journal) if unavailable?(journal)
 
+          text = "Last #{Format.ms(series.to_ms - series.from_ms)} in #{Format.ms(series.bucket_ms)} buckets, from the " \
+                 "telemetry journal's metrics.interval entries (exact counts). Shaded: no source was reporting."
           oldest = journal.first
-          window_from = series.from_ms
-          text = "Last #{Format.ms(snapshot.window_ms)} in #{Format.ms(snapshot.window_ms / series.count)} buckets, " \
-                 "from the telemetry journal's metrics.interval entries (exact counts). Shaded: no source reported."
-          if journal.size >= Snapshot::JOURNAL_READ && oldest && oldest["at_ms"].to_i > window_from
-            text += " The newest #{Format.count(journal.size)} entries reach back only to #{Format.time(oldest["at_ms"])}."
+          if oldest && oldest["at_ms"].to_i > series.from_ms
+            text += " The journal reaches back to #{Format.time(oldest["at_ms"])}."
           end
           tag(:p, text, class: "note")
         end
@@ -103,7 +115,7 @@ module SolidJobs
         def charts
           return [] unless series
 
-          common = {from_ms: series.from_ms, to_ms: series.to_ms}
+          common = {from_ms: series.from_ms, to_ms: series.to_ms, known: series.known_mask}
           [
             Chart.new(title: "Throughput (jobs/s)", kind: :line, format: :number, **common, series: [
               {name: "completed", values: series.rate("completed"), css: "s1"},

@@ -48,12 +48,7 @@ module SolidJobs
           )
         end
 
-        def series
-          journal = snapshot.journal
-          return nil if unavailable?(journal)
-
-          @series ||= Series.new(journal, now_ms: now_ms, window_ms: snapshot.window_ms)
-        end
+        def series = snapshot.series
 
         # Percent of one core, from the source's last two process.observed.
         def cpu_percent(node_id)
@@ -79,10 +74,16 @@ module SolidJobs
           ].map(&:to_html), class: "charts")
         end
 
-        # Process sources only (nodes), at most four lines per chart.
+        # Process sources only (nodes), at most four lines per chart. A node
+        # observes every observation_interval, so its line goes on across
+        # the buckets in between; a longer silence is a gap.
         def per_node(by_source)
+          interval_ms = SolidJobs.config.observation_interval * 1000
+          bridge = ((2 * interval_ms + 1000) / series.bucket_ms).ceil
           by_source.reject { |source, _| source.to_s.start_with?("publisher:") }.first(SERIES_CSS.size)
-                   .each_with_index.map { |(source, values), i| {name: Format.short_id(source), values: values, css: SERIES_CSS[i]} }
+                   .each_with_index.map do |(source, values), i|
+            {name: Format.short_id(source), values: values, css: SERIES_CSS[i], bridge: bridge}
+          end
         end
       end
     end

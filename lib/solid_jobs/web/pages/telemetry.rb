@@ -34,22 +34,18 @@ module SolidJobs
         def journal_facts(journal)
           return unavailable_note(journal) if unavailable?(journal)
 
-          freshness = snapshot.freshness
+          stream = snapshot.freshness
+          length = unavailable?(stream) ? Format.unavailable(stream.reason) : shown(stream["length"], :count)
           newest = journal.last
           events = journal.group_by { |e| e["event"] }.transform_values(&:size).sort_by { |name, _| name.to_s }
           facts([
-            ["Entries read", "#{Format.count(journal.size)} newest (at most #{Format.count(Snapshot::JOURNAL_READ)} per page view)"],
-            ["Covering", journal.empty? ? Format.unavailable("empty journal") : "#{Format.time(journal.first["at_ms"])} – #{Format.time(newest["at_ms"])}"],
+            ["Length", [length, " entries (capped at about #{Format.count(SolidJobs.config.telemetry_journal_size)})"]],
+            ["Entries read", "#{Format.count(journal.size)}, the newest (at most " \
+                             "#{Format.count([SolidJobs.config.telemetry_journal_size, Snapshot::JOURNAL_READ].min)} per page view)"],
+            ["Covering", newest ? "#{Format.time(journal.first["at_ms"])} – #{Format.time(newest["at_ms"])}" : Format.unavailable("empty journal")],
             ["Newest entry", newest ? freshness(now_ms - newest["at_ms"].to_i, nil) : Format.unavailable("empty journal")],
-            ["Freshness", unavailable?(freshness) ? Format.unavailable(freshness.reason) : freshness_text(freshness)],
             ["Events read", events.empty? ? "none" : events.map { |name, n| "#{name} #{Format.count(n)}" }.join(" · ")]
           ])
-        end
-
-        def freshness_text(freshness)
-          return freshness.to_s unless freshness.is_a?(Hash)
-
-          freshness.map { |k, v| "#{k}: #{v.is_a?(Numeric) && k.to_s.end_with?("_ms") ? Format.ms(v) : v}" }.join(" · ")
         end
 
         def source_rows
