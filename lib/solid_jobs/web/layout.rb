@@ -29,6 +29,7 @@ module SolidJobs
         figure.chart { margin:0; background:var(--card); border:1px solid var(--line); border-radius:6px; padding:8px; }
         figure.chart figcaption { display:flex; flex-wrap:wrap; gap:10px; font-size:12px; margin-top:4px; }
         svg.chart { width:100%; height:auto; display:block; }
+        svg.chart.bars, svg.chart.timeline { max-width:760px; }
         svg.chart .plot { fill:#fbfcfd; stroke:var(--line); }
         svg.chart .grid { stroke:#e7eaf0; }
         svg.chart .axis { fill:var(--muted); font-size:11px; }

@@ -65,6 +65,7 @@ module SolidJobs
         end
 
         def finished? = TERMINAL.include?(state)
+        def started? = @events.any? { |e| %w[started completed failed retry_scheduled dead acknowledged].include?(e.name) }
       end
 
       module_function

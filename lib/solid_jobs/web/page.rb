@@ -111,6 +111,18 @@ module SolidJobs
       # does not say itself whether it is fresh) is shown as stale.
       STALE_AFTER_HEARTBEATS = 2
 
+      # A journal source as a person knows it: host:pid for a live node,
+      # else the first characters of its id.
+      def source_name(source)
+        return "" if source.nil?
+
+        @source_names ||= begin
+          nodes = @snapshot&.nodes
+          nodes.is_a?(Array) ? nodes.to_h { |n| [n["node_id"], node_label(n)] } : {}
+        end
+        @source_names[source] || (source.start_with?("publisher:") ? source.split(":")[1, 2].join(":") : Format.short_id(source))
+      end
+
       def node_label(n)
         node = n["node"].is_a?(Hash) ? n["node"] : {}
         node["hostname"] ? "#{node["hostname"]}:#{node["pid"]}" : Format.short_id(n["node_id"])

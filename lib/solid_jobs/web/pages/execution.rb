@@ -85,7 +85,7 @@ module SolidJobs
             [["Event"], ["At"], ["+ since first", "num"], ["Until next", "num"], ["Source"], ["Detail"]],
             rows.map do |e, until_next|
               [state(e.name), Format.time(e.at_ms), Format.ms(e.at_ms - start), until_next ? Format.ms(until_next) : "—",
-               Format.short_id(e.source), detail(e)]
+               source_name(e.source), detail(e)]
             end,
             empty: "No events."
           ))

@@ -15,16 +15,18 @@ module SolidJobs
           return [unavailable_note(journal)] if unavailable?(journal)
 
           [
-            tag(:p, "The #{LIMIT} most recently active jobs in the newest #{Format.count(journal.size)} journal entries. " \
-                    "Per-job entries may be sampled at high rates (see Telemetry); counts on the Overview are exact.",
+            tag(:p, "The #{LIMIT} most recently active jobs in the newest #{Format.count(journal.size)} journal entries, " \
+                    "each with the last event journaled for it. Busy producers and nodes journal a sample of their jobs " \
+                    "(each on its own), so a job may be missing or show only its enqueue; counts on the Overview are exact. " \
+                    "A job's page shows its current state.",
                 class: "note"),
             table(
-              [["Job"], ["Task"], ["Channel"], ["State"], ["Attempts", "num"], ["Waited", "num"], ["Ran", "num"],
-               ["Last event"], ["Node"], ["Error"]],
+              [["Job"], ["Task"], ["Channel"], ["Last event"], ["Attempts", "num"], ["Waited", "num"], ["Ran", "num"],
+               ["At"], ["Node"], ["Error"]],
               executions.map do |x|
                 [job_link(x.id), x.task || Format.unavailable, x.channel ? tag(:code, x.channel) : Format.unavailable,
-                 state(x.state), Format.count(x.attempts), Format.ms(x.wait_ms), Format.ms(x.run_ms),
-                 "#{Format.clock(x.last_ms)} (#{Format.age(now_ms - x.last_ms)})", Format.short_id(x.node),
+                 state(x.state), timing(x, x.attempts, :count), timing(x, x.wait_ms, :ms), timing(x, x.run_ms, :ms),
+                 "#{Format.clock(x.last_ms)} (#{Format.age(now_ms - x.last_ms)})", source_name(x.node),
                  error(x)]
               end,
               empty: "No job events in the journal."
@@ -48,6 +50,14 @@ module SolidJobs
         private
 
         def executions = @executions ||= Lifecycle.executions(snapshot.journal).first(LIMIT)
+
+        # A job that has not started yet has no attempt and no times ("—");
+        # one that did but whose entries do not say is "unavailable".
+        def timing(x, value, format)
+          return Format.public_send(format, value) unless value.nil?
+
+          x.started? ? Format.unavailable("not in the journal entries read") : tag(:span, "—", class: "muted", title: "not started")
+        end
 
         def error(x)
           return "" unless x.error_class

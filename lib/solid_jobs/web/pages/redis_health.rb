@@ -10,10 +10,10 @@ module SolidJobs
         TITLE = "Redis"
         INFO_FIELDS = [
           ["Version", "redis_version"], ["Uptime", "uptime_in_seconds", :seconds], ["Connected clients", "connected_clients", :count],
-          ["Memory used", "used_memory", :bytes], ["Peak memory", "used_memory_peak", :bytes], ["Max memory", "maxmemory", :bytes],
+          ["Memory used", "used_memory", :bytes], ["Peak memory", "used_memory_peak", :bytes], ["Max memory", "maxmemory", :max_memory],
           ["Commands / s", "instantaneous_ops_per_sec", :count], ["Rejected connections", "rejected_connections", :count],
           ["Evicted keys", "evicted_keys", :count], ["Role", "role"], ["Last save", "rdb_last_bgsave_status"],
-          ["AOF", "aof_enabled"]
+          ["Append-only file", "aof_enabled", :on_off]
         ].freeze
 
         def body
@@ -42,8 +42,17 @@ module SolidJobs
           facts([["Reachable", tag(:span, "yes", class: "ok")], ["Round trip (PING)", Format.ms(s["rtt_ms"])]] +
                 INFO_FIELDS.map do |label, field, format|
                   value = info[field]
-                  [label, value.nil? ? Format.unavailable("not in INFO") : (format ? Format.public_send(format, value.to_f) : value)]
+                  [label, value.nil? ? Format.unavailable("not in INFO") : info_value(value, format)]
                 end)
+        end
+
+        def info_value(value, format)
+          case format
+          when nil then value
+          when :max_memory then value.to_i.zero? ? "no limit" : Format.bytes(value.to_i)
+          when :on_off then value == "1" ? "on" : "off"
+          else Format.public_send(format, value.to_f)
+          end
         end
 
         def nodes

@@ -82,7 +82,7 @@ module SolidJobs
           bridge = ((2 * interval_ms + 1000) / series.bucket_ms).ceil
           by_source.reject { |source, _| source.to_s.start_with?("publisher:") }.first(SERIES_CSS.size)
                    .each_with_index.map do |(source, values), i|
-            {name: Format.short_id(source), values: values, css: SERIES_CSS[i], bridge: bridge}
+            {name: source_name(source), values: values, css: SERIES_CSS[i], bridge: bridge}
           end
         end
       end
