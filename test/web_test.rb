@@ -201,6 +201,10 @@ class WebTest < SolidJobsTest
     get "/executions/#{archived}"
     assert_includes last_response.body, "<dt>Error</dt><dd><code>RuntimeError</code>"
     assert_match(/State now.*archived/m, last_response.body)
+    get "/executions/#{archived}.json"
+    record = JSON.parse(last_response.body)["record"]
+    assert_equal %w[ImportCatalog archived], record.values_at("task", "state")
+    refute record.key?("backtrace"), "only the listed fields of a job record"
     paths = HTML_ROUTES + JSON_ROUTES + (done + [archived, waiting]).flat_map { |id| ["/executions/#{id}", "/executions/#{id}.json"] }
     paths.each do |path|
       get path

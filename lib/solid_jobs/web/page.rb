@@ -24,7 +24,6 @@ module SolidJobs
 
       attr_reader :snapshot
 
-      def h(value) = Html.escape(value)
       def tag(...) = Html.tag(...)
       def href(path) = "#{@base}#{path}"
       def link(path, text) = tag(:a, text, href: href(path))
@@ -94,6 +93,8 @@ module SolidJobs
         part["at_ms"].is_a?(Numeric) ? now_ms - part["at_ms"] : nil
       end
 
+      # Observations says whether each part is fresh; for a part that does
+      # not say, the same rule (two observation intervals and a flush).
       def part_freshness(part)
         return Format.unavailable("never observed") unless observed?(part) || part.is_a?(Array)
 
@@ -101,15 +102,10 @@ module SolidJobs
         age = part_age(part)
         fresh = if part.key?("fresh") then part["fresh"]
                 elsif part["stale"] then false
-                else age.nil? || age <= STALE_AFTER_HEARTBEATS * SolidJobs.config.heartbeat_interval * 1000
+                else age.nil? || age <= 2 * SolidJobs.config.observation_interval * 1000 + Observations::FLUSH_MS
                 end
         freshness(age, fresh)
       end
-
-      # An observation is written every heartbeat; one older than this many
-      # heartbeats (of this process's configuration, when the observation
-      # does not say itself whether it is fresh) is shown as stale.
-      STALE_AFTER_HEARTBEATS = 2
 
       # A journal source as a person knows it: host:pid for a live node,
       # else the first characters of its id.

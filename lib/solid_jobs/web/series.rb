@@ -40,6 +40,10 @@ module SolidJobs
       # over the interval it covers (`interval_ms` before its time), summed
       # over sources.
       def rate(field, event: "metrics.interval")
+        (@rates ||= {})[[field, event]] ||= compute_rate(field, event)
+      end
+
+      private def compute_rate(field, event)
         totals = Array.new(@count, 0.0)
         counted = Array.new(@count, false)
         @all.each do |e|

@@ -8,8 +8,9 @@ module SolidJobs
     # nothing is guessed, and one broken source does not blank the page.
     #
     # Reads go through the read APIs (Catalog, Observations,
-    # Telemetry::Journal, Console, Nodes). Job arguments are dropped here:
-    # #job keeps only the fields a page shows.
+    # Telemetry::Journal, Console; docs/observability.md), which return
+    # String-keyed Hashes without arguments; #job keeps, besides, only the
+    # fields a page shows.
     class Snapshot
       Unavailable = Struct.new(:reason)
 
@@ -54,14 +55,14 @@ module SolidJobs
 
       # [{"name", "depth", "latency_s"}]
       def channels
-        read(:channels) { api(:Catalog).new.channels(now_ms: now_ms).map { |c| stringify(c) }.sort_by { |c| c["name"].to_s } }
+        read(:channels) { Catalog.new.channels(now_ms: now_ms).sort_by { |c| c["name"].to_s } }
       end
 
       # {"planned", "retrying", "archived", "publishing"}: each an Integer
       # or Unavailable ("publishing": publications held by a barrier).
       def counts
         @memo[:counts] ||= begin
-          catalog = read(:catalog) { api(:Catalog).new }
+          catalog = read(:catalog) { Catalog.new }
           %w[planned retrying archived publishing].to_h do |name|
             [name, unavailable?(catalog) ? catalog : read(:"count_#{name}") { catalog.public_send(:"#{name}_count") }]
           end
@@ -72,14 +73,14 @@ module SolidJobs
       # "redis", ...} with freshness (age_ms, fresh) per part, as the
       # Observations API reports them.
       def nodes
-        read(:nodes) { api(:Observations).new.nodes(now_ms: now_ms).map { |n| stringify(n) } }
+        read(:nodes) { Observations.new.nodes(now_ms: now_ms) }
       end
 
       # Decoded journal entries, oldest first.
       def journal
         read(:journal) do
           count = [SolidJobs.config.telemetry_journal_size, JOURNAL_READ].min
-          entries = journal_api.entries(count: count).map { |e| stringify(e) }
+          entries = journal_api.entries(count: count)
           entries.sort_by { |e| [e["at_ms"].to_i, e["seq"].to_i] }
         end
       end
@@ -89,19 +90,18 @@ module SolidJobs
           entries = journal
           raise UnavailableError, entries.reason if unavailable?(entries)
 
-          stringify(journal_api.gaps(entries))
+          journal_api.gaps(entries)
         end
       end
 
       def freshness
-        read(:freshness) { stringify(journal_api.freshness(now_ms: now_ms)) }
+        read(:freshness) { journal_api.freshness(now_ms: now_ms) }
       end
 
       # A job's current record, restricted to JOB_FIELDS (nil: not found).
       def job(id)
         read(:"job_#{id}") do
-          found = api(:Console).new.find(id)
-          found && stringify(found).slice(*JOB_FIELDS)
+          Console.new.find(id)&.slice(*JOB_FIELDS)
         end
       end
 
@@ -119,29 +119,13 @@ module SolidJobs
         end
       end
 
-      # The cumulative counters of docs/keyspace.md (metric:*).
-      def counters
-        read(:counters) do
-          names = %w[processed failed discarded cancelled stale]
-          ns = SolidJobs.config.namespace
-          values = SolidJobs.client.call(["MGET", *names.map { |n| "#{ns}:metric:#{n}" }])
-          names.zip(values).to_h { |n, v| [n, v.to_i] }
-        end
-      end
-
       def unavailable?(value) = value.is_a?(Unavailable)
 
       private
 
       class UnavailableError < StandardError; end
 
-      def journal_api = @journal_api ||= api(:Telemetry)::Journal.new
-
-      def api(name)
-        raise UnavailableError, "SolidJobs::#{name} is not loaded" unless SolidJobs.const_defined?(name, false)
-
-        SolidJobs.const_get(name, false)
-      end
+      def journal_api = @journal_api ||= Telemetry::Journal.new
 
       def read(key)
         return @memo[key] if @memo.key?(key)
@@ -157,15 +141,6 @@ module SolidJobs
 
       # Errors may quote the Redis URL; its password stays out of the page.
       def redact(text) = text.gsub(%r{(://[^:/@\s]*:)[^@\s]+@}, '\1***@')
-
-      def stringify(value)
-        case value
-        when Hash then value.to_h { |k, v| [k.to_s, stringify(v)] }
-        when Array then value.map { |v| stringify(v) }
-        when Struct then stringify(value.to_h)
-        else value
-        end
-      end
     end
   end
 end

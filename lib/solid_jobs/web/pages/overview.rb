@@ -126,12 +126,12 @@ module SolidJobs
               {name: "retried", values: series.rate("retried"), css: "s4"},
               {name: "dead", values: series.rate("dead"), css: "s1"}
             ]),
-            Chart.new(title: "Latency: enqueue to start (highest reported)", kind: :line, format: :ms, **common, series: [
+            Chart.new(title: "Latency: ready to start (highest reported)", kind: :line, format: :ms, **common, series: [
               {name: "p50", values: series.highest("latency_ms", "p50"), css: "s3"},
               {name: "p95", values: series.highest("latency_ms", "p95"), css: "s1"},
               {name: "max", values: series.highest("latency_ms", "max"), css: "s2"}
             ]),
-            Chart.new(title: "Duration: start to finish (highest reported)", kind: :line, format: :ms, **common, series: [
+            Chart.new(title: "Duration: run time (highest reported)", kind: :line, format: :ms, **common, series: [
               {name: "p50", values: series.highest("duration_ms", "p50"), css: "s3"},
               {name: "p95", values: series.highest("duration_ms", "p95"), css: "s1"}
             ])
