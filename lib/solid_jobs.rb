@@ -34,6 +34,10 @@ require "solid_jobs/conductor"
 # worker Ractors fed by native I/O threads). See README.md and
 # docs/architecture.md.
 module SolidJobs
+  # The dashboard, loaded when first named (`mount SolidJobs::Web => "/jobs"`):
+  # a worker never loads it.
+  autoload :Web, "solid_jobs/web"
+
   class << self
     # The process configuration. Frozen (and Ractor-shareable) once a
     # Conductor starts, so worker Ractors can read it.

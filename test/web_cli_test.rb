@@ -60,6 +60,19 @@ class WebCLITest < SolidJobsTest
     end
   end
 
+  # SolidJobs::Web loads when first named (a Rails route), never before.
+  def test_the_dashboard_loads_when_named
+    script = <<~RUBY
+      require "solid_jobs"
+      abort "loaded early" if $LOADED_FEATURES.any? { |f| f.include?("solid_jobs/web") }
+      status, headers, = SolidJobs::Web.call("REQUEST_METHOD" => "GET", "PATH_INFO" => "/nope", "SCRIPT_NAME" => "/jobs")
+      puts [status, headers["x-frame-options"]].join(" ")
+    RUBY
+    out, err, status = Open3.capture3(RbConfig.ruby, "-I", File.join(ROOT, "lib"), "-e", script)
+    assert status.success?, err
+    assert_equal "404 DENY\n", out
+  end
+
   def test_help
     out, _, status = Open3.capture3(RbConfig.ruby, WebServerProcess::EXE, "web", "--help")
     assert status.success?
