@@ -19,6 +19,12 @@
 # counting proxy (benchmark/support/round_trip_proxy.rb) and MONITOR records
 # what ran; see benchmark/support/command_meter.rb. Nothing is timed.
 
+# The counts are those of the job path. Telemetry (the journal and the
+# observations) is periodic work on the heartbeat thread, a batched flush
+# that would land in some measuring windows and not others; it is off here,
+# as in test/command_counts_test.rb, unless the caller says otherwise.
+ENV["SOLID_JOBS_TELEMETRY"] ||= "off"
+
 $LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
 require "solid_jobs"
 require "redis"

@@ -193,9 +193,10 @@ module Bench
     # Says whether the SHA the attribution looks for is the script the
     # worker actually loaded into this server.
     def heartbeat_line
-      loaded = Array(@lab.redis.script(:exists, [@attribution.sha])).first
-      "Heartbeat script: SHA1 #{@attribution.sha} of crates/solid_core/lua/heartbeat.lua " \
-        "(#{loaded ? "loaded in this redis-server" : "NOT loaded in this redis-server: attribution by SHA found nothing"})."
+      loaded = @attribution.shas.zip(Array(@lab.redis.script(:exists, @attribution.shas))).select(&:last).map(&:first)
+      "Heartbeat script: SHA1 #{loaded.first || @attribution.sha} of crates/solid_core/lua/heartbeat.lua with the Lua prelude " \
+        "(#{loaded.any? ? "loaded in this redis-server" : "NOT loaded in this redis-server: attribution by SHA found nothing"}); " \
+        "the heartbeat tick also counts what the heartbeat thread's connection sends with it (the telemetry flush)."
     end
 
     def method_note

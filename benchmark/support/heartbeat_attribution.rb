@@ -4,30 +4,38 @@ require "digest"
 
 module Bench
   # Splits the commands a SolidJobs node ran while idle into its heartbeat
-  # and everything else, from MONITOR entries (redis_monitor.rb).
+  # tick and everything else, from MONITOR entries (redis_monitor.rb).
   #
-  # The heartbeat is one EVALSHA of crates/solid_core/lua/heartbeat.lua,
-  # recognised by that script's SHA1 (how Redis names a loaded script); the
-  # commands the script runs itself (SET, SADD, LLEN, SMEMBERS, EXISTS...)
-  # follow its EVALSHA line with source "lua" and belong to it. Anything
-  # else, another script included, is beyond the heartbeat.
+  # The heartbeat is one EVALSHA of crates/solid_core/lua/heartbeat.lua (the
+  # node loads it with the shared Lua prelude prepended, see scripts.rs),
+  # recognised by its SHA1 (how Redis names a loaded script); the commands
+  # the script runs itself (SET, SADD, LLEN, SMEMBERS, EXISTS...) follow its
+  # EVALSHA line with source "lua" and belong to it. The heartbeat thread
+  # sends the telemetry journal and observations (XADD, HSET, PEXPIRE) in
+  # the same pipelined round trip, on the same connection: those belong to
+  # the tick too. Anything else is beyond the heartbeat.
   class HeartbeatAttribution
-    SCRIPT_PATH = File.expand_path("../../crates/solid_core/lua/heartbeat.lua", __dir__)
+    LUA_DIR = File.expand_path("../../crates/solid_core/lua", __dir__)
     SCRIPT_CALLS = %w[evalsha evalsha_ro].freeze
 
-    attr_reader :sha
+    attr_reader :shas
 
-    def initialize(script_path = SCRIPT_PATH)
-      @sha = Digest::SHA1.hexdigest(File.read(script_path))
+    def initialize(lua_dir = LUA_DIR)
+      body = File.read(File.join(lua_dir, "heartbeat.lua"))
+      prelude = File.read(File.join(lua_dir, "prelude.lua"))
+      @shas = [Digest::SHA1.hexdigest(body), Digest::SHA1.hexdigest("#{prelude}\n#{body}")]
     end
 
-    # {command name => calls} of the heartbeat among `entries`.
+    def sha = @shas.join(" or ")
+
+    # {command name => calls} of the heartbeat tick among `entries`.
     def heartbeat_calls(entries)
+      tick_sources = entries.select { |e| heartbeat_script?(e) }.map(&:source).uniq
       calls = Hash.new(0)
       in_heartbeat = false
       entries.each do |entry|
         in_heartbeat = heartbeat_script?(entry) unless entry.lua?
-        calls[entry.name] += 1 if in_heartbeat
+        calls[entry.name] += 1 if in_heartbeat || tick_sources.include?(entry.source)
       end
       calls
     end
@@ -37,7 +45,7 @@ module Bench
     # The node loads its scripts once and then calls them by SHA, so in an
     # idle window the heartbeat only ever arrives as EVALSHA.
     def heartbeat_script?(entry)
-      SCRIPT_CALLS.include?(entry.name) && entry.args.first.to_s.casecmp?(@sha)
+      SCRIPT_CALLS.include?(entry.name) && @shas.any? { |sha| entry.args.first.to_s.casecmp?(sha) }
     end
   end
 end
