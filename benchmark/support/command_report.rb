@@ -45,7 +45,8 @@ module Bench
                            "messages are `planned` from schedule.lua, the `planned` this benchmark sends in place of " \
                            "the timer, and `ready`.",
       recovery: "the live node's heartbeat tick: `heartbeat.lua` (SET its node key with a TTL, SADD nodes, LLEN its " \
-                "channel, SMEMBERS nodes, EXISTS per registered node: the dead one's key is gone); then `requeue.lua` " \
+                "channel, SMEMBERS nodes, EXISTS per registered node: the dead one's key is gone, ZRANGEBYSCORE for expired " \
+                "publication holds, LPOP of the node's control mailbox); then `requeue.lua` " \
                 "for the dead node (EXISTS its key again, atomically; HGETALL its claims, HSET job index ready, RPUSH " \
                 "back at the head of the channel, DEL claims and node key, SREM nodes, PUBLISH `ready`); then a worker " \
                 "turn as above: claim, ack."
