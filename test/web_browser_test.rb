@@ -30,13 +30,19 @@ class WebBrowserTest < SolidJobsTest
 
   def test_the_dashboard_shows_a_working_node
     @worker = WorkerProcess.new(redis_url: REDIS.url, namespace: @namespace, log: File.join(@ledger_dir, "worker.log"),
-                                args: %w[--concurrency 2 --channel default]).start
+                                args: %w[--concurrency 2 --channel default],
+                                # Every job's lifecycle journaled, not the first 10 a second: the
+                                # page checks below look for particular jobs.
+                                env: {"SOLID_JOBS_TEST_SAMPLE_RATE" => "10000"}).start
+    configure_solid_jobs(telemetry_sample_rate: 10_000)
     path = ledger_path
     @slow = SlowTask.enqueue(path, SENTINEL, 60) # keeps one worker busy: its current job
     CpuTask.enqueue_many(Array.new(40) { |i| [path, "#{SENTINEL}-#{i}", 20_000] })
-    @failing = ImportCatalog.enqueue(path, SENTINEL, "disk full")
     @backlog = Array.new(7) { CriticalTask.enqueue(path, SENTINEL) } # "critical" is not served: it waits
     eventually("the worker ran the CPU jobs") { ledger_lines.count { |l| l.start_with?("#{SENTINEL}-") } == 40 }
+    # Enqueued last, the failing job's events are among the newest journal
+    # entries, which the executions page reads.
+    @failing = ImportCatalog.enqueue(path, SENTINEL, "disk full")
     eventually("the slow job started") { ledger_lines.include?("start #{SENTINEL}") }
     eventually("the failure was recorded") { ledger_lines.include?("attempt #{SENTINEL}") }
     @node_id = eventually("the node registered") { @worker.node_id(redis) }

@@ -22,6 +22,10 @@ if (engine_url = ENV["SOLID_JOBS_TEST_ENGINE_URL"])
 end
 
 # Short observation intervals for tests that read observations.
+if (rate = ENV["SOLID_JOBS_TEST_SAMPLE_RATE"])
+  SolidJobs.configure { |c| c.telemetry_sample_rate = Integer(rate) }
+end
+
 if (interval = ENV["SOLID_JOBS_TEST_OBSERVATION_INTERVAL"])
   SolidJobs.configure { |c| c.observation_interval = Float(interval) }
 end
