@@ -93,6 +93,12 @@ class InstrumentationTest < SolidJobsTest
     assert_equal [1, 2], failed.map { |p| p["attempt"] }
     assert_equal %w[ArgumentError ArgumentError], failed.map { |p| p["error_class"] }
     assert_match(/tasks\.rb:\d+\z/, failed.first["error_location"])
+    journaled = eventually("job.failed journaled") do
+      found = journal_entries.select { |e| e["event"] == "job.failed" && e.dig("data", "job_id") == id }
+      found.size == 2 && found
+    end
+    assert(journaled.all? { |e| e.dig("data", "error_location").to_s.match?(/tasks\.rb:\d+\z/) },
+           "the journal records where the task raised: #{journaled.map { |e| e["data"] }}")
     refute(failed.any? { |p| p.key?("message") }, "no error message: it may quote arguments")
     assert_equal "archived", events_of(id).last.last["reason"]
     assert_operator events_of(id).find { |n, _| n == "job.retry_scheduled" }.last["retry_at_ms"], :>, 0

@@ -76,12 +76,13 @@ module SolidJobs
 
     def handle_failure(job, task_class, error, started = nil)
       message = FailureMessage.for(error, job.task)
-      failures, first_ms = with_redis(job) { @dispatcher.record_failure(job, error.class.name.to_s, message) }
+      location = Instrumentation.location(error).to_s
+      failures, first_ms = with_redis(job) { @dispatcher.record_failure(job, error.class.name.to_s, message, location) }
       return unless failures
 
       if @instrumented
         emit("job.failed", job, attempt: job.attempt || failures, failures: failures, error_class: error.class.name.to_s,
-                                error_location: Instrumentation.location(error), duration_ms: since(started))
+                                error_location: location.empty? ? nil : location, duration_ms: since(started))
       end
       decision = FailurePolicy.decide(task_class, job, error, failures, first_ms)
       if decision.final?

@@ -201,15 +201,18 @@ impl Dispatcher {
         Ok(())
     }
 
-    /// [failures, first_failure_ms]; raises StaleClaimError when recovered.
-    /// Does not settle the job: retry or discard must follow.
-    fn record_failure(&self, job: &Job, error_class: String, message: String) -> Result<(u32, u64), Error> {
+    /// record_failure(job, error_class, message, location) -> [failures,
+    /// first_failure_ms]; raises StaleClaimError when recovered. Does not
+    /// settle the job: retry or discard must follow. `location` ("path:line"
+    /// of the raise, or "") goes to the journal's job.failed; the message
+    /// does not (it may quote arguments).
+    fn record_failure(&self, job: &Job, error_class: String, message: String, location: String) -> Result<(u32, u64), Error> {
         if job.is_settled_flag() {
             return Err(crate::helpers::errors::internal("job was already settled"));
         }
         let f = without_gvl(|_| self.core.record_failure(&job.claimed, &error_class, &message))?.map_err(err)?;
         job.failures.store(f.failures, std::sync::atomic::Ordering::Relaxed);
-        self.node.telemetry.failed(job.as_tracked(), Some(f.failures), &error_class, "");
+        self.node.telemetry.failed(job.as_tracked(), Some(f.failures), &error_class, &location);
         Ok((f.failures, f.first_failure_ms))
     }
 
@@ -332,7 +335,7 @@ pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
     class.define_method("assign_lane", method!(Dispatcher::assign_lane, 2))?;
     class.define_method("open_lanes", method!(Dispatcher::open_lanes, 1))?;
     class.define_method("complete", method!(Dispatcher::complete, 1))?;
-    class.define_method("record_failure", method!(Dispatcher::record_failure, 3))?;
+    class.define_method("record_failure", method!(Dispatcher::record_failure, 4))?;
     class.define_method("retry", method!(Dispatcher::retry, 2))?;
     class.define_method("discard", method!(Dispatcher::discard, 7))?;
     class.define_method("quarantine", method!(Dispatcher::quarantine, 2))?;
