@@ -132,7 +132,8 @@ module Bench
       return "n/a   #{what} (heartbeat not attributed: MONITOR failed)" unless solid.heartbeat
 
       beyond = solid.beyond_heartbeat_total
-      format("%-5s %s = %d (target 0); heartbeat: %d EVALSHA + %d script-internal = %.2f cmds/s",
+      format("%-5s %s = %d (target 0); heartbeat ticks: %d EVALSHA + %d more (run by the script, or the telemetry " \
+             "flush pipelined with it) = %.2f cmds/s",
              beyond.zero? ? "PASS" : "MISS", what, beyond, solid.heartbeat.fetch("evalsha", 0),
              solid.heartbeat_total - solid.heartbeat.fetch("evalsha", 0), solid.heartbeat_total / solid.seconds)
     end
