@@ -31,6 +31,17 @@ module SolidJobs
 
     class UsageError < StandardError; end
 
+    # Requires the application for `--require PATH` (a file, PATH.rb, or a
+    # directory's config/environment.rb); shared by `solid-jobs web`.
+    def self.load_app(path)
+      return unless path
+
+      full = File.expand_path(path)
+      candidates = [full, "#{full}.rb", File.join(full, "config", "environment.rb")]
+      file = candidates.find { |f| File.file?(f) } or raise UsageError, "--require #{path}: no such file"
+      require file
+    end
+
     private
 
     # `solid-jobs web ...`: the dashboard server (loaded only when asked
@@ -83,14 +94,7 @@ module SolidJobs
       options
     end
 
-    def load_app(path)
-      return unless path
-
-      full = File.expand_path(path)
-      candidates = [full, "#{full}.rb", File.join(full, "config", "environment.rb")]
-      file = candidates.find { |f| File.file?(f) } or raise UsageError, "--require #{path}: no such file"
-      require file
-    end
+    def load_app(path) = self.class.load_app(path)
 
     def apply(options)
       SolidJobs.configure do |c|

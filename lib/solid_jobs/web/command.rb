@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "optparse"
+require_relative "../cli"
 
 module SolidJobs
   class Web
@@ -15,7 +16,8 @@ module SolidJobs
       DEFAULT_BIND = "127.0.0.1"
       AUTH_ENV = "SOLID_JOBS_WEB_AUTH"
 
-      class UsageError < StandardError; end
+      # The worker command's: `--require` is loaded the same way for both.
+      UsageError = CLI::UsageError
 
       def initialize(argv, out: $stdout, err: $stderr, env: ENV)
         @argv = argv.dup
@@ -78,14 +80,7 @@ module SolidJobs
         [user, password]
       end
 
-      def load_app(path)
-        return unless path
-
-        full = File.expand_path(path)
-        candidates = [full, "#{full}.rb", File.join(full, "config", "environment.rb")]
-        file = candidates.find { |f| File.file?(f) } or raise UsageError, "--require #{path}: no such file"
-        require file
-      end
+      def load_app(path) = CLI.load_app(path)
 
       def configure(options)
         SolidJobs.configure do |c|
