@@ -348,10 +348,15 @@ impl Store {
     }
 
     fn requeue(&self, conn: &mut Connection, node_id: &str, mode: &str, stamp: u64) -> Result<Option<u64>> {
-        let n: i64 = self
-            .scripts
-            .requeue
-            .key(self.keys.claims(node_id))
+        let n: i64 = self.requeue_invocation(node_id, mode, stamp, false).invoke(conn)?;
+        Ok(u64::try_from(n).ok())
+    }
+
+    /// `requeue.lua` for `node_id`; with `report`, it returns each job moved
+    /// instead of a count.
+    fn requeue_invocation(&self, node_id: &str, mode: &str, stamp: u64, report: bool) -> redis::ScriptInvocation<'_> {
+        let mut inv = self.scripts.requeue.prepare_invoke();
+        inv.key(self.keys.claims(node_id))
             .key(self.keys.node(node_id))
             .key(self.keys.nodes())
             .key(self.keys.doorbell())
@@ -362,9 +367,8 @@ impl Store {
             .arg(mode)
             .arg(now_ms())
             .arg(stamp)
-            .arg("0")
-            .invoke(conn)?;
-        Ok(u64::try_from(n).ok())
+            .arg(if report { "1" } else { "0" });
+        inv
     }
 
     /// Puts an archived job back on its channel with `queued_ms` = now and a
@@ -509,22 +513,7 @@ impl Store {
     /// Requeues the claims of `node_id` while its heartbeat is absent, and
     /// reports each job moved. None while the node is alive.
     pub fn recover_node(&self, conn: &mut Connection, node_id: &str) -> Result<Option<Vec<RecoveredJob>>> {
-        let v: Value = self
-            .scripts
-            .requeue
-            .key(self.keys.claims(node_id))
-            .key(self.keys.node(node_id))
-            .key(self.keys.nodes())
-            .key(self.keys.doorbell())
-            .key(self.keys.archive_entries())
-            .key(self.keys.jobs())
-            .arg(self.keys.prefix())
-            .arg(node_id)
-            .arg("recover")
-            .arg(now_ms())
-            .arg(0)
-            .arg("1")
-            .invoke(conn)?;
+        let v: Value = self.requeue_invocation(node_id, "recover", 0, true).invoke(conn)?;
         let Value::Array(items) = v else { return Ok(None) };
         let mut jobs = Vec::new();
         for triple in items.get(1..).unwrap_or_default().chunks(3) {
