@@ -11,7 +11,8 @@ module Bench
   # prelude is named here without a change.
   module ScriptNames
     CORE = File.expand_path("../../crates/solid_core", __dir__)
-    DECLARATION = /^\s*(\w+): (with_prelude|Script::new)\(include_str!\("\.\.\/lua\/(\w+)\.lua"\)\)/
+    SCRIPTS = "src/redis/scripts.rs"
+    DECLARATION = %r{^\s*(\w+): (with_prelude|Script::new)\(include_str!\("(?:\.\./)+lua/(\w+)\.lua"\)\)}
 
     module_function
 
@@ -19,11 +20,11 @@ module Bench
     def sources
       @sources ||= begin
         prelude = File.read(File.join(CORE, "lua/prelude.lua"))
-        found = File.read(File.join(CORE, "src/scripts.rs")).scan(DECLARATION).to_h do |name, kind, file|
+        found = File.read(File.join(CORE, SCRIPTS)).scan(DECLARATION).to_h do |name, kind, file|
           body = File.read(File.join(CORE, "lua/#{file}.lua"))
           [name, kind == "with_prelude" ? "#{prelude}\n#{body}" : body]
         end
-        raise Failure, "no script declarations found in #{CORE}/src/scripts.rs (has its layout changed?)" if found.empty?
+        raise Failure, "no script declarations found in #{CORE}/#{SCRIPTS} (has its layout changed?)" if found.empty?
 
         found.freeze
       end

@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
-use crate::connection::Reconnecting;
+use crate::redis::connection::Reconnecting;
 use crate::error::Result;
 use crate::log::log;
 use crate::source::Stats;
-use crate::store::MAX_BATCH;
+use crate::claim::MAX_BATCH;
 
 pub enum AckMsg<T> {
     /// A completed job, in the source's own terms (token and id, id and fence).

@@ -1,12 +1,25 @@
 //! A claimed job: what a worker runs and what it needs to settle the claim.
+//!
+//! These types live at the top of the crate, not under `redis/` or
+//! `engine/`: both backends produce them (a Redis claim, a SolidEngine
+//! reservation), and the hub, the telemetry and the glue consume them
+//! without knowing which backend a job came from. How a backend stores a
+//! claim (the Redis claim hash record: [`crate::redis::claim`]) stays with
+//! that backend.
 
 use crate::envelope::Envelope;
 
-/// The fencing token of one claim: a value of the monotonically increasing
-/// `fence` counter, unique across all nodes. Settling a claim (ack, retry,
-/// discard) succeeds only while the node's claim hash still holds this token;
-/// once recovery has moved the job, the token is stale and rejected.
+/// The fencing token of one claim, unique across all nodes: on Redis a
+/// value of the monotonically increasing `fence` counter, on SolidEngine the
+/// reservation's fence. Settling a claim (ack, retry, discard) succeeds
+/// only while the backend still holds this token for the job; once the job
+/// was recovered or redelivered, the token is stale and rejected.
 pub type ClaimToken = u64;
+
+/// Most jobs moved by one backend call: a claim, a completion batch, one
+/// script call (Lua's `unpack` has a stack limit, and a bounded call keeps
+/// the backend responsive for everyone else).
+pub const MAX_BATCH: usize = 1000;
 
 #[derive(Debug, Clone)]
 pub struct ClaimedJob {
@@ -25,27 +38,9 @@ pub struct ClaimedJob {
     pub attempts: u32,
 }
 
-/// Encodes the claim hash value `channel|claimed_ms|envelope`. Channel names
-/// cannot contain `|` (see `validate_channel`), so the first two separators
-/// are unambiguous and Lua can split the record without decoding JSON.
-pub fn encode_record(channel: &str, claimed_ms: u64, raw: &str) -> String {
-    format!("{channel}|{claimed_ms}|{raw}")
-}
-
-pub fn decode_record(record: &str) -> Option<(&str, u64, &str)> {
-    let (channel, rest) = record.split_once('|')?;
-    let (ms, raw) = rest.split_once('|')?;
-    Some((channel, ms.parse().ok()?, raw))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn record_round_trip_with_pipes_in_the_envelope() {
-        let rec = encode_record("critical", 12, r#"{"a":"x|y"}"#);
-        assert_eq!(decode_record(&rec), Some(("critical", 12, r#"{"a":"x|y"}"#)));
-        assert_eq!(decode_record("nope"), None);
-    }
+/// What recording a failure reports, whichever backend counted it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FailureCount {
+    pub failures: u32,
+    pub first_failure_ms: u64,
 }

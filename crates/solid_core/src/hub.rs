@@ -32,7 +32,7 @@ use crate::claim::ClaimedJob;
 use crate::error::Result;
 use crate::interrupt::Interrupt;
 use crate::source::JobSource;
-use crate::store::FailureCount;
+use crate::claim::FailureCount;
 
 pub enum NextJob {
     Job(ClaimedJob),

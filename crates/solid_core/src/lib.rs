@@ -1,35 +1,42 @@
 //! SolidJobs engine core.
 //!
-//! Everything here runs without a Ruby VM and is tested with `cargo test`:
-//! the envelope codec, the Redis keyspace, the atomic Lua scripts that move a
-//! job between states, the default backoff, channel ordering, and the
-//! job sources ([`redis_source::RedisSource`]) whose Rust threads do all I/O
-//! for a worker node, merged for the workers by [`hub::Hub`]. The magnus crate under `ext/` only converts values and maps errors.
+//! Everything here runs without a Ruby VM and is tested with `cargo test`.
+//! The magnus crate under `ext/` only converts values and maps errors.
+//!
+//! Layout, each group depending only on the ones before it:
+//! - shared foundations: [`error`], [`log`], [`envelope`], [`claim`] (the
+//!   claimed job both backends hand out), [`backoff`], [`channel_order`],
+//!   [`prefetch`], [`interrupt`];
+//! - [`redis`]: connections, keyspace, Lua scripts, the [`redis::store::Store`]
+//!   (one method per state transition), the doorbell;
+//! - [`telemetry`]: what a node or publisher journals and observes (written
+//!   to Redis);
+//! - what every job source shares: the [`source::JobSource`] trait and its
+//!   stats, the [`feed`] between workers and fetcher, the [`acker`];
+//! - the job sources: [`redis::source::RedisSource`] and, over the
+//!   [`engine::wire`] client, [`engine::source::EngineSource`];
+//! - [`hub::Hub`], which merges the sources for the workers of one process.
 
 pub mod acker;
 pub mod backoff;
 pub mod channel_order;
 pub mod claim;
-pub mod connection;
-pub mod doorbell;
-pub mod engine_client;
-pub mod engine_source;
+pub mod engine;
 pub mod envelope;
 pub mod error;
+
 pub mod hub;
 pub mod interrupt;
-pub mod keyspace;
 pub mod log;
 pub mod prefetch;
-pub mod redis_source;
+pub mod redis;
 pub mod source;
-pub mod scripts;
-pub mod store;
 pub mod telemetry;
 
 pub use claim::{ClaimToken, ClaimedJob};
-/// Re-exported so the glue converts replies without its own dependency.
-pub use redis;
+/// The redis crate, re-exported so the glue converts replies without its own
+/// dependency (as `redis_rs`: [`redis`] is the Redis backend's module).
+pub use ::redis as redis_rs;
 pub use envelope::Envelope;
 pub use error::{Error, Result};
 

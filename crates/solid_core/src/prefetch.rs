@@ -14,7 +14,7 @@ use std::time::Duration;
 pub const TARGET_BUFFERED_WORK: Duration = Duration::from_millis(10);
 /// Upper bound of the adaptive window. With no-op jobs a 512 window starved
 /// the workers: refilled at half, its 256 remaining jobs ran out before the
-/// next claim of 256 came back. A claim is still at most store::MAX_BATCH.
+/// next claim of 256 came back. A claim is still at most claim::MAX_BATCH.
 pub const MAX_WINDOW: usize = 2048;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,7 +52,7 @@ impl PrefetchWindow {
     /// a batch of at least half the window instead of one job per round trip.
     pub fn refill(&self, buffered: usize) -> Option<usize> {
         let window = self.window();
-        (buffered * 2 <= window && buffered < window).then(|| (window - buffered).min(crate::store::MAX_BATCH))
+        (buffered * 2 <= window && buffered < window).then(|| (window - buffered).min(crate::claim::MAX_BATCH))
     }
 
     pub fn window(&self) -> usize {

@@ -1,6 +1,6 @@
 //! What a backend provides to a worker node: claimed jobs on a channel, and
-//! one way to settle each. Implemented for Redis ([`crate::redis_source`])
-//! and SolidEngine ([`crate::engine_source`]); the [`crate::hub::Hub`] merges
+//! one way to settle each. Implemented for Redis ([`crate::redis::source`])
+//! and SolidEngine ([`crate::engine::source`]); the [`crate::hub::Hub`] merges
 //! any number of sources for the workers of one process.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -11,7 +11,7 @@ use crossbeam_channel::Receiver;
 
 use crate::claim::ClaimedJob;
 use crate::error::{Error, Result};
-use crate::store::FailureCount;
+use crate::claim::FailureCount;
 use crate::telemetry::Telemetry;
 
 pub trait JobSource: Send + Sync {

@@ -5,8 +5,8 @@ mod support;
 
 use redis::Commands;
 use serde_json::json;
-use solid_core::keyspace::Keyspace;
-use solid_core::store::Store;
+use solid_core::redis::keyspace::Keyspace;
+use solid_core::redis::store::Store;
 use solid_core::{now_ms, Envelope, Error};
 use support::RedisServer;
 

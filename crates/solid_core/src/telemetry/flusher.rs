@@ -7,7 +7,7 @@
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 
-use crate::connection::{Connector, Reconnecting};
+use crate::redis::connection::{Connector, Reconnecting};
 use crate::log::log;
 
 use super::{Telemetry, FLUSH_INTERVAL};

@@ -32,9 +32,9 @@ use serde_json::{json, Map, Value};
 
 use crate::claim::ClaimedJob;
 use crate::error::Result;
-use crate::keyspace::Keyspace;
+use crate::redis::keyspace::Keyspace;
 use crate::now_ms;
-use crate::store::RecoveredJob;
+use crate::redis::store::RecoveredJob;
 
 use budget::SampleBudget;
 use histogram::Histogram;

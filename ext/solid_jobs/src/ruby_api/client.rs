@@ -3,12 +3,12 @@
 //! serves every Ractor; connections come from a checkout pool.
 
 use magnus::{function, method, prelude::*, Error, IntoValue, RArray, RHash, RModule, RString, Ruby, Value};
-use solid_core::connection::{Connector, Pool};
+use solid_core::redis::connection::{Connector, Pool};
 use solid_core::envelope::{validate_channel, Envelope};
-use solid_core::keyspace::Keyspace;
+use solid_core::redis::keyspace::Keyspace;
 use solid_core::now_ms;
-use solid_core::redis;
-use solid_core::store::Store;
+use solid_core::redis_rs as redis;
+use solid_core::redis::store::Store;
 
 use super::envelope_to_ruby;
 use super::publisher_telemetry::PublisherTelemetry;

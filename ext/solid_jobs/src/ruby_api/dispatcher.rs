@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use magnus::{function, method, prelude::*, Error, IntoValue, RArray, RHash, RModule, Ruby, Value};
 use solid_core::channel_order::ChannelOrder;
-use solid_core::engine_source::{EngineSource, EngineSourceConfig};
+use solid_core::engine::source::{EngineSource, EngineSourceConfig};
 use solid_core::hub::{Hub, NextJob};
 use solid_core::prefetch::Prefetch;
-use solid_core::redis_source::{RedisSource, RedisSourceConfig};
+use solid_core::redis::source::{RedisSource, RedisSourceConfig};
 use solid_core::source::JobSource;
-use solid_core::store::ArchivePolicy;
+use solid_core::redis::store::ArchivePolicy;
 
 use super::job::Job;
 use super::node_telemetry::{self, NodeState};

@@ -3,8 +3,8 @@
 //! Ractor; connections come from a checkout pool.
 
 use magnus::{function, method, prelude::*, Error, RArray, RModule, Ruby, Value};
-use solid_core::connection::Pool;
-use solid_core::engine_client as wire;
+use solid_core::redis::connection::Pool;
+use solid_core::engine::wire;
 
 use super::client::{build_envelope, parse_envelopes, raw_call};
 use crate::helpers::errors::to_ruby as err;

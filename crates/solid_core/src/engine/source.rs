@@ -18,15 +18,15 @@ use parking_lot::Mutex;
 use crate::acker::{self, AckMsg};
 use crate::channel_order::{ChannelOrder, ChannelSelector};
 use crate::claim::ClaimedJob;
-use crate::connection::{Pool, Reconnecting};
-use crate::engine_client as wire;
+use crate::redis::connection::{Pool, Reconnecting};
+use crate::engine::wire;
 use crate::envelope::Envelope;
 use crate::error::{Error, Result};
 use crate::log::log;
 use crate::now_ms;
 use crate::prefetch::{Prefetch, PrefetchWindow};
 use crate::source::{JobSource, Stats};
-use crate::store::FailureCount;
+use crate::claim::FailureCount;
 use crate::telemetry::Telemetry;
 
 #[derive(Debug, Clone)]

@@ -4,7 +4,8 @@
 
 use redis::{Connection, Value};
 
-use crate::connection::Connector;
+use crate::redis::connection::Connector;
+use crate::claim::MAX_BATCH;
 use crate::error::{Error, Result};
 
 /// `unix:///path.sock` or `tcp://host:port`, as users write them, to the
@@ -72,7 +73,7 @@ pub fn push(c: &mut Connection, channel_id: u32, job_id: &str, payload: &[u8], d
 /// Pushes `(id, payload)` pairs to one channel; returns how many were new.
 pub fn push_many(c: &mut Connection, channel_id: u32, due_ms: Option<u64>, jobs: &[(String, Vec<u8>)]) -> Result<u64> {
     let mut total = 0;
-    for chunk in jobs.chunks(1000) {
+    for chunk in jobs.chunks(MAX_BATCH) {
         let mut cmd = redis::cmd("PUSHMANY");
         cmd.arg(channel_id).arg(due_ms.unwrap_or(0));
         for (id, payload) in chunk {
@@ -100,7 +101,7 @@ pub fn fetch(c: &mut Connection, count: usize, lease_ms: u64, block_ms: u64, cha
 /// Acks `(id, fence)` pairs; returns the fences that were stale.
 pub fn ack_many(c: &mut Connection, done: &[(String, u64)]) -> Result<Vec<u64>> {
     let mut stale = Vec::new();
-    for chunk in done.chunks(1000) {
+    for chunk in done.chunks(MAX_BATCH) {
         let mut cmd = redis::cmd("ACKMANY");
         for (id, fence) in chunk {
             cmd.arg(id).arg(*fence);
@@ -117,7 +118,7 @@ pub fn ack_many(c: &mut Connection, done: &[(String, u64)]) -> Result<Vec<u64>> 
 /// stale (their lease had already ended) or unknown.
 pub fn release_many(c: &mut Connection, held: &[(String, u64)]) -> Result<u64> {
     let mut released = 0;
-    for chunk in held.chunks(1000) {
+    for chunk in held.chunks(MAX_BATCH) {
         let mut cmd = redis::cmd("RELEASEMANY");
         for (id, fence) in chunk {
             cmd.arg(id).arg(*fence);

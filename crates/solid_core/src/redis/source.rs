@@ -22,15 +22,16 @@ use parking_lot::Mutex;
 use crate::acker::{self, AckMsg};
 use crate::channel_order::{ChannelOrder, ChannelSelector};
 use crate::claim::{ClaimToken, ClaimedJob};
-use crate::connection::{Connector, Pool, Reconnecting};
-use crate::doorbell::{run_subscriber, Bells};
+use crate::redis::connection::{Connector, Pool, Reconnecting};
+use crate::redis::doorbell::{run_subscriber, Bells};
 use crate::error::{Error, Result};
-use crate::keyspace::Keyspace;
+use crate::redis::keyspace::Keyspace;
 use crate::log::log;
 use crate::now_ms;
 use crate::source::{JobSource, Stats};
 use crate::prefetch::{Prefetch, PrefetchWindow};
-use crate::store::{ArchivePolicy, FailureCount, Store};
+use crate::claim::FailureCount;
+use crate::redis::store::{ArchivePolicy, Store};
 use crate::telemetry::{Telemetry, FLUSH_INTERVAL};
 
 #[derive(Debug, Clone)]

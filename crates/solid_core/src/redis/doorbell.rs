@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::connection::Connector;
+use crate::redis::connection::Connector;
 
 /// An epoch counter with a condition variable. A waiter reads the epoch
 /// *before* looking for work and then waits for it to move, so a ring that

@@ -4,16 +4,12 @@
 
 use redis::{Connection, Value};
 
-use crate::claim::{ClaimToken, ClaimedJob};
+use crate::claim::{ClaimToken, ClaimedJob, FailureCount, MAX_BATCH};
 use crate::envelope::Envelope;
 use crate::error::{Error, Result};
-use crate::keyspace::Keyspace;
 use crate::now_ms;
-use crate::scripts::Scripts;
-
-/// Most envelopes sent in one script call: Lua's `unpack` has a stack limit,
-/// and a bounded call keeps Redis responsive for everyone else.
-pub const MAX_BATCH: usize = 1000;
+use crate::redis::keyspace::Keyspace;
+use crate::redis::scripts::Scripts;
 
 /// Limits of the archive of discarded jobs.
 #[derive(Debug, Clone, Copy)]
@@ -60,12 +56,6 @@ pub struct JobState {
     pub channel: String,
     /// The envelope, when it can be read without a scan (claimed, archived).
     pub envelope: Option<String>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FailureCount {
-    pub failures: u32,
-    pub first_failure_ms: u64,
 }
 
 pub struct Store {
@@ -135,7 +125,7 @@ impl Store {
                 None
             } else {
                 let record: Option<String> = redis::cmd("HGET").arg(self.keys.claims(&node)).arg(&token).query(conn)?;
-                record.and_then(|r| crate::claim::decode_record(&r).map(|(_, _, raw)| raw.to_owned()))
+                record.and_then(|r| crate::redis::claim::decode_record(&r).map(|(_, _, raw)| raw.to_owned()))
             };
             return Ok(Some(JobState { state, channel, envelope }));
         }
