@@ -28,12 +28,15 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{bounded, Receiver, Select, Sender};
 use parking_lot::{Mutex, RwLock};
 
-use crate::claim::ClaimedJob;
+use crate::claim::{ClaimedJob, FailureCount};
 use crate::error::Result;
 use crate::interrupt::Interrupt;
 use crate::source::JobSource;
-use crate::claim::FailureCount;
 
+// The job moves to the worker by value, once per job: boxing it would cost
+// an allocation per job on the hot path to shrink a value that lives on the
+// stack for a moment.
+#[allow(clippy::large_enum_variant)]
 pub enum NextJob {
     Job(ClaimedJob),
     /// Nothing arrived in time (or the wait was interrupted); ask again.
@@ -48,6 +51,12 @@ pub const LANES: usize = 2;
 pub const RACTOR_LANE: usize = 0;
 /// Thread workers: run their own tasks, and Ractor tasks when the Ractor lane is full.
 pub const THREAD_LANE: usize = 1;
+
+/// How long a Ractor worker waiting for room in the thread lane waits at a
+/// time before it looks whether the node is stopping.
+const HAND_OVER_SLICE: Duration = Duration::from_millis(100);
+/// How often `wait_idle` looks at the in-flight count (only while stopping).
+const IDLE_CHECK: Duration = Duration::from_millis(5);
 
 /// Jobs handed over to one lane's workers, each already taken (in flight).
 struct Lane {
@@ -216,7 +225,7 @@ impl Hub {
                 return Ok(());
             }
             let refused = if wait {
-                tx.send_timeout(job, Duration::from_millis(100)).map_err(|e| e.into_inner())
+                tx.send_timeout(job, HAND_OVER_SLICE).map_err(|e| e.into_inner())
             } else {
                 tx.try_send(job).map_err(|e| e.into_inner())
             };
@@ -289,7 +298,7 @@ impl Hub {
             if Instant::now() >= deadline {
                 return false;
             }
-            std::thread::sleep(Duration::from_millis(5));
+            std::thread::sleep(IDLE_CHECK);
         }
         true
     }
@@ -318,39 +327,35 @@ impl Hub {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::{AtomicU64, AtomicUsize};
+    use std::sync::atomic::AtomicU64;
     use std::sync::Arc;
 
     use super::*;
     use crate::envelope::Envelope;
-    use crate::source::Stats;
+    use crate::feed::{Feed, Fetcher};
+    use crate::prefetch::Prefetch;
 
-    /// A source that counts takes and untakes and hands out what was sent.
+    /// A source that counts untakes and hands out what was delivered.
     struct FakeSource {
+        feed: Feed,
         #[allow(dead_code)] // keeps the job channel open
-        tx: Sender<ClaimedJob>,
-        rx: Receiver<ClaimedJob>,
-        inflight: AtomicUsize,
+        fetcher: Fetcher,
         untaken: Arc<AtomicU64>,
-        stats: Stats,
     }
 
     impl JobSource for FakeSource {
         fn name(&self) -> &str {
             "fake"
         }
-        fn jobs(&self) -> &Receiver<ClaimedJob> {
-            &self.rx
-        }
-        fn taken(&self, _job: &mut ClaimedJob) {
-            self.inflight.fetch_add(1, Ordering::SeqCst);
+        fn feed(&self) -> &Feed {
+            &self.feed
         }
         fn untake(&self, _job: ClaimedJob) {
             self.untaken.fetch_add(1, Ordering::SeqCst);
-            self.inflight.fetch_sub(1, Ordering::SeqCst);
+            self.feed.settled();
         }
         fn complete(&self, _job: &ClaimedJob) {
-            self.inflight.fetch_sub(1, Ordering::SeqCst);
+            self.feed.settled();
         }
         fn record_failure(&self, _: &ClaimedJob, _: &str, _: &str) -> Result<FailureCount> {
             unimplemented!()
@@ -365,20 +370,10 @@ mod tests {
             unimplemented!()
         }
         fn abandon(&self, _: &ClaimedJob) {
-            self.inflight.fetch_sub(1, Ordering::SeqCst);
-        }
-        fn stop_claiming(&self) {}
-        fn is_stopping(&self) -> bool {
-            false
-        }
-        fn inflight(&self) -> usize {
-            self.inflight.load(Ordering::SeqCst)
+            self.feed.settled();
         }
         fn shutdown(&self, _: Duration) -> Result<u64> {
             Ok(0)
-        }
-        fn stats(&self) -> &Stats {
-            &self.stats
         }
     }
 
@@ -389,12 +384,10 @@ mod tests {
 
     /// A hub over one fake source holding `jobs`, and its untake counter.
     fn hub_with(jobs: &[&str]) -> (Hub, Arc<AtomicU64>) {
-        let (tx, rx) = crossbeam_channel::unbounded();
-        for task in jobs {
-            tx.send(job(task)).unwrap();
-        }
+        let (feed, fetcher) = Feed::new(Prefetch::Fixed(jobs.len().max(1)));
+        assert!(fetcher.deliver(jobs.iter().map(|task| job(task))));
         let untaken = Arc::new(AtomicU64::new(0));
-        let source = FakeSource { tx, rx, inflight: AtomicUsize::new(0), untaken: untaken.clone(), stats: Stats::default() };
+        let source = FakeSource { feed, fetcher, untaken: untaken.clone() };
         (Hub::new(vec![Box::new(source)]), untaken)
     }
 

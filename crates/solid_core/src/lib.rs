@@ -24,7 +24,7 @@ pub mod claim;
 pub mod engine;
 pub mod envelope;
 pub mod error;
-
+pub mod feed;
 pub mod hub;
 pub mod interrupt;
 pub mod log;

@@ -9,18 +9,25 @@ use std::time::Duration;
 
 use crossbeam_channel::Receiver;
 
-use crate::claim::ClaimedJob;
+use crate::claim::{ClaimedJob, FailureCount};
 use crate::error::{Error, Result};
-use crate::claim::FailureCount;
+use crate::feed::Feed;
 use crate::telemetry::Telemetry;
 
 pub trait JobSource: Send + Sync {
     /// Short name for logs and stats (`redis`, `engine`).
     fn name(&self) -> &str;
+    /// The buffer between this source's fetcher and the workers, with its
+    /// flags and counters; the provided methods below read it.
+    fn feed(&self) -> &Feed;
     /// Claimed jobs waiting for a worker.
-    fn jobs(&self) -> &Receiver<ClaimedJob>;
+    fn jobs(&self) -> &Receiver<ClaimedJob> {
+        self.feed().jobs()
+    }
     /// A worker took `job` from `jobs()`.
-    fn taken(&self, job: &mut ClaimedJob);
+    fn taken(&self, job: &mut ClaimedJob) {
+        self.feed().taken(job)
+    }
     /// Undoes `taken` for a job that will not run (the node began stopping
     /// as it was taken); shutdown hands it back like any unstarted job.
     fn untake(&self, job: ClaimedJob);
@@ -36,14 +43,24 @@ pub trait JobSource: Send + Sync {
     fn quarantine(&self, job: &ClaimedJob, reason: &str) -> Result<()>;
     /// Settles without writing: the job stays claimed for requeue/recovery.
     fn abandon(&self, job: &ClaimedJob);
-    fn stop_claiming(&self);
-    fn is_stopping(&self) -> bool;
+    /// Stops claiming. Workers get `Stopped` on their next call; jobs
+    /// already handed out keep running.
+    fn stop_claiming(&self) {
+        self.feed().stop()
+    }
+    fn is_stopping(&self) -> bool {
+        self.feed().is_stopping()
+    }
     /// Jobs handed to workers and not yet settled.
-    fn inflight(&self) -> usize;
+    fn inflight(&self) -> usize {
+        self.feed().inflight()
+    }
     /// Writes pending completions and hands back every job still held.
     /// Returns how many were handed back.
     fn shutdown(&self, flush_timeout: Duration) -> Result<u64>;
-    fn stats(&self) -> &Stats;
+    fn stats(&self) -> &Stats {
+        self.feed().stats()
+    }
     /// Hands the source the node's telemetry, once, before workers start.
     /// `index` is its place in the hub (completions are reported by source
     /// and token); `writer` marks the one Redis source whose heartbeat
@@ -52,7 +69,9 @@ pub trait JobSource: Send + Sync {
     fn attach(&self, _index: usize, _telemetry: Arc<Telemetry>, _writer: bool) {}
     /// Stops (true) or resumes (false) claiming new jobs without stopping
     /// the node: jobs already claimed still reach the workers.
-    fn set_paused(&self, _paused: bool) {}
+    fn set_paused(&self, paused: bool) {
+        self.feed().set_paused(paused)
+    }
 }
 
 /// True when a settle outcome ends the job's claim: written, or rejected as

@@ -35,7 +35,7 @@ fn held_publications_are_invisible_until_released_once() {
     assert_eq!(store.release(&mut c, &members).unwrap(), 3);
     assert_eq!(c.llen::<_, i64>("solid_jobs:channel:default").unwrap(), 3);
     assert_eq!(store.release(&mut c, &members).unwrap(), 0, "released once");
-    store.heartbeat(&mut c, "n1", 60_000, "{}", &["default"]).unwrap();
+    store.heartbeat(&mut c, "n1", 60_000, "{}", &["default"], 0).unwrap();
     let batch = store.claim(&mut c, "n1", &["default"], 10, now_ms()).unwrap();
     assert_eq!(batch.jobs.iter().map(|j| j.raw.clone()).collect::<Vec<_>>(), envs, "FIFO kept");
 }
@@ -48,8 +48,8 @@ fn an_expired_barrier_is_released_by_any_heartbeat_and_a_late_release_is_a_no_op
     let later = Envelope::build("Foo", json!([9]), "default", 3, now_ms(), now_ms() + 600_000).unwrap();
     let ready = store.hold(&mut c, "default", None, now_ms() - 1, &[env(1).encode()]).unwrap();
     let planned = store.hold(&mut c, "default", Some(later.queued_ms), now_ms() - 1, &[later.encode()]).unwrap();
-    let beat = store.beat(&mut c, "n1", 60_000, "{}", &["default"], 0).unwrap();
-    assert_eq!(beat.released, 2);
+    let heartbeat = store.heartbeat(&mut c, "n1", 60_000, "{}", &["default"], 0).unwrap();
+    assert_eq!(heartbeat.released, 2);
     assert_eq!(c.llen::<_, i64>("solid_jobs:channel:default").unwrap(), 1);
     assert_eq!(c.zscore::<_, _, Option<u64>>("solid_jobs:planned", format!("default|{}", later.encode())).unwrap(), Some(later.queued_ms));
     assert_eq!(store.release(&mut c, &[ready, planned].concat()).unwrap(), 0);
@@ -77,10 +77,10 @@ fn the_heartbeat_takes_control_requests_only_when_asked() {
     let store = Store::new(Keyspace::default());
     store.request_control(&mut c, "n1", r#"{"action":"pause"}"#, 60_000).unwrap();
     store.request_control(&mut c, "n1", r#"{"action":"resume"}"#, 60_000).unwrap();
-    assert!(store.beat(&mut c, "n1", 60_000, "{}", &["default"], 0).unwrap().requests.is_empty());
-    let beat = store.beat(&mut c, "n1", 60_000, "{}", &["default"], 16).unwrap();
-    assert_eq!(beat.requests, vec![r#"{"action":"pause"}"#, r#"{"action":"resume"}"#]);
-    assert!(beat.dead.is_empty());
+    assert!(store.heartbeat(&mut c, "n1", 60_000, "{}", &["default"], 0).unwrap().requests.is_empty());
+    let heartbeat = store.heartbeat(&mut c, "n1", 60_000, "{}", &["default"], 16).unwrap();
+    assert_eq!(heartbeat.requests, vec![r#"{"action":"pause"}"#, r#"{"action":"resume"}"#]);
+    assert!(heartbeat.dead.is_empty());
     assert!(!c.exists::<_, bool>("solid_jobs:control:n1").unwrap());
 }
 
@@ -91,7 +91,7 @@ fn recovery_reports_each_job_it_moves() {
     let store = Store::new(Keyspace::default());
     let e = env(1);
     store.enqueue(&mut c, "default", &[e.encode()]).unwrap();
-    store.heartbeat(&mut c, "dead", 60_000, "{}", &["default"]).unwrap();
+    store.heartbeat(&mut c, "dead", 60_000, "{}", &["default"], 0).unwrap();
     let token = store.claim(&mut c, "dead", &["default"], 1, now_ms()).unwrap().jobs[0].token;
     assert!(store.recover_node(&mut c, "dead").unwrap().is_none(), "alive");
     let _: () = c.del("solid_jobs:node:dead").unwrap();

@@ -6,7 +6,7 @@ mod support;
 use redis::Commands;
 use serde_json::json;
 use solid_core::redis::keyspace::Keyspace;
-use solid_core::redis::store::Store;
+use solid_core::redis::store::{Requeue, Store};
 use solid_core::{now_ms, Envelope, Error};
 use support::RedisServer;
 
@@ -15,7 +15,7 @@ fn env(task: &str, channel: &str, n: i64) -> Envelope {
 }
 
 fn register(store: &Store, c: &mut redis::Connection, node: &str) {
-    store.heartbeat(c, node, 60_000, "{}", &["default"]).unwrap();
+    store.heartbeat(c, node, 60_000, "{}", &["default"], 0).unwrap();
 }
 
 #[test]
@@ -166,7 +166,7 @@ fn recovery_requeues_a_dead_nodes_claims_at_the_head_exactly_once() {
     register(&store, &mut c, "dead");
     let claimed = store.claim(&mut c, "dead", &["default"], 3, now_ms()).unwrap();
     // Alive: recovery refuses.
-    assert_eq!(store.requeue_node(&mut c, "dead", true).unwrap(), None);
+    assert_eq!(store.requeue(&mut c, "dead", Requeue::Recover).unwrap(), None);
     let _: () = c.del("solid_jobs:node:dead").unwrap();
     // Several scanners at once: exactly one moves the claims.
     let url = redis.url();
@@ -175,7 +175,7 @@ fn recovery_requeues_a_dead_nodes_claims_at_the_head_exactly_once() {
             let url = url.clone();
             std::thread::spawn(move || {
                 let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
-                Store::new(Keyspace::default()).requeue_node(&mut c, "dead", true).unwrap()
+                Store::new(Keyspace::default()).requeue(&mut c, "dead", Requeue::Recover).unwrap()
             })
         })
         .collect::<Vec<_>>()
@@ -201,13 +201,13 @@ fn heartbeat_reports_ready_work_and_dead_nodes() {
     let redis = RedisServer::start();
     let mut c = redis.conn();
     let store = Store::new(Keyspace::default());
-    let (ready, dead) = store.heartbeat(&mut c, "n1", 60_000, "{}", &["default"]).unwrap();
-    assert!(!ready && dead.is_empty());
+    let hb = store.heartbeat(&mut c, "n1", 60_000, "{}", &["default"], 0).unwrap();
+    assert!(!hb.ready && hb.dead.is_empty());
     store.enqueue(&mut c, "default", &[env("Foo", "default", 1).encode()]).unwrap();
     let _: () = c.sadd("solid_jobs:nodes", "gone").unwrap();
-    let (ready, dead) = store.heartbeat(&mut c, "n1", 60_000, "{}", &["default"]).unwrap();
-    assert!(ready);
-    assert_eq!(dead, ["gone"]);
+    let hb = store.heartbeat(&mut c, "n1", 60_000, "{}", &["default"], 0).unwrap();
+    assert!(hb.ready);
+    assert_eq!(hb.dead, ["gone"]);
     let ttl: i64 = c.pttl("solid_jobs:node:n1").unwrap();
     assert!(ttl > 50_000 && ttl <= 60_000);
 }
@@ -223,7 +223,7 @@ fn release_requeues_only_the_claims_of_one_stamp() {
     let kept = store.claim(&mut c, "n1", &["default"], 1, 1000).unwrap();
     let lost = store.claim(&mut c, "n1", &["default"], 2, 1001).unwrap();
     assert_eq!((kept.jobs.len(), lost.jobs.len()), (1, 2));
-    assert_eq!(store.release_claims(&mut c, "n1", 1001).unwrap(), 2);
+    assert_eq!(store.requeue(&mut c, "n1", Requeue::Release { stamp: 1001 }).unwrap(), Some(2));
     assert_eq!(c.hlen::<_, i64>("solid_jobs:claims:n1").unwrap(), 1);
     assert!(c.sismember::<_, _, bool>("solid_jobs:nodes", "n1").unwrap(), "the node stays registered");
     // Released at the head, in their original order, before the unclaimed one.

@@ -7,26 +7,26 @@
 //! with an outdated fence is rejected (`STALE`) and changes nothing.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, select, unbounded, Receiver, RecvTimeoutError, Sender};
+use crossbeam_channel::{bounded, unbounded, Receiver, RecvTimeoutError, Sender};
 use parking_lot::Mutex;
 
 use crate::acker::{self, AckMsg};
 use crate::channel_order::{ChannelOrder, ChannelSelector};
-use crate::claim::ClaimedJob;
-use crate::redis::connection::{Pool, Reconnecting};
-use crate::engine::wire;
+use crate::claim::{ClaimedJob, FailureCount};
+use crate::engine::wire::{self, Reservation};
 use crate::envelope::Envelope;
 use crate::error::{Error, Result};
+use crate::feed::{Feed, Fetch, Fetcher};
 use crate::log::log;
 use crate::now_ms;
-use crate::prefetch::{Prefetch, PrefetchWindow};
+use crate::prefetch::Prefetch;
+use crate::redis::connection::{Pool, Reconnecting};
 use crate::source::{JobSource, Stats};
-use crate::claim::FailureCount;
 use crate::telemetry::Telemetry;
 
 #[derive(Debug, Clone)]
@@ -56,10 +56,8 @@ struct Shared {
     cfg: EngineSourceConfig,
     pool: Pool,
     names: HashMap<u32, String>,
-    stopping: AtomicBool,
+    feed: Feed,
     closed: AtomicBool,
-    inflight: AtomicUsize,
-    window: PrefetchWindow,
     /// Every reservation this node holds, from FETCH until its settle is
     /// written or it is handed back: fence -> held. Buffered jobs are here
     /// too, so their leases are extended while they wait for a worker.
@@ -69,19 +67,19 @@ struct Shared {
     /// Fences of jobs taken from the buffer and given back untouched when
     /// the node began stopping (rare): released, not retried, at shutdown.
     untaken: Mutex<Vec<u64>>,
-    stats: Stats,
-    /// Fetching is paused by a control request; fetched jobs still run.
-    paused: AtomicBool,
     /// (index in the hub, telemetry).
     telemetry: OnceLock<(usize, Arc<Telemetry>)>,
 }
 
+impl Shared {
+    fn stats(&self) -> &Stats {
+        self.feed.stats()
+    }
+}
+
 pub struct EngineSource {
     shared: Arc<Shared>,
-    jobs_rx: Receiver<ClaimedJob>,
-    taken_tx: Sender<()>,
     acks_tx: Sender<AckMsg<(String, u64)>>,
-    stop_tx: Mutex<Option<Sender<()>>>,
     /// Dropped when the source closes: ends the lease extender, which must
     /// outlive `stop_claiming` because running tasks still need their leases.
     close_tx: Mutex<Option<Sender<()>>>,
@@ -95,23 +93,17 @@ impl EngineSource {
         ChannelSelector::new(names, cfg.order)?;
         let pool = Pool::new(wire::connector(&cfg.url, cfg.password.as_deref())?);
         pool.with(|c| redis::cmd("PING").query::<String>(c).map_err(Error::from))?;
-        let (jobs_tx, jobs_rx) = unbounded();
-        let (taken_tx, taken_rx) = bounded(1);
+        let (feed, fetcher) = Feed::new(cfg.prefetch);
         let (acks_tx, acks_rx) = unbounded();
-        let (stop_tx, stop_rx) = bounded::<()>(0);
         let (close_tx, close_rx) = bounded::<()>(0);
         let shared = Arc::new(Shared {
             names: cfg.channels.iter().map(|(n, id, _)| (*id, n.clone())).collect(),
-            window: PrefetchWindow::new(cfg.prefetch),
             cfg,
             pool,
-            stopping: AtomicBool::new(false),
+            feed,
             closed: AtomicBool::new(false),
-            inflight: AtomicUsize::new(0),
             held: Mutex::new(HashMap::new()),
             untaken: Mutex::new(Vec::new()),
-            stats: Stats::default(),
-            paused: AtomicBool::new(false),
             telemetry: OnceLock::new(),
         });
         let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
@@ -120,8 +112,8 @@ impl EngineSource {
         let extend = !shared.cfg.lease.is_zero();
         let mut threads = vec![
             {
-                let (s, stop) = (shared.clone(), stop_rx.clone());
-                spawn("fetcher", Box::new(move || fetch_loop(&s, jobs_tx, taken_rx, stop)))
+                let s = shared.clone();
+                spawn("fetcher", Box::new(move || fetcher.run(&s.feed, &mut Fetching::new(&s))))
             },
             {
                 let s = shared.clone();
@@ -132,27 +124,19 @@ impl EngineSource {
             let s = shared.clone();
             threads.push(spawn("leases", Box::new(move || extend_loop(&s, close_rx))));
         }
-        Ok(EngineSource {
-            shared,
-            jobs_rx,
-            taken_tx,
-            acks_tx,
-            stop_tx: Mutex::new(Some(stop_tx)),
-            close_tx: Mutex::new(Some(close_tx)),
-            threads: Mutex::new(threads),
-        })
+        Ok(EngineSource { shared, acks_tx, close_tx: Mutex::new(Some(close_tx)), threads: Mutex::new(threads) })
     }
 
     fn settled(&self, job: &ClaimedJob) {
         self.shared.held.lock().remove(&job.token);
-        self.shared.inflight.fetch_sub(1, Ordering::SeqCst);
+        self.shared.feed.settled();
     }
 
     fn settle_if_final(&self, job: &ClaimedJob, out: &Result<()>) {
         match out {
             Ok(()) => self.settled(job),
             Err(Error::StaleClaim(f)) => {
-                self.shared.stats.stale.fetch_add(1, Ordering::Relaxed);
+                self.shared.stats().stale.fetch_add(1, Ordering::Relaxed);
                 log("WARN", &format!("reservation {f} of job {} was stale when settled (its lease expired); nothing was changed", job.envelope.id));
                 self.settled(job);
             }
@@ -176,40 +160,28 @@ impl JobSource for EngineSource {
         "engine"
     }
 
-    fn jobs(&self) -> &Receiver<ClaimedJob> {
-        &self.jobs_rx
-    }
-
-    fn taken(&self, job: &mut ClaimedJob) {
-        self.shared.inflight.fetch_add(1, Ordering::SeqCst);
-        job.taken_at = Some(Instant::now());
-        // Wake the fetcher only when a refill is due: a signal per job would
-        // cost a futex wake and a context switch per job at high rates.
-        if self.shared.window.refill(self.jobs_rx.len()).is_some() {
-            let _ = self.taken_tx.try_send(());
-        }
+    fn feed(&self) -> &Feed {
+        &self.shared.feed
     }
 
     /// Not run after all (the node is stopping): shutdown releases it.
     fn untake(&self, job: ClaimedJob) {
         self.shared.untaken.lock().push(job.token);
-        self.shared.inflight.fetch_sub(1, Ordering::SeqCst);
+        self.shared.feed.settled();
     }
 
     /// The acker forgets the reservation once the ACK is written.
     fn complete(&self, job: &ClaimedJob) {
-        if let Some(t) = job.taken_at {
-            self.shared.window.record(t.elapsed());
-        }
+        self.shared.feed.ran(job);
         let _ = self.acks_tx.send(AckMsg::Done((job.envelope.id.clone(), job.token)));
-        self.shared.inflight.fetch_sub(1, Ordering::SeqCst);
+        self.shared.feed.settled();
     }
 
     /// SolidEngine counts deliveries, not failures: the failure count is the
     /// number of times the job was reserved (a lease that expired after a
     /// crash counts too). No round trip is needed.
     fn record_failure(&self, job: &ClaimedJob, _error_class: &str, _message: &str) -> Result<FailureCount> {
-        self.shared.stats.failed.fetch_add(1, Ordering::Relaxed);
+        self.shared.stats().failed.fetch_add(1, Ordering::Relaxed);
         Ok(FailureCount { failures: job.attempts.max(1), first_failure_ms: now_ms() })
     }
 
@@ -240,7 +212,7 @@ impl JobSource for EngineSource {
     fn quarantine(&self, job: &ClaimedJob, reason: &str) -> Result<()> {
         let out = self.write(|c| wire::fail(c, &job.envelope.id, job.token, &format!("quarantined: {reason}")));
         if out.is_ok() {
-            self.shared.stats.quarantined.fetch_add(1, Ordering::Relaxed);
+            self.shared.stats().quarantined.fetch_add(1, Ordering::Relaxed);
         }
         self.settle_if_final(job, &out);
         out
@@ -250,19 +222,6 @@ impl JobSource for EngineSource {
     /// after its lease.
     fn abandon(&self, job: &ClaimedJob) {
         self.settled(job);
-    }
-
-    fn stop_claiming(&self) {
-        self.shared.stopping.store(true, Ordering::SeqCst);
-        self.stop_tx.lock().take();
-    }
-
-    fn is_stopping(&self) -> bool {
-        self.shared.stopping.load(Ordering::SeqCst)
-    }
-
-    fn inflight(&self) -> usize {
-        self.shared.inflight.load(Ordering::SeqCst)
     }
 
     /// Writes completions, then hands back every reservation still held:
@@ -290,7 +249,7 @@ impl JobSource for EngineSource {
             return Ok(0);
         }
         // Jobs never started: still in the buffer, or given back at stop.
-        let mut unstarted_fences: std::collections::HashSet<u64> = self.jobs_rx.try_iter().map(|j| j.token).collect();
+        let mut unstarted_fences: std::collections::HashSet<u64> = self.shared.feed.jobs().try_iter().map(|j| j.token).collect();
         unstarted_fences.extend(self.shared.untaken.lock().drain(..));
         let mut held: Vec<(u64, Held)> = self.shared.held.lock().drain().collect();
         // Fences grow with fetch order: release the oldest first, so the
@@ -313,81 +272,81 @@ impl JobSource for EngineSource {
         Ok(released + running.iter().filter(|(id, fence)| self.hand_back(id, *fence)).count() as u64)
     }
 
-    fn stats(&self) -> &Stats {
-        &self.shared.stats
-    }
-
     fn attach(&self, index: usize, telemetry: Arc<Telemetry>, _writer: bool) {
         let _ = self.shared.telemetry.set((index, telemetry));
-    }
-
-    fn set_paused(&self, paused: bool) {
-        self.shared.paused.store(paused, Ordering::Release);
     }
 }
 
 impl Drop for EngineSource {
     fn drop(&mut self) {
-        self.shared.stopping.store(true, Ordering::Release);
+        self.shared.feed.stop();
         self.shared.closed.store(true, Ordering::Release);
         acker::wake(&self.acks_tx);
-        self.stop_tx.lock().take();
         self.close_tx.lock().take();
     }
 }
 
-fn fetch_loop(s: &Shared, jobs_tx: Sender<ClaimedJob>, taken_rx: Receiver<()>, stop_rx: Receiver<()>) {
-    let names: Vec<(String, u32)> = s.cfg.channels.iter().map(|(n, _, w)| (n.clone(), *w)).collect();
-    let ids: Vec<u32> = s.cfg.channels.iter().map(|(_, id, _)| *id).collect();
-    let mut selector = ChannelSelector::new(names, s.cfg.order).expect("validated at start");
-    let mut conn = Reconnecting::new(s.pool.connector().clone());
-    let lease_ms = s.cfg.lease.as_millis() as u64;
-    while !s.stopping.load(Ordering::Acquire) {
-        if s.paused.load(Ordering::Acquire) {
-            let _ = stop_rx.recv_timeout(Duration::from_millis(100));
-            continue;
-        }
-        let Some(want) = s.window.refill(jobs_tx.len()) else {
-            select! {
-                recv(taken_rx) -> _ => {},
-                recv(stop_rx) -> _ => return,
+/// The fetcher's SolidEngine side: FETCH in the channel order, on its own
+/// connection, long-polling on the server instead of waiting for a doorbell.
+struct Fetching<'a> {
+    s: &'a Shared,
+    selector: ChannelSelector,
+    /// Engine channel ids, in the selector's order.
+    ids: Vec<u32>,
+    conn: Reconnecting,
+}
+
+impl<'a> Fetching<'a> {
+    fn new(s: &'a Shared) -> Self {
+        let names: Vec<(String, u32)> = s.cfg.channels.iter().map(|(n, _, w)| (n.clone(), *w)).collect();
+        let ids = s.cfg.channels.iter().map(|(_, id, _)| *id).collect();
+        let selector = ChannelSelector::new(names, s.cfg.order).expect("validated at start");
+        Fetching { s, selector, ids, conn: Reconnecting::new(s.pool.connector().clone()) }
+    }
+
+    /// A reservation as a claimed job; one whose payload does not decode is
+    /// quarantined (FAIL) instead.
+    fn claimed(&mut self, r: Reservation) -> Option<ClaimedJob> {
+        let s = self.s;
+        let channel = s.names.get(&r.channel_id).cloned().unwrap_or_else(|| r.channel_id.to_string());
+        let raw = String::from_utf8_lossy(&r.payload).into_owned();
+        match Envelope::decode(&raw) {
+            Ok(envelope) => {
+                s.stats().claimed.fetch_add(1, Ordering::Relaxed);
+                Some(ClaimedJob {
+                    token: r.fence,
+                    channel,
+                    raw,
+                    envelope,
+                    claimed_ms: now_ms(),
+                    taken_at: None,
+                    source: 0,
+                    attempts: r.attempts,
+                })
             }
-            continue;
-        };
-        let order: Vec<u32> = selector.next_order().into_iter().map(|i| ids[i]).collect();
-        let fetched = conn.run(|c| wire::fetch(c, want, lease_ms, FETCH_BLOCK.as_millis() as u64, &order));
-        s.stats.note(&fetched);
+            Err(e) => {
+                log("WARN", &format!("quarantining undecodable SolidEngine job {}: {e}", r.job_id));
+                let reason = format!("quarantined: {e}");
+                if self.conn.run(|c| wire::fail(c, &r.job_id, r.fence, &reason)).is_ok() {
+                    s.stats().quarantined.fetch_add(1, Ordering::Relaxed);
+                }
+                None
+            }
+        }
+    }
+}
+
+impl Fetch for Fetching<'_> {
+    fn fetch(&mut self, fetcher: &Fetcher, want: usize) -> bool {
+        let s = self.s;
+        let order: Vec<u32> = self.selector.next_order().into_iter().map(|i| self.ids[i]).collect();
+        let lease_ms = s.cfg.lease.as_millis() as u64;
+        let fetched = self.conn.run(|c| wire::fetch(c, want, lease_ms, FETCH_BLOCK.as_millis() as u64, &order));
+        s.stats().note(&fetched);
         match fetched {
             Ok(reservations) => {
                 let fetched = Instant::now();
-                let mut batch = Vec::with_capacity(reservations.len());
-                for r in reservations {
-                    let channel = s.names.get(&r.channel_id).cloned().unwrap_or_else(|| r.channel_id.to_string());
-                    let raw = String::from_utf8_lossy(&r.payload).into_owned();
-                    match Envelope::decode(&raw) {
-                        Ok(envelope) => {
-                            s.stats.claimed.fetch_add(1, Ordering::Relaxed);
-                            let job = ClaimedJob {
-                                token: r.fence,
-                                channel,
-                                raw,
-                                envelope,
-                                claimed_ms: now_ms(),
-                                taken_at: None,
-                                source: 0,
-                                attempts: r.attempts,
-                            };
-                            batch.push(job);
-                        }
-                        Err(e) => {
-                            log("WARN", &format!("quarantining undecodable SolidEngine job {}: {e}", r.job_id));
-                            let reason = format!("quarantined: {e}");
-                            if conn.run(|c| wire::fail(c, &r.job_id, r.fence, &reason)).is_ok() {
-                                s.stats.quarantined.fetch_add(1, Ordering::Relaxed);
-                            }
-                        }
-                    }
-                }
+                let batch: Vec<ClaimedJob> = reservations.into_iter().filter_map(|r| self.claimed(r)).collect();
                 // Held before a worker can see them, so a job taken at once
                 // is already known to `taken` and to the lease extender.
                 {
@@ -396,18 +355,15 @@ fn fetch_loop(s: &Shared, jobs_tx: Sender<ClaimedJob>, taken_rx: Receiver<()>, s
                         held.insert(job.token, Held { id: job.envelope.id.clone(), renewed: fetched });
                     }
                 }
-                for job in batch {
-                    if jobs_tx.send(job).is_err() {
-                        return;
-                    }
-                }
+                fetcher.deliver(batch)
             }
             Err(e) => {
-                s.stats.redis_errors.fetch_add(1, Ordering::Relaxed);
+                s.stats().redis_errors.fetch_add(1, Ordering::Relaxed);
                 if !e.is_connection() {
                     log("WARN", &format!("SolidEngine fetch failed: {e}"));
                 }
-                let _ = stop_rx.recv_timeout(conn.backoff_remaining().max(Duration::from_millis(50)));
+                fetcher.pause(self.conn.pause_before_retry());
+                true
             }
         }
     }
@@ -415,9 +371,9 @@ fn fetch_loop(s: &Shared, jobs_tx: Sender<ClaimedJob>, taken_rx: Receiver<()>, s
 
 fn ack_loop(s: &Shared, acks_rx: Receiver<AckMsg<(String, u64)>>) {
     let conn = Reconnecting::new(s.pool.connector().clone());
-    acker::run(acks_rx, conn, &s.closed, &s.stats, |conn, batch| {
+    acker::run(acks_rx, conn, &s.closed, s.stats(), |conn, batch| {
         let written = conn.run(|c| wire::ack_many(c, batch));
-        s.stats.note(&written);
+        s.stats().note(&written);
         let stale = written?;
         if let Some((index, t)) = s.telemetry.get() {
             t.acknowledged(*index, batch.iter().map(|(_, fence)| *fence).filter(|fence| !stale.contains(fence)));

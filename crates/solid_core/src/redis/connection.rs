@@ -119,6 +119,14 @@ impl Reconnecting {
         self.next_attempt.saturating_duration_since(Instant::now())
     }
 
+    /// How long a thread whose call just failed waits before its next
+    /// one: the reconnect backoff, and at least the shortest reconnect
+    /// delay even when the connection survived (the backend answered with
+    /// an error), so an error answered at once is not retried in a spin.
+    pub fn pause_before_retry(&self) -> Duration {
+        self.backoff_remaining().max(RECONNECT_MIN)
+    }
+
     /// True when the last `run` called its function: a failure then may
     /// have happened after Redis executed the command.
     pub fn last_call_sent(&self) -> bool {

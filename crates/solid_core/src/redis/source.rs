@@ -5,33 +5,35 @@
 //! Threads of one node:
 //! - fetcher: keeps the prefetch window of unstarted jobs filled, in batches;
 //! - acker: batches completions into one script call;
-//! - heartbeat: refreshes the node key, promotes due jobs, recovers dead nodes;
+//! - heartbeat: refreshes the node key, recovers dead nodes, writes the
+//!   node's telemetry, promotes due jobs;
 //! - subscriber: turns doorbell messages into local wake-ups.
 //!
 //! Workers never share a Ruby object or a lock on the hot path: jobs reach
 //! them through a lock-free channel, and completions leave the same way.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, select, unbounded, Receiver, Sender};
+use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use parking_lot::Mutex;
+use redis::Connection;
 
 use crate::acker::{self, AckMsg};
 use crate::channel_order::{ChannelOrder, ChannelSelector};
-use crate::claim::{ClaimToken, ClaimedJob};
-use crate::redis::connection::{Connector, Pool, Reconnecting};
-use crate::redis::doorbell::{run_subscriber, Bells};
+use crate::claim::{ClaimToken, ClaimedJob, FailureCount};
 use crate::error::{Error, Result};
-use crate::redis::keyspace::Keyspace;
+use crate::feed::{Feed, Fetch, Fetcher};
 use crate::log::log;
 use crate::now_ms;
+use crate::prefetch::Prefetch;
+use crate::redis::connection::{Connector, Pool, Reconnecting};
+use crate::redis::doorbell::{run_subscriber, Bells};
+use crate::redis::keyspace::Keyspace;
+use crate::redis::store::{ArchivePolicy, ClaimBatch, Heartbeat, Requeue, Store};
 use crate::source::{JobSource, Stats};
-use crate::prefetch::{Prefetch, PrefetchWindow};
-use crate::claim::FailureCount;
-use crate::redis::store::{ArchivePolicy, Store};
 use crate::telemetry::{Telemetry, FLUSH_INTERVAL};
 
 #[derive(Debug, Clone)]
@@ -64,26 +66,44 @@ impl RedisSourceConfig {
     }
 }
 
+/// How long a thread with nothing due waits before looking anyway: in
+/// practice until a bell rings or the source closes, since nothing is lost
+/// while the subscription is live (an idle node sleeps, decision 24).
+const IDLE_WAIT: Duration = Duration::from_secs(3600);
+/// How long an idle fetcher waits for a doorbell while the subscription is
+/// down (a ring could be missed then): it polls once a second.
+const IDLE_POLL_UNSUBSCRIBED: Duration = Duration::from_secs(1);
+/// The least pause of the heartbeat thread after a failed heartbeat or
+/// promotion, before it tries again.
+const RETRY_AFTER_ERROR: Duration = Duration::from_millis(100);
+/// Control requests taken from the mailbox per heartbeat.
+const CONTROL_TAKE: usize = 16;
+/// Most due jobs promoted per script call; a larger backlog is promoted in
+/// consecutive calls without waiting.
+const PROMOTE_LIMIT: usize = 500;
+/// Tries of the shutdown requeue on a broken connection, waiting
+/// `REQUEUE_BACKOFF` times the try number between them.
+const REQUEUE_RETRIES: u64 = 5;
+const REQUEUE_BACKOFF: Duration = Duration::from_millis(100);
+
 struct Shared {
     cfg: RedisSourceConfig,
     store: Store,
     pool: Pool,
     bells: Arc<Bells>,
-    /// Claiming has stopped; workers get `Stopped`.
-    stopping: AtomicBool,
+    feed: Feed,
     /// Background threads must exit.
     closed: Arc<AtomicBool>,
     heartbeat_closed: AtomicBool,
-    inflight: AtomicUsize,
-    window: PrefetchWindow,
-    stats: Stats,
-    /// Claiming is paused by a control request; claimed jobs still run.
-    paused: AtomicBool,
     /// (index in the hub, telemetry, whether this source writes it).
     telemetry: OnceLock<(usize, Arc<Telemetry>, bool)>,
 }
 
 impl Shared {
+    fn stats(&self) -> &Stats {
+        self.feed.stats()
+    }
+
     fn telemetry(&self) -> Option<&Telemetry> {
         self.telemetry.get().map(|(_, t, _)| t.as_ref())
     }
@@ -92,17 +112,19 @@ impl Shared {
     fn written_telemetry(&self) -> Option<&Telemetry> {
         self.telemetry.get().filter(|(_, _, writer)| *writer).map(|(_, t, _)| t.as_ref())
     }
+
+    /// This node's heartbeat (see `Store::heartbeat`), taking up to
+    /// `take_requests` control requests.
+    fn heartbeat(&self, c: &mut Connection, take_requests: usize) -> Result<Heartbeat> {
+        let names: Vec<&str> = self.cfg.channels.iter().map(|(n, _)| n.as_str()).collect();
+        let ttl_ms = self.cfg.node_ttl.as_millis() as u64;
+        self.store.heartbeat(c, &self.cfg.node_id, ttl_ms, &self.cfg.description, &names, take_requests)
+    }
 }
 
 pub struct RedisSource {
     shared: Arc<Shared>,
-    jobs_rx: Receiver<ClaimedJob>,
-    /// Nudges the fetcher when a worker takes a job (capacity 1: a pending
-    /// nudge is enough, so workers never block on it).
-    taken_tx: Sender<()>,
     acks_tx: Sender<AckMsg<(ClaimToken, String)>>,
-    /// Dropped on stop: every `select!` on the fetcher's stop receiver fires.
-    stop_tx: Mutex<Option<Sender<()>>>,
     threads: Mutex<Vec<(&'static str, JoinHandle<()>)>>,
 }
 
@@ -115,29 +137,19 @@ impl RedisSource {
         let mut store = Store::new(Keyspace::new(&cfg.namespace));
         store.archive = cfg.archive;
         let pool = Pool::new(connector.clone());
-        let names: Vec<&str> = cfg.channels.iter().map(|(n, _)| n.as_str()).collect();
-        let ttl = cfg.node_ttl.as_millis() as u64;
-        pool.with(|c| store.heartbeat(c, &cfg.node_id, ttl, &cfg.description, &names))?;
-
-        let (jobs_tx, jobs_rx) = unbounded();
-        let (taken_tx, taken_rx) = bounded(1);
+        let (feed, fetcher) = Feed::new(cfg.prefetch);
         let (acks_tx, acks_rx) = unbounded();
-        let (stop_tx, stop_rx) = bounded(0);
-        let window = PrefetchWindow::new(cfg.prefetch);
         let shared = Arc::new(Shared {
             cfg,
             store,
             pool,
             bells: Arc::new(Bells::default()),
-            stopping: AtomicBool::new(false),
+            feed,
             closed: Arc::new(AtomicBool::new(false)),
             heartbeat_closed: AtomicBool::new(false),
-            inflight: AtomicUsize::new(0),
-            window,
-            stats: Stats::default(),
-            paused: AtomicBool::new(false),
             telemetry: OnceLock::new(),
         });
+        shared.pool.with(|c| shared.heartbeat(c, 0))?;
 
         let mut threads = Vec::new();
         let spawn = |name: &'static str, f: Box<dyn FnOnce() + Send>| -> JoinHandle<()> {
@@ -146,13 +158,12 @@ impl RedisSource {
         {
             let (bells, closed, doorbell) = (shared.bells.clone(), shared.closed.clone(), shared.store.keys.doorbell());
             let s = shared.clone();
-            let reached = move |ok: bool| s.stats.note_reached(ok);
+            let reached = move |ok: bool| s.stats().note_reached(ok);
             threads.push(("subscriber", spawn("subscriber", Box::new(move || run_subscriber(connector, doorbell, bells, closed, reached)))));
         }
         {
             let s = shared.clone();
-            let stop = stop_rx.clone();
-            threads.push(("fetcher", spawn("fetcher", Box::new(move || fetch_loop(&s, jobs_tx, taken_rx, stop)))));
+            threads.push(("fetcher", spawn("fetcher", Box::new(move || fetcher.run(&s.feed, &mut Claimer::new(&s))))));
         }
         {
             let s = shared.clone();
@@ -160,181 +171,27 @@ impl RedisSource {
         }
         {
             let s = shared.clone();
-            threads.push(("heartbeat", spawn("heartbeat", Box::new(move || heartbeat_loop(&s)))));
+            threads.push(("heartbeat", spawn("heartbeat", Box::new(move || HeartbeatThread::new(&s).run()))));
         }
-        Ok(RedisSource {
-            shared,
-            jobs_rx,
-            taken_tx,
-            acks_tx,
-            stop_tx: Mutex::new(Some(stop_tx)),
-            threads: Mutex::new(threads),
-        })
+        Ok(RedisSource { shared, acks_tx, threads: Mutex::new(threads) })
     }
 
     pub fn node_id(&self) -> &str {
         &self.shared.cfg.node_id
     }
 
-    pub fn stats(&self) -> &Stats {
-        &self.shared.stats
-    }
-
-    pub fn inflight(&self) -> usize {
-        self.shared.inflight.load(Ordering::SeqCst)
-    }
-
-    pub fn is_stopping(&self) -> bool {
-        self.shared.stopping.load(Ordering::Acquire)
-    }
-
-    /// Claimed jobs waiting for a worker.
-    pub fn jobs(&self) -> &Receiver<ClaimedJob> {
-        &self.jobs_rx
-    }
-
-    /// A worker took `job` from `jobs()`: count it in flight, start its
-    /// clock (for the prefetch window) and nudge the fetcher to refill.
-    pub fn taken(&self, job: &mut ClaimedJob) {
-        self.shared.inflight.fetch_add(1, Ordering::SeqCst);
-        job.taken_at = Some(Instant::now());
-        // Wake the fetcher only when a refill is due: a signal per job would
-        // cost a futex wake and a context switch per job at high rates.
-        if self.shared.window.refill(self.jobs_rx.len()).is_some() {
-            let _ = self.taken_tx.try_send(());
-        }
-    }
-
-    /// The task returned: complete the claim (batched, asynchronous). The job
-    /// stays claimed in Redis until the batch is written, so a crash before
-    /// then reruns it: at-least-once.
-    pub fn complete(&self, job: &ClaimedJob) {
-        if let Some(t) = job.taken_at {
-            self.shared.window.record(t.elapsed());
-        }
-        let _ = self.acks_tx.send(AckMsg::Done((job.token, job.envelope.id.clone())));
-        self.settled();
-    }
-
-    /// Counts a failure of a claimed job; the caller then retries or discards.
-    pub fn record_failure(&self, job: &ClaimedJob, error_class: &str, message: &str) -> Result<FailureCount> {
-        let s = &self.shared;
-        let out = s.pool.with(|c| s.store.record_failure(c, &s.cfg.node_id, job.token, &job.envelope.id, error_class, message));
-        if out.is_ok() {
-            s.stats.failed.fetch_add(1, Ordering::Relaxed);
-        }
-        out
-    }
-
-    /// Schedules a retry after `delay`; settles the job unless the write
-    /// failed on the connection (then the caller may try again).
-    pub fn retry(&self, job: &ClaimedJob, delay: Duration) -> Result<()> {
-        let s = &self.shared;
-        let due = now_ms() + delay.as_millis() as u64;
-        let out = s.pool.with(|c| s.store.retry(c, &s.cfg.node_id, job, due));
-        self.settle_if_final(&out);
-        out
-    }
-
-    /// Gives the job up (archived with `record`, or dropped); settles the job.
-    pub fn discard(&self, job: &ClaimedJob, record: &serde_json::Value, archive: bool) -> Result<()> {
-        let s = &self.shared;
-        let out = s.pool.with(|c| s.store.discard(c, &s.cfg.node_id, Some(job.token), &job.envelope.id, record, archive));
-        self.settle_if_final(&out);
-        out
-    }
-
-    /// Quarantines a job that cannot run here (unknown task...); settles it.
-    pub fn quarantine(&self, job: &ClaimedJob, reason: &str) -> Result<()> {
-        let s = &self.shared;
-        let out = s.pool.with(|c| s.store.quarantine(c, &s.cfg.node_id, job.token, &job.channel, &job.raw, reason));
-        if out.is_ok() {
-            s.stats.quarantined.fetch_add(1, Ordering::Relaxed);
-        }
-        self.settle_if_final(&out);
-        out
-    }
-
-    /// Settles a job without writing anything: it stays claimed and is
-    /// requeued at shutdown or recovered (used when settling itself failed).
-    pub fn abandon(&self, _job: &ClaimedJob) {
-        self.settled();
-    }
-
-    fn settled(&self) {
-        self.shared.inflight.fetch_sub(1, Ordering::SeqCst);
-    }
-
     /// Settles after a write that succeeded or was rejected as stale; after a
     /// connection error the job stays unsettled so the caller can try again.
     fn settle_if_final(&self, out: &Result<()>) {
         match out {
-            Ok(()) => self.settled(),
+            Ok(()) => self.shared.feed.settled(),
             Err(Error::StaleClaim(t)) => {
-                self.shared.stats.stale.fetch_add(1, Ordering::Relaxed);
+                self.shared.stats().stale.fetch_add(1, Ordering::Relaxed);
                 log("WARN", &format!("claim {t} was stale when settled: the job was recovered and may run elsewhere; nothing was changed"));
-                self.settled();
+                self.shared.feed.settled();
             }
             Err(_) => {}
         }
-    }
-
-
-    /// Stops claiming. Workers get `Stopped` on their next call; jobs
-    /// already handed out keep running.
-    pub fn stop_claiming(&self) {
-        self.shared.stopping.store(true, Ordering::Release);
-        self.stop_tx.lock().take();
-        self.shared.bells.ring_all();
-    }
-
-    /// Completes the shutdown: flushes completions, then moves every claim
-    /// still held (unstarted prefetched jobs, and tasks still running when
-    /// the timeout expired) back to the head of its channel, deregisters the
-    /// node and joins the threads. Returns the number of jobs requeued.
-    ///
-    /// Order matters: completions are written before the requeue, or a job
-    /// that finished would be requeued and run twice.
-    pub fn shutdown(&self, flush_timeout: Duration) -> Result<u64> {
-        self.stop_claiming();
-        let (tx, rx) = bounded(1);
-        let _ = self.acks_tx.send(AckMsg::Flush(tx));
-        let flushed = rx.recv_timeout(flush_timeout).is_ok();
-        // Stop heartbeating before deregistering, or a late heartbeat would
-        // re-create the node key after the requeue removed it.
-        self.shared.heartbeat_closed.store(true, Ordering::Release);
-        self.shared.bells.ring_all();
-        self.join(&["heartbeat", "fetcher"]);
-        let s = &self.shared;
-        if !flushed {
-            // Requeueing now would put finished jobs whose completion is
-            // still unwritten back to work. Leave every claim in place: the
-            // heartbeat has stopped, so other nodes recover them after
-            // recovery_delay, by which time the acker may have written some.
-            log("WARN", "completions could not be written before shutdown; this node's claims are left for recovery by other nodes");
-            self.close();
-            return Ok(0);
-        }
-        let mut attempt = 0;
-        let requeued = loop {
-            match s.pool.with(|c| s.store.requeue_node(c, &s.cfg.node_id, false)) {
-                Ok(n) => break Ok(n.unwrap_or(0)),
-                Err(e) if e.is_connection() && attempt < 5 => {
-                    attempt += 1;
-                    std::thread::sleep(Duration::from_millis(100 * attempt));
-                }
-                Err(e) => break Err(e),
-            }
-        };
-        self.close();
-        // Last: the final acknowledgements and observations of this node.
-        if let Some(t) = s.written_telemetry() {
-            t.tick();
-            if let Err(e) = s.pool.with(|c| t.flush(c)) {
-                log("WARN", &format!("the last telemetry entries could not be written: {e}"));
-            }
-        }
-        requeued
     }
 
     /// Ends the acker (woken, so it needs no timer to notice) and lets the
@@ -367,110 +224,256 @@ impl RedisSource {
     }
 }
 
+impl JobSource for RedisSource {
+    fn name(&self) -> &str {
+        "redis"
+    }
+
+    fn feed(&self) -> &Feed {
+        &self.shared.feed
+    }
+
+    /// The job is still claimed in Redis: shutdown requeues it.
+    fn untake(&self, _job: ClaimedJob) {
+        self.shared.feed.settled();
+    }
+
+    /// The task returned: complete the claim (batched, asynchronous). The job
+    /// stays claimed in Redis until the batch is written, so a crash before
+    /// then reruns it: at-least-once.
+    fn complete(&self, job: &ClaimedJob) {
+        self.shared.feed.ran(job);
+        let _ = self.acks_tx.send(AckMsg::Done((job.token, job.envelope.id.clone())));
+        self.shared.feed.settled();
+    }
+
+    /// Counts a failure of a claimed job; the caller then retries or discards.
+    fn record_failure(&self, job: &ClaimedJob, error_class: &str, message: &str) -> Result<FailureCount> {
+        let s = &self.shared;
+        let out = s.pool.with(|c| s.store.record_failure(c, &s.cfg.node_id, job.token, &job.envelope.id, error_class, message));
+        if out.is_ok() {
+            s.stats().failed.fetch_add(1, Ordering::Relaxed);
+        }
+        out
+    }
+
+    /// Schedules a retry after `delay`; settles the job unless the write
+    /// failed on the connection (then the caller may try again).
+    fn retry(&self, job: &ClaimedJob, delay: Duration) -> Result<()> {
+        let s = &self.shared;
+        let due = now_ms() + delay.as_millis() as u64;
+        let out = s.pool.with(|c| s.store.retry(c, &s.cfg.node_id, job, due));
+        self.settle_if_final(&out);
+        out
+    }
+
+    /// Gives the job up (archived with `record`, or dropped); settles the job.
+    fn discard(&self, job: &ClaimedJob, record: &serde_json::Value, archive: bool) -> Result<()> {
+        let s = &self.shared;
+        let out = s.pool.with(|c| s.store.discard(c, &s.cfg.node_id, Some(job.token), &job.envelope.id, record, archive));
+        self.settle_if_final(&out);
+        out
+    }
+
+    /// Quarantines a job that cannot run here (unknown task...); settles it.
+    fn quarantine(&self, job: &ClaimedJob, reason: &str) -> Result<()> {
+        let s = &self.shared;
+        let out = s.pool.with(|c| s.store.quarantine(c, &s.cfg.node_id, job.token, &job.channel, &job.raw, reason));
+        if out.is_ok() {
+            s.stats().quarantined.fetch_add(1, Ordering::Relaxed);
+        }
+        self.settle_if_final(&out);
+        out
+    }
+
+    /// Settles a job without writing anything: it stays claimed and is
+    /// requeued at shutdown or recovered (used when settling itself failed).
+    fn abandon(&self, _job: &ClaimedJob) {
+        self.shared.feed.settled();
+    }
+
+    /// Stops claiming; an idle fetcher waiting for the doorbell wakes too.
+    fn stop_claiming(&self) {
+        self.shared.feed.stop();
+        self.shared.bells.ring_all();
+    }
+
+    /// Completes the shutdown: flushes completions, then moves every claim
+    /// still held (unstarted prefetched jobs, and tasks still running when
+    /// the timeout expired) back to the head of its channel, deregisters the
+    /// node and joins the threads. Returns the number of jobs requeued.
+    ///
+    /// Order matters: completions are written before the requeue, or a job
+    /// that finished would be requeued and run twice.
+    fn shutdown(&self, flush_timeout: Duration) -> Result<u64> {
+        self.stop_claiming();
+        let (tx, rx) = bounded(1);
+        let _ = self.acks_tx.send(AckMsg::Flush(tx));
+        let flushed = rx.recv_timeout(flush_timeout).is_ok();
+        // Stop heartbeating before deregistering, or a late heartbeat would
+        // re-create the node key after the requeue removed it.
+        self.shared.heartbeat_closed.store(true, Ordering::Release);
+        self.shared.bells.ring_all();
+        self.join(&["heartbeat", "fetcher"]);
+        let s = &self.shared;
+        if !flushed {
+            // Requeueing now would put finished jobs whose completion is
+            // still unwritten back to work. Leave every claim in place: the
+            // heartbeat has stopped, so other nodes recover them after
+            // recovery_delay, by which time the acker may have written some.
+            log("WARN", "completions could not be written before shutdown; this node's claims are left for recovery by other nodes");
+            self.close();
+            return Ok(0);
+        }
+        let mut attempt = 0;
+        let requeued = loop {
+            match s.pool.with(|c| s.store.requeue(c, &s.cfg.node_id, Requeue::Shutdown)) {
+                Ok(n) => break Ok(n.unwrap_or(0)),
+                Err(e) if e.is_connection() && attempt < REQUEUE_RETRIES => {
+                    attempt += 1;
+                    std::thread::sleep(REQUEUE_BACKOFF * attempt as u32);
+                }
+                Err(e) => break Err(e),
+            }
+        };
+        self.close();
+        // Last: the final acknowledgements and observations of this node.
+        if let Some(t) = s.written_telemetry() {
+            t.tick();
+            if let Err(e) = s.pool.with(|c| t.flush(c)) {
+                log("WARN", &format!("the last telemetry entries could not be written: {e}"));
+            }
+        }
+        requeued
+    }
+
+    fn attach(&self, index: usize, telemetry: Arc<Telemetry>, writer: bool) {
+        let _ = self.shared.telemetry.set((index, telemetry, writer));
+    }
+
+    fn set_paused(&self, paused: bool) {
+        self.shared.feed.set_paused(paused);
+        if !paused {
+            // Claim at once rather than at the next doorbell.
+            self.shared.bells.ready.ring();
+        }
+    }
+}
+
 impl Drop for RedisSource {
     fn drop(&mut self) {
-        self.shared.stopping.store(true, Ordering::Release);
+        self.shared.feed.stop();
         self.shared.heartbeat_closed.store(true, Ordering::Release);
         self.shared.closed.store(true, Ordering::Release);
         acker::wake(&self.acks_tx);
-        self.stop_tx.lock().take();
         self.shared.bells.ring_all();
     }
 }
 
-/// How long an idle fetcher waits for a doorbell before looking anyway.
-/// With a live subscription nothing can be missed, so the safety net is the
-/// heartbeat, which reports ready work; without one, poll every second.
-const IDLE_POLL_UNSUBSCRIBED: Duration = Duration::from_secs(1);
+/// The fetcher's Redis side: `claim.lua` in the channel order, on its own
+/// connection.
+struct Claimer<'a> {
+    s: &'a Shared,
+    selector: ChannelSelector,
+    conn: Reconnecting,
+    /// Each claim call records a stamp unique to this node (its claimed_ms).
+    /// When a call fails after it may have reached Redis, its jobs could be
+    /// claimed with the reply lost: the stamp lets us hand exactly those back.
+    last_stamp: u64,
+    unsettled_stamp: Option<u64>,
+}
 
-fn fetch_loop(s: &Shared, jobs_tx: Sender<ClaimedJob>, taken_rx: Receiver<()>, stop_rx: Receiver<()>) {
-    let mut selector = ChannelSelector::new(s.cfg.channels.clone(), s.cfg.order).expect("validated at start");
-    let mut conn = Reconnecting::new(s.pool.connector().clone());
-    // Each claim call records a stamp unique to this node (its claimed_ms).
-    // When a call fails after it may have reached Redis, its jobs could be
-    // claimed with the reply lost: the stamp lets us hand exactly those back.
-    let mut last_stamp = 0u64;
-    let mut unsettled_stamp: Option<u64> = None;
-    while !s.stopping.load(Ordering::Acquire) {
-        if let Some(stamp) = unsettled_stamp {
-            match conn.run(|c| s.store.release_claims(c, &s.cfg.node_id, stamp)) {
-                Ok(n) => {
-                    unsettled_stamp = None;
-                    if n > 0 {
-                        log("WARN", &format!("requeued {n} job(s) claimed by a call whose reply was lost"));
-                    }
+impl<'a> Claimer<'a> {
+    fn new(s: &'a Shared) -> Self {
+        let selector = ChannelSelector::new(s.cfg.channels.clone(), s.cfg.order).expect("validated at start");
+        Claimer { s, selector, conn: Reconnecting::new(s.pool.connector().clone()), last_stamp: 0, unsettled_stamp: None }
+    }
+
+    /// Quarantines what did not decode, hands the jobs to the workers, and
+    /// waits for the doorbell when the claim found every channel empty.
+    fn deliver(&mut self, fetcher: &Fetcher, batch: ClaimBatch, want: usize, seen: u64) -> bool {
+        let s = self.s;
+        if let (Some(t), false) = (s.telemetry(), batch.jobs.is_empty()) {
+            t.saw_tasks(batch.jobs.iter().map(|j| j.envelope.task.as_str()));
+        }
+        // Fewer jobs than asked for: the script found every channel
+        // empty. A later push rings the doorbell (lists ring on
+        // empty -> non-empty), so wait for it instead of claiming
+        // again just to find nothing.
+        let drained = batch.len() < want;
+        for m in batch.malformed {
+            log("WARN", &format!("quarantining undecodable entry from channel {}: {}", m.channel, m.reason));
+            match self.conn.run(|c| s.store.quarantine(c, &s.cfg.node_id, m.token, &m.channel, &m.raw, &m.reason)) {
+                Ok(()) => {
+                    s.stats().quarantined.fetch_add(1, Ordering::Relaxed);
                 }
-                Err(_) => {
-                    let _ = stop_rx.recv_timeout(conn.backoff_remaining().max(Duration::from_millis(50)));
-                    continue;
-                }
+                Err(e) => log("WARN", &format!("quarantine failed ({e}); the entry stays claimed and will be requeued")),
             }
         }
-        if s.paused.load(Ordering::Acquire) {
-            // Local only: no command is sent while paused.
-            let _ = stop_rx.recv_timeout(PAUSE_CHECK);
-            continue;
+        s.stats().claimed.fetch_add(batch.jobs.len() as u64, Ordering::Relaxed);
+        if !fetcher.deliver(batch.jobs) {
+            return false;
         }
-        let Some(want) = s.window.refill(jobs_tx.len()) else {
-            select! {
-                recv(taken_rx) -> _ => {},
-                recv(stop_rx) -> _ => return,
+        if drained {
+            let wait = if s.bells.subscribed.load(Ordering::Acquire) { IDLE_WAIT } else { IDLE_POLL_UNSUBSCRIBED };
+            s.bells.ready.wait_past(seen, wait);
+        }
+        true
+    }
+
+    fn failed(&mut self, fetcher: &Fetcher, e: Error, stamp: u64) {
+        let s = self.s;
+        s.stats().redis_errors.fetch_add(1, Ordering::Relaxed);
+        // The script may have run with its reply lost; releasing a
+        // stamp that claimed nothing is harmless.
+        if e.is_connection() && self.conn.last_call_sent() {
+            self.unsettled_stamp = Some(stamp);
+        }
+        if matches!(&e, Error::Redis(m) if m.contains("NODE_EXPIRED")) {
+            log("WARN", "node heartbeat expired (was this process paused?); re-registering");
+            let _ = self.conn.run(|c| s.heartbeat(c, 0));
+        } else if !e.is_connection() || self.conn.is_connected() {
+            log("WARN", &format!("claim failed: {e}"));
+        }
+        fetcher.pause(self.conn.pause_before_retry());
+    }
+}
+
+impl Fetch for Claimer<'_> {
+    /// First hands back the jobs of a claim whose reply was lost.
+    fn prepare(&mut self, fetcher: &Fetcher) -> bool {
+        let Some(stamp) = self.unsettled_stamp else { return true };
+        let s = self.s;
+        match self.conn.run(|c| s.store.requeue(c, &s.cfg.node_id, Requeue::Release { stamp })) {
+            Ok(n) => {
+                self.unsettled_stamp = None;
+                let n = n.unwrap_or(0);
+                if n > 0 {
+                    log("WARN", &format!("requeued {n} job(s) claimed by a call whose reply was lost"));
+                }
+                true
             }
-            continue;
-        };
+            Err(_) => {
+                fetcher.pause(self.conn.pause_before_retry());
+                false
+            }
+        }
+    }
+
+    fn fetch(&mut self, fetcher: &Fetcher, want: usize) -> bool {
+        let s = self.s;
         let seen = s.bells.ready.epoch();
-        let order = selector.next_order();
-        let names: Vec<&str> = order.iter().map(|&i| selector.names()[i].as_str()).collect();
-        last_stamp = now_ms().max(last_stamp + 1);
-        let stamp = last_stamp;
-        let claimed = conn.run(|c| s.store.claim(c, &s.cfg.node_id, &names, want, stamp));
-        s.stats.note(&claimed);
+        let order = self.selector.next_order();
+        let names: Vec<&str> = order.iter().map(|&i| self.selector.names()[i].as_str()).collect();
+        self.last_stamp = now_ms().max(self.last_stamp + 1);
+        let stamp = self.last_stamp;
+        let claimed = self.conn.run(|c| s.store.claim(c, &s.cfg.node_id, &names, want, stamp));
+        s.stats().note(&claimed);
         match claimed {
-            Ok(batch) => {
-                if let (Some(t), false) = (s.telemetry(), batch.jobs.is_empty()) {
-                    t.saw_tasks(batch.jobs.iter().map(|j| j.envelope.task.as_str()));
-                }
-                // Fewer jobs than asked for: the script found every channel
-                // empty. A later push rings the doorbell (lists ring on
-                // empty -> non-empty), so wait for it instead of claiming
-                // again just to find nothing.
-                let drained = batch.jobs.len() + batch.malformed.len() < want;
-                for m in batch.malformed {
-                    log("WARN", &format!("quarantining undecodable entry from channel {}: {}", m.channel, m.reason));
-                    match conn.run(|c| s.store.quarantine(c, &s.cfg.node_id, m.token, &m.channel, &m.raw, &m.reason)) {
-                        Ok(()) => {
-                            s.stats.quarantined.fetch_add(1, Ordering::Relaxed);
-                        }
-                        Err(e) => log("WARN", &format!("quarantine failed ({e}); the entry stays claimed and will be requeued")),
-                    }
-                }
-                s.stats.claimed.fetch_add(batch.jobs.len() as u64, Ordering::Relaxed);
-                for job in batch.jobs {
-                    if jobs_tx.send(job).is_err() {
-                        return;
-                    }
-                }
-                if drained {
-                    let wait = if s.bells.subscribed.load(Ordering::Acquire) { Duration::from_secs(3600) } else { IDLE_POLL_UNSUBSCRIBED };
-                    s.bells.ready.wait_past(seen, wait);
-                }
-            }
+            Ok(batch) => self.deliver(fetcher, batch, want, seen),
             Err(e) => {
-                s.stats.redis_errors.fetch_add(1, Ordering::Relaxed);
-                // The script may have run with its reply lost; releasing a
-                // stamp that claimed nothing is harmless.
-                if e.is_connection() && conn.last_call_sent() {
-                    unsettled_stamp = Some(stamp);
-                }
-                if matches!(&e, Error::Redis(m) if m.contains("NODE_EXPIRED")) {
-                    log("WARN", "node heartbeat expired (was this process paused?); re-registering");
-                    let names: Vec<&str> = s.cfg.channels.iter().map(|(n, _)| n.as_str()).collect();
-                    let _ = conn.run(|c| s.store.heartbeat(c, &s.cfg.node_id, s.cfg.node_ttl.as_millis() as u64, &s.cfg.description, &names));
-                } else if !e.is_connection() || conn.is_connected() {
-                    log("WARN", &format!("claim failed: {e}"));
-                }
-                let pause = conn.backoff_remaining().max(Duration::from_millis(50));
-                let _ = stop_rx.recv_timeout(pause);
+                self.failed(fetcher, e, stamp);
+                true
             }
         }
     }
@@ -478,9 +481,9 @@ fn fetch_loop(s: &Shared, jobs_tx: Sender<ClaimedJob>, taken_rx: Receiver<()>, s
 
 fn ack_loop(s: &Shared, acks_rx: Receiver<AckMsg<(ClaimToken, String)>>) {
     let conn = Reconnecting::new(s.pool.connector().clone());
-    acker::run(acks_rx, conn, &s.closed, &s.stats, |conn, batch| {
+    acker::run(acks_rx, conn, &s.closed, s.stats(), |conn, batch| {
         let written = conn.run(|c| s.store.ack(c, &s.cfg.node_id, batch));
-        s.stats.note(&written);
+        s.stats().note(&written);
         let stale = written?;
         if let Some((index, t, _)) = s.telemetry.get() {
             t.acknowledged(*index, batch.iter().map(|(token, _)| *token).filter(|token| !stale.contains(token)));
@@ -490,170 +493,155 @@ fn ack_loop(s: &Shared, acks_rx: Receiver<AckMsg<(ClaimToken, String)>>) {
     });
 }
 
-/// How often a paused fetcher looks whether it was resumed (locally).
-const PAUSE_CHECK: Duration = Duration::from_millis(100);
-/// Control requests taken from the mailbox per heartbeat.
-const CONTROL_TAKE: usize = 16;
-
-/// Most due jobs promoted per script call; a larger backlog is promoted in
-/// consecutive calls without waiting.
-const PROMOTE_LIMIT: usize = 500;
-
-fn heartbeat_loop(s: &Shared) {
-    let mut conn = Reconnecting::new(s.pool.connector().clone());
-    let names: Vec<&str> = s.cfg.channels.iter().map(|(n, _)| n.as_str()).collect();
-    let ttl = s.cfg.node_ttl.as_millis() as u64;
-    let mut next_beat = Instant::now() + s.cfg.heartbeat_interval;
-    let mut next_due = Instant::now();
-    const IDLE: Duration = Duration::from_secs(3600);
-    let mut next_flush = Instant::now() + FLUSH_INTERVAL;
-    while !s.heartbeat_closed.load(Ordering::Acquire) {
-        let seen = s.bells.planned.epoch();
-        let now = Instant::now();
-        let beating = now >= next_beat;
-        if beating {
-            // Only the journal writer reads the mailbox: one reader per node.
-            let take = if s.written_telemetry().is_some() { CONTROL_TAKE } else { 0 };
-            let beat = conn.run(|c| s.store.beat(c, &s.cfg.node_id, ttl, &s.cfg.description, &names, take));
-            s.stats.note(&beat);
-            match beat {
-                Ok(beat) => {
-                    next_beat = now + s.cfg.heartbeat_interval;
-                    if beat.ready {
-                        s.bells.ready.ring();
-                    }
-                    if beat.released > 0 {
-                        log("WARN", &format!("released {} publication(s) whose publisher did not (its barrier expired)", beat.released));
-                    }
-                    if let Some(t) = s.written_telemetry() {
-                        for request in beat.requests {
-                            t.request(request);
-                        }
-                    }
-                    for node in beat.dead {
-                        if let Ok(Some(jobs)) = conn.run(|c| s.store.recover_node(c, &node)) {
-                            let n = jobs.len() as u64;
-                            s.stats.recovered.fetch_add(n, Ordering::Relaxed);
-                            if n > 0 {
-                                log("WARN", &format!("recovered {n} job(s) claimed by dead node {node}"));
-                            }
-                            if let Some(t) = s.telemetry() {
-                                t.recovered(&node, &jobs);
-                            }
-                        }
-                    }
-                }
-                Err(_) => {
-                    s.stats.redis_errors.fetch_add(1, Ordering::Relaxed);
-                    next_beat = now + conn.backoff_remaining().max(Duration::from_millis(100));
-                }
-            }
-        }
-        if let Some(t) = s.written_telemetry() {
-            if now >= next_flush || beating {
-                let active = t.tick();
-                if t.has_pending() {
-                    let flushed = conn.run(|c| t.flush(c));
-                    s.stats.note(&flushed);
-                }
-                // Once a second while jobs flow; an idle node writes its
-                // telemetry (observations) with its heartbeats only, so it
-                // wakes no more often than before.
-                next_flush = if active || t.has_pending() { now + FLUSH_INTERVAL } else { now + IDLE };
-            }
-        } else {
-            next_flush = now + IDLE;
-        }
-        if now >= next_due {
-            match conn.run(|c| s.store.promote(c, PROMOTE_LIMIT)) {
-                Ok((moved, next)) => {
-                    s.stats.promoted.fetch_add(moved, Ordering::Relaxed);
-                    next_due = if moved as usize >= PROMOTE_LIMIT {
-                        now
-                    } else {
-                        match next {
-                            // From the time after the call (not `now`, before it):
-                            // waking a round trip early finds nothing due yet.
-                            Some(ms) => Instant::now() + Duration::from_millis(ms.saturating_sub(now_ms())),
-                            None => now + Duration::from_secs(3600),
-                        }
-                    };
-                }
-                Err(_) => {
-                    s.stats.redis_errors.fetch_add(1, Ordering::Relaxed);
-                    next_due = now + conn.backoff_remaining().max(Duration::from_millis(100));
-                }
-            }
-        }
-        // A subscription outage may hide a `planned` ring: re-check due work
-        // at every heartbeat then.
-        if !s.bells.subscribed.load(Ordering::Acquire) {
-            next_due = next_due.min(next_beat);
-        }
-        let wake = next_beat.min(next_due).min(next_flush);
-        let wait = wake.saturating_duration_since(Instant::now());
-        if s.bells.planned.wait_past(seen, wait) {
-            next_due = Instant::now();
-        }
-    }
+/// The heartbeat thread: one thread (decision 24: an idle node wakes only
+/// for its heartbeat) running, each time one is due, the steps below. Each
+/// step keeps its own deadline; the thread sleeps until the earliest, or
+/// until the doorbell says `planned`.
+struct HeartbeatThread<'a> {
+    s: &'a Shared,
+    conn: Reconnecting,
+    next_beat: Instant,
+    /// When due planned and retrying jobs should next be promoted.
+    next_due: Instant,
+    /// When the node's telemetry should next be written.
+    next_flush: Instant,
 }
 
+impl<'a> HeartbeatThread<'a> {
+    fn new(s: &'a Shared) -> Self {
+        let now = Instant::now();
+        HeartbeatThread {
+            s,
+            conn: Reconnecting::new(s.pool.connector().clone()),
+            next_beat: now + s.cfg.heartbeat_interval,
+            next_due: now,
+            next_flush: now + FLUSH_INTERVAL,
+        }
+    }
 
-impl JobSource for RedisSource {
-    fn name(&self) -> &str {
-        "redis"
+    fn run(mut self) {
+        while !self.s.heartbeat_closed.load(Ordering::Acquire) {
+            let seen = self.s.bells.planned.epoch();
+            let now = Instant::now();
+            let beating = now >= self.next_beat;
+            if beating {
+                self.heartbeat(now);
+            }
+            self.flush_telemetry(now, beating);
+            if now >= self.next_due {
+                self.promote(now);
+            }
+            self.sleep(seen);
+        }
     }
-    fn jobs(&self) -> &Receiver<ClaimedJob> {
-        RedisSource::jobs(self)
+
+    /// Refreshes the node key; acts on what the heartbeat learned.
+    fn heartbeat(&mut self, now: Instant) {
+        let s = self.s;
+        // Only the journal writer reads the mailbox: one reader per node.
+        let take = if s.written_telemetry().is_some() { CONTROL_TAKE } else { 0 };
+        let heartbeat = self.conn.run(|c| s.heartbeat(c, take));
+        s.stats().note(&heartbeat);
+        match heartbeat {
+            Ok(heartbeat) => {
+                self.next_beat = now + s.cfg.heartbeat_interval;
+                if heartbeat.ready {
+                    s.bells.ready.ring();
+                }
+                if heartbeat.released > 0 {
+                    log("WARN", &format!("released {} publication(s) whose publisher did not (its barrier expired)", heartbeat.released));
+                }
+                self.deliver_requests(heartbeat.requests);
+                self.recover(heartbeat.dead);
+            }
+            Err(_) => {
+                s.stats().redis_errors.fetch_add(1, Ordering::Relaxed);
+                self.next_beat = now + self.conn.backoff_remaining().max(RETRY_AFTER_ERROR);
+            }
+        }
     }
-    fn taken(&self, job: &mut ClaimedJob) {
-        RedisSource::taken(self, job)
+
+    /// Hands control requests taken from the mailbox to the node's monitor.
+    fn deliver_requests(&self, requests: Vec<String>) {
+        if let Some(t) = self.s.written_telemetry() {
+            for request in requests {
+                t.request(request);
+            }
+        }
     }
-    /// The job is still claimed in Redis: shutdown requeues it.
-    fn untake(&self, _job: ClaimedJob) {
-        self.shared.inflight.fetch_sub(1, Ordering::SeqCst);
+
+    /// Moves the claims of nodes whose heartbeat expired back to their
+    /// channels (each once: see `Requeue::Recover`).
+    fn recover(&mut self, dead: Vec<String>) {
+        let s = self.s;
+        for node in dead {
+            if let Ok(Some(jobs)) = self.conn.run(|c| s.store.recover_node(c, &node)) {
+                let n = jobs.len() as u64;
+                s.stats().recovered.fetch_add(n, Ordering::Relaxed);
+                if n > 0 {
+                    log("WARN", &format!("recovered {n} job(s) claimed by dead node {node}"));
+                }
+                if let Some(t) = s.telemetry() {
+                    t.recovered(&node, &jobs);
+                }
+            }
+        }
     }
-    fn complete(&self, job: &ClaimedJob) {
-        RedisSource::complete(self, job)
+
+    /// Writes the node's telemetry when this source is its writer: once a
+    /// second while jobs flow; an idle node writes it (observations) with
+    /// its heartbeats only, so it wakes no more often than before.
+    fn flush_telemetry(&mut self, now: Instant, beating: bool) {
+        let Some(t) = self.s.written_telemetry() else {
+            self.next_flush = now + IDLE_WAIT;
+            return;
+        };
+        if now >= self.next_flush || beating {
+            let active = t.tick();
+            if t.has_pending() {
+                let flushed = self.conn.run(|c| t.flush(c));
+                self.s.stats().note(&flushed);
+            }
+            self.next_flush = if active || t.has_pending() { now + FLUSH_INTERVAL } else { now + IDLE_WAIT };
+        }
     }
-    fn record_failure(&self, job: &ClaimedJob, error_class: &str, message: &str) -> Result<FailureCount> {
-        RedisSource::record_failure(self, job, error_class, message)
+
+    /// Promotes due planned and retrying jobs; learns when the next is due.
+    fn promote(&mut self, now: Instant) {
+        let s = self.s;
+        match self.conn.run(|c| s.store.promote(c, PROMOTE_LIMIT)) {
+            Ok((moved, next)) => {
+                s.stats().promoted.fetch_add(moved, Ordering::Relaxed);
+                self.next_due = if moved as usize >= PROMOTE_LIMIT {
+                    now
+                } else {
+                    match next {
+                        // From the time after the call (not `now`, before it):
+                        // waking a round trip early finds nothing due yet.
+                        Some(ms) => Instant::now() + Duration::from_millis(ms.saturating_sub(now_ms())),
+                        None => now + IDLE_WAIT,
+                    }
+                };
+            }
+            Err(_) => {
+                s.stats().redis_errors.fetch_add(1, Ordering::Relaxed);
+                self.next_due = now + self.conn.backoff_remaining().max(RETRY_AFTER_ERROR);
+            }
+        }
     }
-    fn retry(&self, job: &ClaimedJob, delay: Duration) -> Result<()> {
-        RedisSource::retry(self, job, delay)
-    }
-    fn discard(&self, job: &ClaimedJob, record: &serde_json::Value, archive: bool) -> Result<()> {
-        RedisSource::discard(self, job, record, archive)
-    }
-    fn quarantine(&self, job: &ClaimedJob, reason: &str) -> Result<()> {
-        RedisSource::quarantine(self, job, reason)
-    }
-    fn abandon(&self, job: &ClaimedJob) {
-        RedisSource::abandon(self, job)
-    }
-    fn stop_claiming(&self) {
-        RedisSource::stop_claiming(self)
-    }
-    fn is_stopping(&self) -> bool {
-        RedisSource::is_stopping(self)
-    }
-    fn inflight(&self) -> usize {
-        RedisSource::inflight(self)
-    }
-    fn shutdown(&self, flush_timeout: Duration) -> Result<u64> {
-        RedisSource::shutdown(self, flush_timeout)
-    }
-    fn stats(&self) -> &Stats {
-        RedisSource::stats(self)
-    }
-    fn attach(&self, index: usize, telemetry: Arc<Telemetry>, writer: bool) {
-        let _ = self.shared.telemetry.set((index, telemetry, writer));
-    }
-    fn set_paused(&self, paused: bool) {
-        self.shared.paused.store(paused, Ordering::Release);
-        if !paused {
-            // Claim at once rather than at the next doorbell.
-            self.shared.bells.ready.ring();
+
+    /// Sleeps until the earliest deadline; a `planned` ring since `seen`
+    /// makes promotion due at once.
+    fn sleep(&mut self, seen: u64) {
+        // A subscription outage may hide a `planned` ring: re-check due work
+        // at every heartbeat then.
+        if !self.s.bells.subscribed.load(Ordering::Acquire) {
+            self.next_due = self.next_due.min(self.next_beat);
+        }
+        let wake = self.next_beat.min(self.next_due).min(self.next_flush);
+        let wait = wake.saturating_duration_since(Instant::now());
+        if self.s.bells.planned.wait_past(seen, wait) {
+            self.next_due = Instant::now();
         }
     }
 }

@@ -2,6 +2,8 @@
 //! one round trip. Callers bring the connection, so the same code serves the
 //! pooled request/response path and the dispatcher's own threads.
 
+use std::time::Duration;
+
 use redis::{Connection, Value};
 
 use crate::claim::{ClaimToken, ClaimedJob, FailureCount, MAX_BATCH};
@@ -10,6 +12,13 @@ use crate::error::{Error, Result};
 use crate::now_ms;
 use crate::redis::keyspace::Keyspace;
 use crate::redis::scripts::Scripts;
+
+/// Default limits of the archive. The Ruby side has its own defaults
+/// (`archive_max_entries`, `archive_max_age` in
+/// `lib/solid_jobs/configuration.rb`) and always passes them; keep the two
+/// in step.
+pub const ARCHIVE_MAX_ENTRIES: u64 = 10_000;
+pub const ARCHIVE_MAX_AGE: Duration = Duration::from_secs(30 * 24 * 3600);
 
 /// Limits of the archive of discarded jobs.
 #[derive(Debug, Clone, Copy)]
@@ -20,7 +29,41 @@ pub struct ArchivePolicy {
 
 impl Default for ArchivePolicy {
     fn default() -> Self {
-        ArchivePolicy { max_entries: 10_000, max_age_ms: 30 * 24 * 3600 * 1000 }
+        ArchivePolicy { max_entries: ARCHIVE_MAX_ENTRIES, max_age_ms: ARCHIVE_MAX_AGE.as_millis() as u64 }
+    }
+}
+
+/// Which claims of a node `requeue.lua` moves back to the head of their
+/// channels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Requeue {
+    /// Every claim of the node itself, which is leaving; it is deregistered.
+    Shutdown,
+    /// Every claim of a node whose heartbeat expired, and it is
+    /// deregistered; nothing while it heartbeats. Atomic, so when several
+    /// nodes recover the same dead node at once exactly one moves its claims.
+    Recover,
+    /// Only the claims one `claim` call recorded with this stamp (its
+    /// `claimed_ms`): its reply was lost, so no worker will run them. The
+    /// node stays registered.
+    Release { stamp: u64 },
+}
+
+impl Requeue {
+    /// The mode argument of `requeue.lua`.
+    fn mode(self) -> &'static str {
+        match self {
+            Requeue::Shutdown => "shutdown",
+            Requeue::Recover => "recover",
+            Requeue::Release { .. } => "release",
+        }
+    }
+
+    fn stamp(self) -> u64 {
+        match self {
+            Requeue::Release { stamp } => stamp,
+            Requeue::Shutdown | Requeue::Recover => 0,
+        }
     }
 }
 
@@ -325,26 +368,17 @@ impl Store {
         Ok((moved, u64::try_from(next).ok()))
     }
 
-    /// Requeues every claim of `node_id` at the head of its channel. With
-    /// `only_if_dead`, does nothing (returns None) while the node heartbeats.
-    pub fn requeue_node(&self, conn: &mut Connection, node_id: &str, only_if_dead: bool) -> Result<Option<u64>> {
-        self.requeue(conn, node_id, if only_if_dead { "recover" } else { "shutdown" }, 0)
-    }
-
-    /// Requeues the claims one `claim` call recorded with `stamp` (its reply
-    /// was lost, so no worker will run them).
-    pub fn release_claims(&self, conn: &mut Connection, node_id: &str, stamp: u64) -> Result<u64> {
-        Ok(self.requeue(conn, node_id, "release", stamp)?.unwrap_or(0))
-    }
-
-    fn requeue(&self, conn: &mut Connection, node_id: &str, mode: &str, stamp: u64) -> Result<Option<u64>> {
-        let n: i64 = self.requeue_invocation(node_id, mode, stamp, false).invoke(conn)?;
+    /// Requeues claims of `node_id` (which ones: see [`Requeue`]) at the head
+    /// of their channels; returns how many. None when `Requeue::Recover`
+    /// finds the node alive.
+    pub fn requeue(&self, conn: &mut Connection, node_id: &str, which: Requeue) -> Result<Option<u64>> {
+        let n: i64 = self.requeue_invocation(node_id, which, false).invoke(conn)?;
         Ok(u64::try_from(n).ok())
     }
 
     /// `requeue.lua` for `node_id`; with `report`, it returns each job moved
     /// instead of a count.
-    fn requeue_invocation(&self, node_id: &str, mode: &str, stamp: u64, report: bool) -> redis::ScriptInvocation<'_> {
+    fn requeue_invocation(&self, node_id: &str, which: Requeue, report: bool) -> redis::ScriptInvocation<'_> {
         let mut inv = self.scripts.requeue.prepare_invoke();
         inv.key(self.keys.claims(node_id))
             .key(self.keys.node(node_id))
@@ -354,9 +388,9 @@ impl Store {
             .key(self.keys.jobs())
             .arg(self.keys.prefix())
             .arg(node_id)
-            .arg(mode)
+            .arg(which.mode())
             .arg(now_ms())
-            .arg(stamp)
+            .arg(which.stamp())
             .arg(if report { "1" } else { "0" });
         inv
     }
@@ -393,22 +427,26 @@ impl Store {
         let nodes: Vec<String> = redis::cmd("SMEMBERS").arg(self.keys.nodes()).query(conn)?;
         let mut total = 0;
         for node in nodes {
-            total += self.requeue_node(conn, &node, true)?.unwrap_or(0);
+            total += self.requeue(conn, &node, Requeue::Recover)?.unwrap_or(0);
         }
         Ok(total)
     }
 
-    /// Refreshes a heartbeat. Returns whether any served channel has ready
-    /// jobs, and the ids of registered nodes whose heartbeat has expired.
-    pub fn heartbeat(&self, conn: &mut Connection, node_id: &str, ttl_ms: u64, description: &str, channels: &[&str]) -> Result<(bool, Vec<String>)> {
-        let beat = self.beat(conn, node_id, ttl_ms, description, channels, 0)?;
-        Ok((beat.ready, beat.dead))
-    }
-
-    /// A heartbeat that also takes up to `take_requests` control requests
-    /// from the node's mailbox (the heartbeat thread's; other callers leave
-    /// the mailbox alone) and releases expired publication barriers.
-    pub fn beat(&self, conn: &mut Connection, node_id: &str, ttl_ms: u64, description: &str, channels: &[&str], take_requests: usize) -> Result<Beat> {
+    /// Registers `node_id` (or refreshes its registration) for `ttl_ms`,
+    /// releases expired publication barriers, and takes up to
+    /// `take_requests` control requests from the node's mailbox (only its
+    /// heartbeat thread asks for any; other callers pass 0 and leave the
+    /// mailbox alone). Reports whether any served channel has ready jobs and
+    /// which registered nodes have expired.
+    pub fn heartbeat(
+        &self,
+        conn: &mut Connection,
+        node_id: &str,
+        ttl_ms: u64,
+        description: &str,
+        channels: &[&str],
+        take_requests: usize,
+    ) -> Result<Heartbeat> {
         let mut inv = self.scripts.heartbeat.prepare_invoke();
         inv.key(self.keys.node(node_id))
             .key(self.keys.nodes())
@@ -435,7 +473,7 @@ impl Store {
         };
         let requests = strings(3..3 + k)?;
         let dead = strings(3 + k..out.len().max(3 + k))?;
-        Ok(Beat { ready, released, requests, dead })
+        Ok(Heartbeat { ready, released, requests, dead })
     }
 
     /// Writes publications behind the publication barrier (`hold.lua`):
@@ -503,7 +541,7 @@ impl Store {
     /// Requeues the claims of `node_id` while its heartbeat is absent, and
     /// reports each job moved. None while the node is alive.
     pub fn recover_node(&self, conn: &mut Connection, node_id: &str) -> Result<Option<Vec<RecoveredJob>>> {
-        let v: Value = self.requeue_invocation(node_id, "recover", 0, true).invoke(conn)?;
+        let v: Value = self.requeue_invocation(node_id, Requeue::Recover, true).invoke(conn)?;
         let Value::Array(items) = v else { return Ok(None) };
         let mut jobs = Vec::new();
         for triple in items.get(1..).unwrap_or_default().chunks(3) {
@@ -518,9 +556,9 @@ impl Store {
     }
 }
 
-/// What one heartbeat learned (see `Store::beat`).
+/// What one heartbeat learned (see `Store::heartbeat`).
 #[derive(Debug, Default)]
-pub struct Beat {
+pub struct Heartbeat {
     pub ready: bool,
     /// Publication barriers that expired and were released.
     pub released: u64,

@@ -117,7 +117,7 @@ impl Client {
     fn claim(&self, node_id: String, channel: String, ttl_ms: u64) -> Result<Option<(u64, String)>, Error> {
         let batch = without_gvl(|_| {
             self.pool.with(|c| {
-                self.store.heartbeat(c, &node_id, ttl_ms, r#"{"adapter":true}"#, &[channel.as_str()])?;
+                self.store.heartbeat(c, &node_id, ttl_ms, r#"{"adapter":true}"#, &[channel.as_str()], 0)?;
                 self.store.claim(c, &node_id, &[channel.as_str()], 1, now_ms())
             })
         })?
