@@ -4,13 +4,54 @@
 //! only a weak reference: when the client that owns the telemetry is
 //! dropped, the thread ends.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 
-use crate::redis::connection::{Connector, Reconnecting};
-use crate::log::log;
+use crossbeam_channel::{bounded, Receiver, Sender};
 
 use super::{Telemetry, FLUSH_INTERVAL};
+use crate::log::log;
+use crate::redis::connection::{Connector, Reconnecting};
+
+/// How an idle flush thread is woken: it sleeps while nothing happens, and
+/// the next publication wakes it (one atomic load per publication otherwise).
+pub(super) struct FlusherWake {
+    idle: AtomicBool,
+    tx: Sender<()>,
+    rx: Receiver<()>,
+}
+
+impl FlusherWake {
+    pub fn new() -> Self {
+        let (tx, rx) = bounded(1);
+        FlusherWake { idle: AtomicBool::new(false), tx, rx }
+    }
+
+    /// A publication was counted. After the count (SeqCst pairs with
+    /// `going_idle`): either this sees the flusher idle and wakes it, or the
+    /// flusher sees the count and stays awake.
+    pub fn published(&self) {
+        if self.idle.load(Ordering::SeqCst) {
+            self.idle.store(false, Ordering::Relaxed);
+            let _ = self.tx.try_send(());
+        }
+    }
+
+    /// The flusher is about to sleep; it then checks for activity once more.
+    pub fn going_idle(&self) {
+        self.idle.store(true, Ordering::SeqCst);
+    }
+
+    /// Activity arrived before it slept after all.
+    pub fn stay_awake(&self) {
+        self.idle.store(false, Ordering::Relaxed);
+    }
+
+    pub fn receiver(&self) -> Receiver<()> {
+        self.rx.clone()
+    }
+}
 
 /// Starts flushing `telemetry` every FLUSH_INTERVAL over its own connection.
 /// Nothing is sent while there is nothing to write.
