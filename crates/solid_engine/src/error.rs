@@ -8,7 +8,7 @@
 
 use std::fmt;
 
-use crate::engine::JobId;
+use crate::id::JobId;
 
 #[derive(Debug)]
 pub enum Error {

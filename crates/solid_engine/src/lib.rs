@@ -1,6 +1,7 @@
 //! SolidEngine: the SolidJobs job server.
 //!
 //! Layers, one module each, each depending only on the ones above it:
+//! - [`id`]: job ids.
 //! - [`error`]: the crate's one error enum and its protocol error codes.
 //! - [`resp`]: RESP2 framing (incremental decoder, encoder).
 //! - [`engine`]: the job state machine (pure, clock passed in).
@@ -17,6 +18,7 @@ pub mod config;
 pub mod engine;
 pub mod error;
 pub mod fuzzing;
+pub mod id;
 pub mod resp;
 pub mod server;
 pub mod storage;
