@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
-use crate::redis::connection::Reconnecting;
+use crate::claim::MAX_BATCH;
 use crate::error::Result;
 use crate::log::log;
+use crate::redis::connection::Reconnecting;
 use crate::source::Stats;
-use crate::claim::MAX_BATCH;
 
 pub enum AckMsg<T> {
     /// A completed job, in the source's own terms (token and id, id and fence).
@@ -68,7 +68,12 @@ pub fn run<T: std::fmt::Debug>(
                 // completing worker a futex wake, and each tiny write an
                 // EVALSHA; lingering (asleep, so senders need not wake it)
                 // turns a stream of completions into few large writes.
-                if next.is_none() && !lingered && flushes.is_empty() && batch.len() < LINGER_BELOW && !closed.load(Ordering::Acquire) {
+                if next.is_none()
+                    && !lingered
+                    && flushes.is_empty()
+                    && batch.len() < LINGER_BELOW
+                    && !closed.load(Ordering::Acquire)
+                {
                     lingered = true;
                     std::thread::sleep(LINGER);
                     next = acks_rx.try_recv().ok();

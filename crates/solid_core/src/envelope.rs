@@ -25,7 +25,14 @@ pub struct Envelope {
 impl Envelope {
     /// A new envelope with a fresh UUID; `queued_ms` is when it becomes ready
     /// (later than `created_ms` for planned jobs).
-    pub fn build(task: &str, arguments: Value, channel: &str, max_failures: u32, created_ms: u64, queued_ms: u64) -> Result<Self> {
+    pub fn build(
+        task: &str,
+        arguments: Value,
+        channel: &str,
+        max_failures: u32,
+        created_ms: u64,
+        queued_ms: u64,
+    ) -> Result<Self> {
         let env = Envelope {
             id: uuid::Uuid::new_v4().to_string(),
             task: task.to_owned(),
@@ -82,7 +89,8 @@ pub fn validate_task_name(name: &str) -> Result<()> {
     let ok = !name.is_empty()
         && name.split("::").all(|seg| {
             let mut chars = seg.chars();
-            matches!(chars.next(), Some(c) if c.is_ascii_uppercase()) && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+            matches!(chars.next(), Some(c) if c.is_ascii_uppercase())
+                && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
         });
     if ok {
         Ok(())
@@ -97,7 +105,8 @@ mod tests {
     use serde_json::json;
 
     fn sample() -> Envelope {
-        Envelope::build("Billing::Invoice", json!([42, "x", {"a": [1.5, null, true]}]), "critical", 10, 1000, 2000).unwrap()
+        Envelope::build("Billing::Invoice", json!([42, "x", {"a": [1.5, null, true]}]), "critical", 10, 1000, 2000)
+            .unwrap()
     }
 
     #[test]
@@ -124,12 +133,30 @@ mod tests {
     fn rejects_wrong_shapes_with_a_reason() {
         let cases = [
             ("not json", "expected"),
-            (r#"{"id":"x","task":"Foo","arguments":[],"channel":"d","max_failures":1,"created_ms":1,"queued_ms":1}"#, "not a UUID"),
-            (r#"{"id":"0d9f5a0e-7c1e-4c36-9a43-9b1f3a1c2d4e","task":"foo","arguments":[],"channel":"d","max_failures":1,"created_ms":1,"queued_ms":1}"#, "task name"),
-            (r#"{"id":"0d9f5a0e-7c1e-4c36-9a43-9b1f3a1c2d4e","task":"Foo","arguments":{},"channel":"d","max_failures":1,"created_ms":1,"queued_ms":1}"#, "array"),
-            (r#"{"id":"0d9f5a0e-7c1e-4c36-9a43-9b1f3a1c2d4e","task":"Foo","arguments":[],"channel":"a b","max_failures":1,"created_ms":1,"queued_ms":1}"#, "channel"),
-            (r#"{"id":"0d9f5a0e-7c1e-4c36-9a43-9b1f3a1c2d4e","task":"Foo","arguments":[],"channel":"d","max_failures":1,"created_ms":1}"#, "queued_ms"),
-            (r#"{"id":"0d9f5a0e-7c1e-4c36-9a43-9b1f3a1c2d4e","task":"Foo","arguments":[],"channel":"d","max_failures":1,"created_ms":1,"queued_ms":1,"extra":1}"#, "unknown field"),
+            (
+                r#"{"id":"x","task":"Foo","arguments":[],"channel":"d","max_failures":1,"created_ms":1,"queued_ms":1}"#,
+                "not a UUID",
+            ),
+            (
+                r#"{"id":"0d9f5a0e-7c1e-4c36-9a43-9b1f3a1c2d4e","task":"foo","arguments":[],"channel":"d","max_failures":1,"created_ms":1,"queued_ms":1}"#,
+                "task name",
+            ),
+            (
+                r#"{"id":"0d9f5a0e-7c1e-4c36-9a43-9b1f3a1c2d4e","task":"Foo","arguments":{},"channel":"d","max_failures":1,"created_ms":1,"queued_ms":1}"#,
+                "array",
+            ),
+            (
+                r#"{"id":"0d9f5a0e-7c1e-4c36-9a43-9b1f3a1c2d4e","task":"Foo","arguments":[],"channel":"a b","max_failures":1,"created_ms":1,"queued_ms":1}"#,
+                "channel",
+            ),
+            (
+                r#"{"id":"0d9f5a0e-7c1e-4c36-9a43-9b1f3a1c2d4e","task":"Foo","arguments":[],"channel":"d","max_failures":1,"created_ms":1}"#,
+                "queued_ms",
+            ),
+            (
+                r#"{"id":"0d9f5a0e-7c1e-4c36-9a43-9b1f3a1c2d4e","task":"Foo","arguments":[],"channel":"d","max_failures":1,"created_ms":1,"queued_ms":1,"extra":1}"#,
+                "unknown field",
+            ),
         ];
         for (raw, needle) in cases {
             let err = Envelope::decode(raw).unwrap_err().to_string();

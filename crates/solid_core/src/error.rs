@@ -44,7 +44,10 @@ impl From<redis::RedisError> for Error {
         // which every caller already retries or reports as ConnectionError.
         let transient = matches!(
             e.kind(),
-            redis::ErrorKind::BusyLoadingError | redis::ErrorKind::TryAgain | redis::ErrorKind::MasterDown | redis::ErrorKind::ReadOnly
+            redis::ErrorKind::BusyLoadingError
+                | redis::ErrorKind::TryAgain
+                | redis::ErrorKind::MasterDown
+                | redis::ErrorKind::ReadOnly
         );
         if transient || e.is_io_error() || e.is_connection_refusal() || e.is_connection_dropped() || e.is_timeout() {
             Error::Connection(e.to_string())
@@ -67,7 +70,8 @@ mod tests {
 
     #[test]
     fn a_loading_redis_counts_as_unavailable() {
-        let e = redis::RedisError::from((redis::ErrorKind::BusyLoadingError, "LOADING", "Redis is loading".to_string()));
+        let e =
+            redis::RedisError::from((redis::ErrorKind::BusyLoadingError, "LOADING", "Redis is loading".to_string()));
         assert!(Error::from(e).is_connection());
         let e = redis::RedisError::from((redis::ErrorKind::ResponseError, "ERR", "wrong type".to_string()));
         assert!(!Error::from(e).is_connection());

@@ -179,7 +179,16 @@ mod tests {
 
     fn job(token: u64) -> ClaimedJob {
         let envelope = Envelope::build("Task", serde_json::json!([]), "default", 1, 0, 0).unwrap();
-        ClaimedJob { token, channel: "default".into(), raw: envelope.encode(), envelope, claimed_ms: 0, taken_at: None, source: 0, attempts: 0 }
+        ClaimedJob {
+            token,
+            channel: "default".into(),
+            raw: envelope.encode(),
+            envelope,
+            claimed_ms: 0,
+            taken_at: None,
+            source: 0,
+            attempts: 0,
+        }
     }
 
     /// Hands out numbered jobs, `want` at a time, and says what it was asked.

@@ -79,7 +79,14 @@ pub struct Hub {
 impl Hub {
     pub fn new(sources: Vec<Box<dyn JobSource>>) -> Self {
         let (stop_tx, stop_rx) = bounded(0);
-        Hub { sources, lanes: OnceLock::new(), task_lanes: RwLock::new(HashMap::new()), stopping: AtomicBool::new(false), stop_tx: Mutex::new(Some(stop_tx)), stop_rx }
+        Hub {
+            sources,
+            lanes: OnceLock::new(),
+            task_lanes: RwLock::new(HashMap::new()),
+            stopping: AtomicBool::new(false),
+            stop_tx: Mutex::new(Some(stop_tx)),
+            stop_rx,
+        }
     }
 
     pub fn sources(&self) -> &[Box<dyn JobSource>] {
@@ -379,7 +386,16 @@ mod tests {
 
     fn job(task: &str) -> ClaimedJob {
         let envelope = Envelope::build(task, serde_json::json!([]), "default", 1, 0, 0).unwrap();
-        ClaimedJob { token: 1, channel: "default".into(), raw: envelope.encode(), envelope, claimed_ms: 0, taken_at: None, source: 0, attempts: 0 }
+        ClaimedJob {
+            token: 1,
+            channel: "default".into(),
+            raw: envelope.encode(),
+            envelope,
+            claimed_ms: 0,
+            taken_at: None,
+            source: 0,
+            attempts: 0,
+        }
     }
 
     /// A hub over one fake source holding `jobs`, and its untake counter.

@@ -68,7 +68,13 @@ mod tests {
         let i = Arc::new(Interrupt::new());
         let rx = i.receiver().clone();
         assert!(!i.is_set());
-        let t = { let i = i.clone(); std::thread::spawn(move || { std::thread::sleep(Duration::from_millis(20)); i.trigger() }) };
+        let t = {
+            let i = i.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(20));
+                i.trigger()
+            })
+        };
         let started = Instant::now();
         assert!(rx.recv_timeout(Duration::from_secs(10)).is_ok(), "woken by the trigger, not the timeout");
         assert!(started.elapsed() < Duration::from_secs(10));

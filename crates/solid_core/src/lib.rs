@@ -33,17 +33,14 @@ pub mod redis;
 pub mod source;
 pub mod telemetry;
 
-pub use claim::{ClaimToken, ClaimedJob};
 /// The redis crate, re-exported so the glue converts replies without its own
 /// dependency (as `redis_rs`: [`redis`] is the Redis backend's module).
 pub use ::redis as redis_rs;
+pub use claim::{ClaimToken, ClaimedJob};
 pub use envelope::Envelope;
 pub use error::{Error, Result};
 
 /// Milliseconds since the Unix epoch, the only clock unit stored in Redis.
 pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }

@@ -51,7 +51,10 @@ fn an_expired_barrier_is_released_by_any_heartbeat_and_a_late_release_is_a_no_op
     let heartbeat = store.heartbeat(&mut c, "n1", 60_000, "{}", &["default"], 0).unwrap();
     assert_eq!(heartbeat.released, 2);
     assert_eq!(c.llen::<_, i64>("solid_jobs:channel:default").unwrap(), 1);
-    assert_eq!(c.zscore::<_, _, Option<u64>>("solid_jobs:planned", format!("default|{}", later.encode())).unwrap(), Some(later.queued_ms));
+    assert_eq!(
+        c.zscore::<_, _, Option<u64>>("solid_jobs:planned", format!("default|{}", later.encode())).unwrap(),
+        Some(later.queued_ms)
+    );
     assert_eq!(store.release(&mut c, &[ready, planned].concat()).unwrap(), 0);
     assert_eq!(c.llen::<_, i64>("solid_jobs:channel:default").unwrap(), 1);
 }
@@ -117,18 +120,38 @@ fn a_flush_writes_entries_observations_and_tasks_in_one_call() {
         observation_ttl: Duration::from_secs(15),
     });
     let e = env(1);
-    let job = ClaimedJob { token: 5, channel: "default".into(), raw: e.encode(), envelope: e.clone(), claimed_ms: 0, taken_at: None, source: 0, attempts: 0 };
+    let job = ClaimedJob {
+        token: 5,
+        channel: "default".into(),
+        raw: e.encode(),
+        envelope: e.clone(),
+        claimed_ms: 0,
+        taken_at: None,
+        source: 0,
+        attempts: 0,
+    };
     t.workers.register(1, 3);
     let sampled = t.reserved(&job, 1);
     t.completed(Tracked { job: &job, sampled, worker: 1 });
     t.saw_tasks(["Foo"]);
-    t.observe(&json!({"node_id": "n1"}), &json!({"cpu_seconds": 1.0}), &t.workers.observe(false, 1), &json!({"state": "connected"}));
+    t.observe(
+        &json!({"node_id": "n1"}),
+        &json!({"cpu_seconds": 1.0}),
+        &t.workers.observe(false, 1),
+        &json!({"state": "connected"}),
+    );
     t.tick();
     t.flush(&mut c).unwrap();
-    let entries: Vec<(String, Vec<(String, String)>)> = redis::cmd("XRANGE").arg("solid_jobs:telemetry").arg("-").arg("+").query(&mut c).unwrap();
-    let events: Vec<String> = entries.iter().map(|(_, f)| f.iter().find(|(k, _)| k == "event").unwrap().1.clone()).collect();
-    assert_eq!(events, ["job.reserved", "job.completed", "process.observed", "ractor.observed", "redis.observed", "metrics.interval"]);
-    let seqs: Vec<u64> = entries.iter().map(|(_, f)| f.iter().find(|(k, _)| k == "seq").unwrap().1.parse().unwrap()).collect();
+    let entries: Vec<(String, Vec<(String, String)>)> =
+        redis::cmd("XRANGE").arg("solid_jobs:telemetry").arg("-").arg("+").query(&mut c).unwrap();
+    let events: Vec<String> =
+        entries.iter().map(|(_, f)| f.iter().find(|(k, _)| k == "event").unwrap().1.clone()).collect();
+    assert_eq!(
+        events,
+        ["job.reserved", "job.completed", "process.observed", "ractor.observed", "redis.observed", "metrics.interval"]
+    );
+    let seqs: Vec<u64> =
+        entries.iter().map(|(_, f)| f.iter().find(|(k, _)| k == "seq").unwrap().1.parse().unwrap()).collect();
     assert_eq!(seqs, (1..=6).collect::<Vec<_>>());
     assert!(c.hexists::<_, _, bool>("solid_jobs:observations:n1", "ractors").unwrap());
     assert!(c.pttl::<_, i64>("solid_jobs:observations:n1").unwrap() > 0);

@@ -98,7 +98,10 @@ fn failure_retry_and_discard_are_fenced() {
     // writes nothing; any other settle of that claim is stale.
     store.retry(&mut c, "n1", &job, due).unwrap();
     assert_eq!(c.zcard::<_, i64>("solid_jobs:retrying").unwrap(), 1);
-    assert_eq!(store.record_failure(&mut c, "n1", job.token, &e.id, "X", "y").unwrap_err(), Error::StaleClaim(job.token));
+    assert_eq!(
+        store.record_failure(&mut c, "n1", job.token, &e.id, "X", "y").unwrap_err(),
+        Error::StaleClaim(job.token)
+    );
     assert_eq!(
         store.discard(&mut c, "n1", Some(job.token), &e.id, &json!({}), true).unwrap_err(),
         Error::StaleClaim(job.token)
@@ -261,8 +264,16 @@ fn the_job_index_deduplicates_finds_and_cancels() {
     assert_eq!(store.enqueue(&mut c, "default", &[a.encode(), b.encode()]).unwrap(), 2);
     assert_eq!(store.enqueue(&mut c, "default", &[a.encode()]).unwrap(), 0, "a live id is not enqueued twice");
     let d = env("Foo", "default", 4);
-    assert_eq!(store.enqueue(&mut c, "default", &[b.encode(), d.encode(), d.encode()]).unwrap(), 1, "live and repeated ids in one batch are skipped");
-    assert_eq!(store.schedule(&mut c, "default", now_ms() + 60_000, &[d.encode(), a.encode()]).unwrap(), 0, "a batch of live ids plans nothing");
+    assert_eq!(
+        store.enqueue(&mut c, "default", &[b.encode(), d.encode(), d.encode()]).unwrap(),
+        1,
+        "live and repeated ids in one batch are skipped"
+    );
+    assert_eq!(
+        store.schedule(&mut c, "default", now_ms() + 60_000, &[d.encode(), a.encode()]).unwrap(),
+        0,
+        "a batch of live ids plans nothing"
+    );
     assert_eq!(c.llen::<_, i64>("solid_jobs:channel:default").unwrap(), 3);
     c.lrem::<_, _, i64>("solid_jobs:channel:default", 0, d.encode()).unwrap();
     c.hdel::<_, _, i64>("solid_jobs:jobs", &d.id).unwrap();
@@ -285,7 +296,11 @@ fn the_job_index_deduplicates_finds_and_cancels() {
     assert!(matches!(store.cancel(&mut c, &a.id), Err(Error::Redis(m)) if m.contains("BUSY")));
     store.ack(&mut c, "n1", &[(batch.jobs[0].token, a.id.clone())]).unwrap();
     assert_eq!(store.job_state(&mut c, &a.id).unwrap(), None, "completed jobs leave the index");
-    assert_eq!(store.enqueue(&mut c, "default", &[a.encode()]).unwrap(), 1, "deduplication lasts while the job is live");
+    assert_eq!(
+        store.enqueue(&mut c, "default", &[a.encode()]).unwrap(),
+        1,
+        "deduplication lasts while the job is live"
+    );
 
     // Planned jobs can be cancelled too; promotion drops them.
     let p = env("Foo", "default", 3);

@@ -137,7 +137,13 @@ impl EngineSource {
             Ok(()) => self.settled(job),
             Err(Error::StaleClaim(f)) => {
                 self.shared.stats().stale.fetch_add(1, Ordering::Relaxed);
-                log("WARN", &format!("reservation {f} of job {} was stale when settled (its lease expired); nothing was changed", job.envelope.id));
+                log(
+                    "WARN",
+                    &format!(
+                        "reservation {f} of job {} was stale when settled (its lease expired); nothing was changed",
+                        job.envelope.id
+                    ),
+                );
                 self.settled(job);
             }
             Err(_) => {}
@@ -249,13 +255,15 @@ impl JobSource for EngineSource {
             return Ok(0);
         }
         // Jobs never started: still in the buffer, or given back at stop.
-        let mut unstarted_fences: std::collections::HashSet<u64> = self.shared.feed.jobs().try_iter().map(|j| j.token).collect();
+        let mut unstarted_fences: std::collections::HashSet<u64> =
+            self.shared.feed.jobs().try_iter().map(|j| j.token).collect();
         unstarted_fences.extend(self.shared.untaken.lock().drain(..));
         let mut held: Vec<(u64, Held)> = self.shared.held.lock().drain().collect();
         // Fences grow with fetch order: release the oldest first, so the
         // channel keeps its order.
         held.sort_by_key(|(fence, _)| *fence);
-        let (unstarted, started): (Vec<_>, Vec<_>) = held.into_iter().partition(|(fence, _)| unstarted_fences.contains(fence));
+        let (unstarted, started): (Vec<_>, Vec<_>) =
+            held.into_iter().partition(|(fence, _)| unstarted_fences.contains(fence));
         let unstarted: Vec<(String, u64)> = unstarted.into_iter().map(|(fence, h)| (h.id, fence)).collect();
         let running: Vec<(String, u64)> = started.into_iter().map(|(fence, h)| (h.id, fence)).collect();
         let released = if unstarted.is_empty() {

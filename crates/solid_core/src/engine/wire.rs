@@ -4,9 +4,9 @@
 
 use redis::{Connection, Value};
 
-use crate::redis::connection::Connector;
 use crate::claim::MAX_BATCH;
 use crate::error::{Error, Result};
+use crate::redis::connection::Connector;
 
 /// `unix:///path.sock` or `tcp://host:port`, as users write them, to the
 /// URL forms the redis crate opens (`redis+unix://`, `redis://`). A password
@@ -19,14 +19,22 @@ pub fn connector(url: &str, password: Option<&str>) -> Result<Connector> {
     } else if let Some(addr) = url.strip_prefix("tcp://") {
         format!("redis://{auth}{addr}")
     } else {
-        return Err(Error::Invalid(format!("invalid SolidEngine URL {url:?}: use unix:///path/to.sock or tcp://host:port")));
+        return Err(Error::Invalid(format!(
+            "invalid SolidEngine URL {url:?}: use unix:///path/to.sock or tcp://host:port"
+        )));
     };
     Connector::new(&converted).map_err(|_| Error::Invalid(format!("invalid SolidEngine URL {url:?}")))
 }
 
 fn urlencode(s: &str) -> String {
     s.bytes()
-        .map(|b| if b.is_ascii_alphanumeric() || b"-._~".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") })
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
         .collect()
 }
 
@@ -85,7 +93,13 @@ pub fn push_many(c: &mut Connection, channel_id: u32, due_ms: Option<u64>, jobs:
     Ok(total)
 }
 
-pub fn fetch(c: &mut Connection, count: usize, lease_ms: u64, block_ms: u64, channel_ids: &[u32]) -> Result<Vec<Reservation>> {
+pub fn fetch(
+    c: &mut Connection,
+    count: usize,
+    lease_ms: u64,
+    block_ms: u64,
+    channel_ids: &[u32],
+) -> Result<Vec<Reservation>> {
     let mut cmd = redis::cmd("FETCH");
     cmd.arg(count).arg(lease_ms).arg(block_ms);
     for id in channel_ids {
@@ -94,7 +108,13 @@ pub fn fetch(c: &mut Connection, count: usize, lease_ms: u64, block_ms: u64, cha
     let rows: Vec<(String, u32, u64, u32, Vec<u8>)> = cmd.query(c)?;
     Ok(rows
         .into_iter()
-        .map(|(job_id, channel_id, fence, attempts, payload)| Reservation { job_id, channel_id, fence, attempts, payload })
+        .map(|(job_id, channel_id, fence, attempts, payload)| Reservation {
+            job_id,
+            channel_id,
+            fence,
+            attempts,
+            payload,
+        })
         .collect())
 }
 
@@ -162,7 +182,9 @@ pub fn get(c: &mut Connection, job_id: &str) -> Result<Option<JobInfo>> {
 pub fn cancel(c: &mut Connection, job_id: &str) -> Result<bool> {
     match redis::cmd("CANCEL").arg(job_id).query::<i64>(c) {
         Ok(n) => Ok(n == 1),
-        Err(e) if e.code() == Some("BUSY") => Err(Error::Redis(format!("BUSY job {job_id} is running and cannot be cancelled"))),
+        Err(e) if e.code() == Some("BUSY") => {
+            Err(Error::Redis(format!("BUSY job {job_id} is running and cannot be cancelled")))
+        }
         Err(e) => Err(e.into()),
     }
 }

@@ -66,11 +66,19 @@ const SUBSCRIBER_READ_TIMEOUT: Duration = Duration::from_secs(2);
 /// After every (re)subscription both bells ring, since messages published
 /// while disconnected were missed. `reached` hears whether each
 /// (re)connection succeeded and when a live subscription breaks.
-pub fn run_subscriber(connector: Connector, channel: String, bells: Arc<Bells>, closed: Arc<AtomicBool>, reached: impl Fn(bool)) {
+pub fn run_subscriber(
+    connector: Connector,
+    channel: String,
+    bells: Arc<Bells>,
+    closed: Arc<AtomicBool>,
+    reached: impl Fn(bool),
+) {
     let mut delay = Duration::from_millis(50);
     while !closed.load(Ordering::Acquire) {
         let result = (|| -> redis::RedisResult<()> {
-            let mut conn = connector.connect().map_err(|e| redis::RedisError::from((redis::ErrorKind::IoError, "connect", e.to_string())))?;
+            let mut conn = connector
+                .connect()
+                .map_err(|e| redis::RedisError::from((redis::ErrorKind::IoError, "connect", e.to_string())))?;
             let mut pubsub = conn.as_pubsub();
             pubsub.subscribe(&channel)?;
             // The read timeout only bounds how long the thread outlives its

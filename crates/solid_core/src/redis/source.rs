@@ -159,7 +159,10 @@ impl RedisSource {
             let (bells, closed, doorbell) = (shared.bells.clone(), shared.closed.clone(), shared.store.keys.doorbell());
             let s = shared.clone();
             let reached = move |ok: bool| s.stats().note_reached(ok);
-            threads.push(("subscriber", spawn("subscriber", Box::new(move || run_subscriber(connector, doorbell, bells, closed, reached)))));
+            threads.push((
+                "subscriber",
+                spawn("subscriber", Box::new(move || run_subscriber(connector, doorbell, bells, closed, reached))),
+            ));
         }
         {
             let s = shared.clone();
@@ -250,7 +253,9 @@ impl JobSource for RedisSource {
     /// Counts a failure of a claimed job; the caller then retries or discards.
     fn record_failure(&self, job: &ClaimedJob, error_class: &str, message: &str) -> Result<FailureCount> {
         let s = &self.shared;
-        let out = s.pool.with(|c| s.store.record_failure(c, &s.cfg.node_id, job.token, &job.envelope.id, error_class, message));
+        let out = s
+            .pool
+            .with(|c| s.store.record_failure(c, &s.cfg.node_id, job.token, &job.envelope.id, error_class, message));
         if out.is_ok() {
             s.stats().failed.fetch_add(1, Ordering::Relaxed);
         }
@@ -270,7 +275,8 @@ impl JobSource for RedisSource {
     /// Gives the job up (archived with `record`, or dropped); settles the job.
     fn discard(&self, job: &ClaimedJob, record: &serde_json::Value, archive: bool) -> Result<()> {
         let s = &self.shared;
-        let out = s.pool.with(|c| s.store.discard(c, &s.cfg.node_id, Some(job.token), &job.envelope.id, record, archive));
+        let out =
+            s.pool.with(|c| s.store.discard(c, &s.cfg.node_id, Some(job.token), &job.envelope.id, record, archive));
         self.settle_if_final(&out);
         out
     }
@@ -386,7 +392,13 @@ struct Claimer<'a> {
 impl<'a> Claimer<'a> {
     fn new(s: &'a Shared) -> Self {
         let selector = ChannelSelector::new(s.cfg.channels.clone(), s.cfg.order).expect("validated at start");
-        Claimer { s, selector, conn: Reconnecting::new(s.pool.connector().clone()), last_stamp: 0, unsettled_stamp: None }
+        Claimer {
+            s,
+            selector,
+            conn: Reconnecting::new(s.pool.connector().clone()),
+            last_stamp: 0,
+            unsettled_stamp: None,
+        }
     }
 
     /// Quarantines what did not decode, hands the jobs to the workers, and
@@ -407,7 +419,9 @@ impl<'a> Claimer<'a> {
                 Ok(()) => {
                     s.stats().quarantined.fetch_add(1, Ordering::Relaxed);
                 }
-                Err(e) => log("WARN", &format!("quarantine failed ({e}); the entry stays claimed and will be requeued")),
+                Err(e) => {
+                    log("WARN", &format!("quarantine failed ({e}); the entry stays claimed and will be requeued"))
+                }
             }
         }
         s.stats().claimed.fetch_add(batch.jobs.len() as u64, Ordering::Relaxed);
@@ -549,7 +563,13 @@ impl<'a> HeartbeatThread<'a> {
                     s.bells.ready.ring();
                 }
                 if heartbeat.released > 0 {
-                    log("WARN", &format!("released {} publication(s) whose publisher did not (its barrier expired)", heartbeat.released));
+                    log(
+                        "WARN",
+                        &format!(
+                            "released {} publication(s) whose publisher did not (its barrier expired)",
+                            heartbeat.released
+                        ),
+                    );
                 }
                 self.deliver_requests(heartbeat.requests);
                 self.recover(heartbeat.dead);

@@ -119,7 +119,11 @@ impl Store {
         let mut written = 0;
         for chunk in envelopes.chunks(MAX_BATCH) {
             let mut inv = self.scripts.enqueue.prepare_invoke();
-            inv.key(self.keys.channel(channel)).key(self.keys.channels()).key(self.keys.doorbell()).key(self.keys.jobs()).arg(channel);
+            inv.key(self.keys.channel(channel))
+                .key(self.keys.channels())
+                .key(self.keys.doorbell())
+                .key(self.keys.jobs())
+                .arg(channel);
             for e in chunk {
                 inv.arg(e);
             }
@@ -134,7 +138,12 @@ impl Store {
         let mut written = 0;
         for chunk in envelopes.chunks(MAX_BATCH) {
             let mut inv = self.scripts.schedule.prepare_invoke();
-            inv.key(self.keys.planned()).key(self.keys.channels()).key(self.keys.doorbell()).key(self.keys.jobs()).arg(due_ms).arg(channel);
+            inv.key(self.keys.planned())
+                .key(self.keys.channels())
+                .key(self.keys.doorbell())
+                .key(self.keys.jobs())
+                .arg(due_ms)
+                .arg(channel);
             for e in chunk {
                 inv.arg(e);
             }
@@ -161,8 +170,14 @@ impl Store {
     /// Where a job is: its state, channel and, when claimed or archived, its
     /// envelope. None when the job is unknown or completed.
     pub fn job_state(&self, conn: &mut Connection, job_id: &str) -> Result<Option<JobState>> {
-        let found: Option<(String, String, String, String)> =
-            self.scripts.find.key(self.keys.jobs()).key(self.keys.nodes()).arg(job_id).arg(self.keys.prefix()).invoke(conn)?;
+        let found: Option<(String, String, String, String)> = self
+            .scripts
+            .find
+            .key(self.keys.jobs())
+            .key(self.keys.nodes())
+            .arg(job_id)
+            .arg(self.keys.prefix())
+            .invoke(conn)?;
         if let Some((state, channel, node, token)) = found {
             let envelope = if node.is_empty() {
                 None
@@ -186,7 +201,14 @@ impl Store {
     /// Claims up to `max` jobs for `node_id` from `channels` in that order.
     /// `stamp` is recorded as the claims' `claimed_ms`; a caller that makes
     /// it unique per call can release the batch if the reply is lost.
-    pub fn claim(&self, conn: &mut Connection, node_id: &str, channels: &[&str], max: usize, stamp: u64) -> Result<ClaimBatch> {
+    pub fn claim(
+        &self,
+        conn: &mut Connection,
+        node_id: &str,
+        channels: &[&str],
+        max: usize,
+        stamp: u64,
+    ) -> Result<ClaimBatch> {
         let now = stamp;
         let mut inv = self.scripts.claim.prepare_invoke();
         inv.key(self.keys.claims(node_id))
@@ -211,7 +233,16 @@ impl Store {
                 _ => return Err(Error::Redis("claim script returned a partial record".into())),
             };
             match Envelope::decode(&raw) {
-                Ok(envelope) => batch.jobs.push(ClaimedJob { token, channel, raw, envelope, claimed_ms: now, taken_at: None, source: 0, attempts: 0 }),
+                Ok(envelope) => batch.jobs.push(ClaimedJob {
+                    token,
+                    channel,
+                    raw,
+                    envelope,
+                    claimed_ms: now,
+                    taken_at: None,
+                    source: 0,
+                    attempts: 0,
+                }),
                 Err(e) => batch.malformed.push(Malformed { token, channel, raw, reason: e.to_string() }),
             }
         }
@@ -335,7 +366,15 @@ impl Store {
     }
 
     /// Quarantines a claimed entry that cannot run, keeping it with a reason.
-    pub fn quarantine(&self, conn: &mut Connection, node_id: &str, token: ClaimToken, channel: &str, raw: &str, reason: &str) -> Result<()> {
+    pub fn quarantine(
+        &self,
+        conn: &mut Connection,
+        node_id: &str,
+        token: ClaimToken,
+        channel: &str,
+        raw: &str,
+        reason: &str,
+    ) -> Result<()> {
         let id = serde_json::from_str::<serde_json::Value>(raw)
             .ok()
             .and_then(|v| v.get("id").and_then(|i| i.as_str()).map(str::to_owned))
@@ -400,9 +439,14 @@ impl Store {
     pub fn unarchive(&self, conn: &mut Connection, job_id: &str) -> Result<bool> {
         let record: Option<String> = redis::cmd("HGET").arg(self.keys.archive_entries()).arg(job_id).query(conn)?;
         let Some(record) = record else { return Ok(false) };
-        let record: serde_json::Value = serde_json::from_str(&record).map_err(|e| Error::Envelope(format!("archive record of {job_id}: {e}")))?;
-        let raw = record.get("raw").and_then(|r| r.as_str()).ok_or_else(|| Error::Envelope(format!("archive record of {job_id} has no envelope")))?;
-        let mut env = Envelope::decode(raw).map_err(|e| Error::Envelope(format!("archived job {job_id} cannot be re-enqueued: {e}")))?;
+        let record: serde_json::Value =
+            serde_json::from_str(&record).map_err(|e| Error::Envelope(format!("archive record of {job_id}: {e}")))?;
+        let raw = record
+            .get("raw")
+            .and_then(|r| r.as_str())
+            .ok_or_else(|| Error::Envelope(format!("archive record of {job_id} has no envelope")))?;
+        let mut env = Envelope::decode(raw)
+            .map_err(|e| Error::Envelope(format!("archived job {job_id} cannot be re-enqueued: {e}")))?;
         env.queued_ms = now_ms();
         let ok: i64 = self
             .scripts
@@ -464,7 +508,8 @@ impl Store {
         }
         inv.arg(node_id).arg(ttl_ms).arg(description).arg(self.keys.prefix()).arg(now_ms()).arg(take_requests);
         let out: Vec<Value> = inv.invoke(conn)?;
-        let int = |i: usize| -> Result<u64> { Ok(out.get(i).map(redis::from_redis_value::<u64>).transpose()?.unwrap_or(0)) };
+        let int =
+            |i: usize| -> Result<u64> { Ok(out.get(i).map(redis::from_redis_value::<u64>).transpose()?.unwrap_or(0)) };
         let ready = int(0)? == 1;
         let released = int(1)?;
         let k = int(2)? as usize;
@@ -481,12 +526,24 @@ impl Store {
     /// heartbeat releases them. `due_ms` None: ready once released. Returns
     /// the members to release (`due_ms|channel|envelope`), one per envelope
     /// written (ids already live are skipped, as by `enqueue`).
-    pub fn hold(&self, conn: &mut Connection, channel: &str, due_ms: Option<u64>, expires_ms: u64, envelopes: &[String]) -> Result<Vec<String>> {
+    pub fn hold(
+        &self,
+        conn: &mut Connection,
+        channel: &str,
+        due_ms: Option<u64>,
+        expires_ms: u64,
+        envelopes: &[String],
+    ) -> Result<Vec<String>> {
         let due = due_ms.unwrap_or(0);
         let mut members = Vec::with_capacity(envelopes.len());
         for chunk in envelopes.chunks(MAX_BATCH) {
             let mut inv = self.scripts.hold.prepare_invoke();
-            inv.key(self.keys.publishing()).key(self.keys.channels()).key(self.keys.jobs()).arg(expires_ms).arg(channel).arg(due);
+            inv.key(self.keys.publishing())
+                .key(self.keys.channels())
+                .key(self.keys.jobs())
+                .arg(expires_ms)
+                .arg(channel)
+                .arg(due);
             for e in chunk {
                 inv.arg(e);
             }
@@ -533,8 +590,11 @@ impl Store {
     /// Removes a job from the archive for good. Returns false when it was
     /// not archived.
     pub fn forget_archived(&self, conn: &mut Connection, job_id: &str) -> Result<bool> {
-        let (removed, _): (u64, u64) =
-            redis::pipe().atomic().zrem(self.keys.archive(), job_id).hdel(self.keys.archive_entries(), job_id).query(conn)?;
+        let (removed, _): (u64, u64) = redis::pipe()
+            .atomic()
+            .zrem(self.keys.archive(), job_id)
+            .hdel(self.keys.archive_entries(), job_id)
+            .query(conn)?;
         Ok(removed == 1)
     }
 

@@ -38,7 +38,12 @@ impl Mailbox {
     /// returns whatever is waiting; returns early (empty) on `wake_monitor`
     /// or when `interrupted` is triggered. Nothing polls: an idle monitor
     /// sleeps for the whole timeout.
-    pub fn notices(&self, deliveries: &Deliveries, timeout: Duration, interrupted: &Interrupt) -> (Vec<String>, Vec<Delivery>) {
+    pub fn notices(
+        &self,
+        deliveries: &Deliveries,
+        timeout: Duration,
+        interrupted: &Interrupt,
+    ) -> (Vec<String>, Vec<Delivery>) {
         let take = || -> (Vec<String>, Vec<Delivery>) { (self.requests_rx.try_iter().collect(), deliveries.take()) };
         let (requests, waiting) = take();
         if !requests.is_empty() || !waiting.is_empty() || self.wake_rx.try_recv().is_ok() {

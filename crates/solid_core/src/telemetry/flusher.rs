@@ -70,7 +70,12 @@ pub fn spawn(telemetry: &Arc<Telemetry>, connector: Connector) -> std::io::Resul
                     Ok(()) => warned = false,
                     Err(e) => {
                         if !warned {
-                            log("WARN", &format!("telemetry journal not written ({e}); entries are kept while the buffer has room"));
+                            log(
+                                "WARN",
+                                &format!(
+                                    "telemetry journal not written ({e}); entries are kept while the buffer has room"
+                                ),
+                            );
                             warned = true;
                         }
                         continue;

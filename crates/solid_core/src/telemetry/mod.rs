@@ -106,7 +106,12 @@ impl Telemetry {
             acks: AckNotes::default(),
             deliveries: Deliveries::new(),
             mailbox: Mailbox::new(),
-            outbox: Outbox::new(Keyspace::new(&cfg.namespace), cfg.source.clone(), cfg.journal_size, cfg.observation_ttl),
+            outbox: Outbox::new(
+                Keyspace::new(&cfg.namespace),
+                cfg.source.clone(),
+                cfg.journal_size,
+                cfg.observation_ttl,
+            ),
             flusher: FlusherWake::new(),
             cfg,
         }
@@ -278,7 +283,16 @@ mod tests {
 
     fn job(token: u64) -> ClaimedJob {
         let envelope = Envelope::build("Task", json!(["secret-argument"]), "default", 3, 1, 1).unwrap();
-        ClaimedJob { token, channel: "default".into(), raw: envelope.encode(), envelope, claimed_ms: 1, taken_at: Some(Instant::now()), source: 0, attempts: 0 }
+        ClaimedJob {
+            token,
+            channel: "default".into(),
+            raw: envelope.encode(),
+            envelope,
+            claimed_ms: 1,
+            taken_at: Some(Instant::now()),
+            source: 0,
+            attempts: 0,
+        }
     }
 
     #[test]
