@@ -38,6 +38,6 @@ mod tests {
         assert_eq!((0..10).filter(|_| b.take()).count(), 3);
         b.renew();
         assert!(b.take());
-        assert_eq!(SampleBudget::new(0).take(), false);
+        assert!(!SampleBudget::new(0).take());
     }
 }

@@ -318,7 +318,7 @@ fn housekeeping(shared: &Arc<Shared>, shutdown: &ShutdownHandle) {
                 crate::log(format_args!("periodic fsync failed: {e}"));
             }
         }
-        let idle = compaction.as_ref().map_or(true, |h| h.is_finished());
+        let idle = compaction.as_ref().is_none_or(|h| h.is_finished());
         if idle && storage.needs_compaction(shared.engine.lock().live_bytes()) {
             if let Some(done) = compaction.take() {
                 let _ = done.join();
