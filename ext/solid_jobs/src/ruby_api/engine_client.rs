@@ -6,9 +6,10 @@ use magnus::{function, method, prelude::*, Error, RArray, RModule, Ruby, Value};
 use solid_core::connection::Pool;
 use solid_core::engine_client as wire;
 
-use super::client::{build_envelope, parse_envelopes, raw_call};
+use crate::helpers::envelopes::{build_envelope, parse_envelopes};
 use crate::helpers::errors::to_ruby as err;
 use crate::helpers::nogvl::without_gvl;
+use crate::helpers::raw_command::raw_call;
 
 #[magnus::wrap(class = "SolidJobs::Native::EngineClient", free_immediately, size, frozen_shareable)]
 pub struct EngineClient {
@@ -101,19 +102,29 @@ impl EngineClient {
         })
     }
 
-    /// settle(id, fence, action, arg): "ack", "retry" (arg: delay ms),
-    /// "fail" (arg: reason), "extend" (arg: lease ms). Raises
-    /// StaleClaimError when the reservation is no longer current.
-    fn settle(&self, id: String, fence: u64, action: String, arg: String) -> Result<(), Error> {
-        without_gvl(|_| {
-            self.pool.with(|c| match action.as_str() {
-                "ack" => wire::ack(c, &id, fence),
-                "retry" => wire::retry(c, &id, fence, arg.parse().unwrap_or(0)),
-                "extend" => wire::extend(c, &id, fence, arg.parse().unwrap_or(0)),
-                _ => wire::fail(c, &id, fence, &arg),
-            })
-        })?
-        .map_err(err)
+    // One method per outcome of a reservation, so no action string can be
+    // misspelt into another outcome. Each raises StaleClaimError, and
+    // changes nothing, when `fence` is no longer the job's current one.
+
+    /// settle_ack(id, fence): the job is done.
+    fn settle_ack(&self, id: String, fence: u64) -> Result<(), Error> {
+        without_gvl(|_| self.pool.with(|c| wire::ack(c, &id, fence)))?.map_err(err)
+    }
+
+    /// settle_retry(id, fence, delay_ms): the job is scheduled again.
+    fn settle_retry(&self, id: String, fence: u64, delay_ms: u64) -> Result<(), Error> {
+        without_gvl(|_| self.pool.with(|c| wire::retry(c, &id, fence, delay_ms)))?.map_err(err)
+    }
+
+    /// settle_fail(id, fence, reason): the job becomes dead.
+    fn settle_fail(&self, id: String, fence: u64, reason: String) -> Result<(), Error> {
+        without_gvl(|_| self.pool.with(|c| wire::fail(c, &id, fence, &reason)))?.map_err(err)
+    }
+
+    /// extend_lease(id, fence, lease_ms): the reservation stays current for
+    /// another `lease_ms`.
+    fn extend_lease(&self, id: String, fence: u64, lease_ms: u64) -> Result<(), Error> {
+        without_gvl(|_| self.pool.with(|c| wire::extend(c, &id, fence, lease_ms)))?.map_err(err)
     }
 
     fn cancel(&self, id: String) -> Result<bool, Error> {
@@ -136,7 +147,10 @@ pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
     class.define_method("get", method!(EngineClient::get, 1))?;
     class.define_method("cancel", method!(EngineClient::cancel, 1))?;
     class.define_method("fetch_one", method!(EngineClient::fetch_one, 2))?;
-    class.define_method("settle", method!(EngineClient::settle, 4))?;
+    class.define_method("settle_ack", method!(EngineClient::settle_ack, 2))?;
+    class.define_method("settle_retry", method!(EngineClient::settle_retry, 3))?;
+    class.define_method("settle_fail", method!(EngineClient::settle_fail, 3))?;
+    class.define_method("extend_lease", method!(EngineClient::extend_lease, 3))?;
     class.define_method("call", method!(EngineClient::call, 1))?;
     Ok(())
 }

@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use magnus::{method, prelude::*, Error, RModule, Ruby, Value};
 use solid_core::ClaimedJob;
 
-use super::envelope_to_ruby;
 use crate::helpers::convert::to_ruby;
+use crate::helpers::envelopes::envelope_to_ruby;
 use crate::helpers::errors::internal;
 
 #[magnus::wrap(class = "SolidJobs::Native::Job", free_immediately, size)]
