@@ -36,7 +36,9 @@ fn to_json_at(ruby: &Ruby, v: Value, path: &str, depth: usize) -> Result<Json, E
         if let Ok(n) = i.to_u64() {
             return Ok(Json::Number(n.into()));
         }
-        return Err(arg_error(format!("{path} is an Integer outside the 64-bit range; pass it as a String")));
+        return Err(arg_error(format!(
+            "{path} is an Integer outside the 64-bit range; pass it as a String"
+        )));
     }
     if let Some(f) = Float::from_value(v) {
         let x = f.to_f64();
@@ -62,7 +64,11 @@ fn to_json_at(ruby: &Ruby, v: Value, path: &str, depth: usize) -> Result<Json, E
         let mut failure = None;
         h.foreach(|k: Value, item: Value| {
             let Some(key) = RString::from_value(k).and_then(|s| s.to_string().ok()) else {
-                let shown = if Symbol::from_value(k).is_some() { format!("Symbol key {}", k.inspect()) } else { format!("key {} ({})", k.inspect(), k.class()) };
+                let shown = if Symbol::from_value(k).is_some() {
+                    format!("Symbol key {}", k.inspect())
+                } else {
+                    format!("key {} ({})", k.inspect(), k.class())
+                };
                 failure = Some(arg_error(format!("{path} has {shown}; {RULE}")));
                 return Ok(ForEach::Stop);
             };
@@ -82,7 +88,11 @@ fn to_json_at(ruby: &Ruby, v: Value, path: &str, depth: usize) -> Result<Json, E
             None => Ok(Json::Object(out)),
         };
     }
-    Err(arg_error(format!("{path} is a {} ({}); {RULE}", v.class(), v.inspect())))
+    Err(arg_error(format!(
+        "{path} is a {} ({}); {RULE}",
+        v.class(),
+        v.inspect()
+    )))
 }
 
 pub fn to_ruby(v: &Json) -> Result<Value, Error> {

@@ -34,7 +34,10 @@ pub struct NodeState {
 
 impl NodeState {
     pub fn new(cfg: TelemetryConfig) -> Self {
-        NodeState { telemetry: Arc::new(Telemetry::new(cfg)), paused: AtomicBool::new(false) }
+        NodeState {
+            telemetry: Arc::new(Telemetry::new(cfg)),
+            paused: AtomicBool::new(false),
+        }
     }
 
     /// Hands the telemetry to every source; the first Redis source writes it.

@@ -24,7 +24,11 @@ pub struct PublisherTelemetry {
 impl PublisherTelemetry {
     pub fn new(settings: PublisherTelemetrySettings, namespace: &str) -> Self {
         let cfg = settings.config(namespace);
-        PublisherTelemetry { hostname: settings.hostname, cfg, live: Mutex::new(None) }
+        PublisherTelemetry {
+            hostname: settings.hostname,
+            cfg,
+            live: Mutex::new(None),
+        }
     }
 
     /// This process's telemetry, started (with its flush thread, writing
@@ -51,6 +55,10 @@ impl PublisherTelemetry {
 
     /// This process's telemetry if it has started (no thread is started).
     pub fn started(&self) -> Option<Arc<Telemetry>> {
-        self.live.lock().as_ref().filter(|(pid, _)| *pid == std::process::id()).map(|(_, t)| t.clone())
+        self.live
+            .lock()
+            .as_ref()
+            .filter(|(pid, _)| *pid == std::process::id())
+            .map(|(_, t)| t.clone())
     }
 }

@@ -16,7 +16,9 @@ pub fn raw_call(pool: &Pool, args: RArray) -> Result<Value, Error> {
         let s = RString::from_value(a).ok_or_else(|| arg_error("call takes Strings".into()))?;
         parts.push(unsafe { s.as_slice() }.to_vec());
     }
-    let Some((name, rest)) = parts.split_first() else { return Err(arg_error("call needs a command".into())) };
+    let Some((name, rest)) = parts.split_first() else {
+        return Err(arg_error("call needs a command".into()));
+    };
     let reply = without_gvl(|_| {
         pool.with(|c| {
             let mut cmd = redis::cmd(std::str::from_utf8(name).unwrap_or("PING"));

@@ -89,8 +89,15 @@ impl Client {
         let mut ids = Vec::with_capacity(lists.len());
         let mut raws = Vec::with_capacity(lists.len());
         for (i, args) in lists.into_iter().enumerate() {
-            let env =
-                build_envelope(ruby, &task, args, &channel, max_failures, due_ms, &format!("arguments of job {i}"))?;
+            let env = build_envelope(
+                ruby,
+                &task,
+                args,
+                &channel,
+                max_failures,
+                due_ms,
+                &format!("arguments of job {i}"),
+            )?;
             raws.push(env.encode());
             ids.push(env.id);
         }
@@ -117,7 +124,12 @@ impl Client {
 
     /// push_envelopes([envelope Hash, ...], due_ms) -> [id, ...]: writes
     /// envelopes (possibly changed by interceptors) after validating them.
-    fn push_envelopes(ruby: &Ruby, rb_self: &Self, envelopes: RArray, due_ms: Option<u64>) -> Result<Vec<String>, Error> {
+    fn push_envelopes(
+        ruby: &Ruby,
+        rb_self: &Self,
+        envelopes: RArray,
+        due_ms: Option<u64>,
+    ) -> Result<Vec<String>, Error> {
         let started = now_ms();
         let mut ids = Vec::new();
         for (channel, group) in by_channel(parse_envelopes(ruby, envelopes)?) {
@@ -146,9 +158,12 @@ impl Client {
         let mut out = Vec::new();
         for (channel, group) in by_channel(parse_envelopes(ruby, envelopes)?) {
             let raws: Vec<String> = group.iter().map(|e| e.encode()).collect();
-            let members =
-                without_gvl(|_| rb_self.pool.with(|c| rb_self.store.hold(c, &channel, due, now_ms() + ttl_ms, &raws)))?
-                    .map_err(err)?;
+            let members = without_gvl(|_| {
+                rb_self
+                    .pool
+                    .with(|c| rb_self.store.hold(c, &channel, due, now_ms() + ttl_ms, &raws))
+            })?
+            .map_err(err)?;
             for (env, member) in group.iter().zip(members) {
                 rb_self.journal_publication(&env.task, &channel, std::slice::from_ref(&env.id), started, due);
                 out.push((env.id.clone(), member));
@@ -167,14 +182,18 @@ impl Client {
     fn claim(&self, node_id: String, channel: String, ttl_ms: u64) -> Result<Option<(u64, String)>, Error> {
         let batch = without_gvl(|_| {
             self.pool.with(|c| {
-                self.store.heartbeat(c, &node_id, ttl_ms, r#"{"adapter":true}"#, &[channel.as_str()])?;
+                self.store
+                    .heartbeat(c, &node_id, ttl_ms, r#"{"adapter":true}"#, &[channel.as_str()])?;
                 self.store.claim(c, &node_id, &[channel.as_str()], 1, now_ms())
             })
         })?
         .map_err(err)?;
         if let Some(m) = batch.malformed.first() {
             let _ = without_gvl(|_| {
-                self.pool.with(|c| self.store.quarantine(c, &node_id, m.token, &m.channel, &m.raw, &m.reason))
+                self.pool.with(|c| {
+                    self.store
+                        .quarantine(c, &node_id, m.token, &m.channel, &m.raw, &m.reason)
+                })
             });
             return Ok(None);
         }
@@ -205,9 +224,15 @@ impl Client {
     fn settle_ack(&self, node_id: String, token: u64, channel: String, raw: String) -> Result<(), Error> {
         let job = Self::claimed(token, &channel, &raw)?;
         without_gvl(|_| {
-            self.pool.with(|c| match self.store.ack(c, &node_id, &[(token, job.envelope.id.clone())])?.as_slice() {
-                [] => Ok(()),
-                _ => Err(solid_core::Error::StaleClaim(token)),
+            self.pool.with(|c| {
+                match self
+                    .store
+                    .ack(c, &node_id, &[(token, job.envelope.id.clone())])?
+                    .as_slice()
+                {
+                    [] => Ok(()),
+                    _ => Err(solid_core::Error::StaleClaim(token)),
+                }
             })
         })?
         .map_err(err)
@@ -224,7 +249,11 @@ impl Client {
         delay_ms: u64,
     ) -> Result<(), Error> {
         let job = Self::claimed(token, &channel, &raw)?;
-        without_gvl(|_| self.pool.with(|c| self.store.retry(c, &node_id, &job, now_ms() + delay_ms)))?.map_err(err)
+        without_gvl(|_| {
+            self.pool
+                .with(|c| self.store.retry(c, &node_id, &job, now_ms() + delay_ms))
+        })?
+        .map_err(err)
     }
 
     /// settle_discard(node_id, token, channel, envelope_json, reason): the
@@ -243,8 +272,11 @@ impl Client {
             "id": id, "task": job.envelope.task, "channel": channel, "raw": raw,
             "reason": reason, "discarded_ms": now_ms(), "kind": "discarded",
         });
-        without_gvl(|_| self.pool.with(|c| self.store.discard(c, &node_id, Some(token), id, &record, true)))?
-            .map_err(err)
+        without_gvl(|_| {
+            self.pool
+                .with(|c| self.store.discard(c, &node_id, Some(token), id, &record, true))
+        })?
+        .map_err(err)
     }
 
     /// recover() -> jobs requeued from nodes whose heartbeat expired.
@@ -276,7 +308,11 @@ impl Client {
 
     /// request_control(node_id, request_json, ttl_ms)
     fn request_control(&self, node_id: String, request: String, ttl_ms: u64) -> Result<(), Error> {
-        without_gvl(|_| self.pool.with(|c| self.store.request_control(c, &node_id, &request, ttl_ms)))?.map_err(err)
+        without_gvl(|_| {
+            self.pool
+                .with(|c| self.store.request_control(c, &node_id, &request, ttl_ms))
+        })?
+        .map_err(err)
     }
 
     /// call([command, arg...]) -> reply: a raw Redis command, for inspection
@@ -290,7 +326,9 @@ impl Client {
     fn enable_telemetry(&self, settings: RHash) -> Result<(), Error> {
         let settings: PublisherTelemetrySettings = from_hash(settings.as_value(), "publisher telemetry settings")?;
         let telemetry = PublisherTelemetry::new(settings, &self.namespace);
-        self.telemetry.set(telemetry).map_err(|_| arg_error("telemetry is already enabled on this client".into()))
+        self.telemetry
+            .set(telemetry)
+            .map_err(|_| arg_error("telemetry is already enabled on this client".into()))
     }
 
     /// The journal source of this process's publications, or nil.
@@ -300,7 +338,9 @@ impl Client {
 
     /// Writes what this process's telemetry holds now (at exit).
     fn flush_telemetry(&self) -> Result<bool, Error> {
-        let Some(t) = self.telemetry.get().and_then(|p| p.started()) else { return Ok(false) };
+        let Some(t) = self.telemetry.get().and_then(|p| p.started()) else {
+            return Ok(false);
+        };
         t.tick();
         without_gvl(|_| self.pool.with(|c| t.flush(c)))?.map_err(err)?;
         Ok(true)

@@ -143,7 +143,9 @@ impl Dispatcher {
     #[allow(clippy::result_large_err)]
     fn hand_over(&self, job: &Job, lane: usize) -> Result<(), Error> {
         if lane >= solid_core::hub::LANES || !self.core.lanes_open() {
-            return Err(arg_error(format!("no lane {lane}: lanes are open only on nodes with thread workers")));
+            return Err(arg_error(format!(
+                "no lane {lane}: lanes are open only on nodes with thread workers"
+            )));
         }
         let claimed = job.settle()?.clone();
         // Its new worker reports it; this one is free again.
@@ -170,13 +172,21 @@ impl Dispatcher {
     /// settle the job: retry or discard must follow. `location` ("path:line"
     /// of the raise, or "") goes to the journal's job.failed; the message
     /// does not (it may quote arguments).
-    fn record_failure(&self, job: &Job, error_class: String, message: String, location: String) -> Result<(u32, u64), Error> {
+    fn record_failure(
+        &self,
+        job: &Job,
+        error_class: String,
+        message: String,
+        location: String,
+    ) -> Result<(u32, u64), Error> {
         if job.is_settled_flag() {
             return Err(internal("job was already settled"));
         }
         let f = without_gvl(|_| self.core.record_failure(&job.claimed, &error_class, &message))?.map_err(err)?;
         job.failures.store(f.failures, std::sync::atomic::Ordering::Relaxed);
-        self.node.telemetry.failed(job.as_tracked(), Some(f.failures), &error_class, &location);
+        self.node
+            .telemetry
+            .failed(job.as_tracked(), Some(f.failures), &error_class, &location);
         Ok((f.failures, f.first_failure_ms))
     }
 
@@ -186,7 +196,9 @@ impl Dispatcher {
         self.settled(job, &out, || {
             let failures = job.failures.load(std::sync::atomic::Ordering::Relaxed);
             let retry_at = solid_core::now_ms() + delay.as_millis() as u64;
-            self.node.telemetry.retry_scheduled(job.as_tracked(), failures, retry_at);
+            self.node
+                .telemetry
+                .retry_scheduled(job.as_tracked(), failures, retry_at);
         });
         out
     }
@@ -218,13 +230,19 @@ impl Dispatcher {
             "kind": "discarded",
         });
         let out = job.settle_with(|claimed| without_gvl(|_| self.core.discard(claimed, &record, archive)));
-        self.settled(job, &out, || self.node.telemetry.dead(job.as_tracked(), failures, if archive { "archived" } else { "dropped" }));
+        self.settled(job, &out, || {
+            self.node
+                .telemetry
+                .dead(job.as_tracked(), failures, if archive { "archived" } else { "dropped" })
+        });
         out
     }
 
     fn quarantine(&self, job: &Job, reason: String) -> Result<(), Error> {
         let out = job.settle_with(|claimed| without_gvl(|_| self.core.quarantine(claimed, &reason)));
-        self.settled(job, &out, || self.node.telemetry.dead(job.as_tracked(), 0, "quarantined"));
+        self.settled(job, &out, || {
+            self.node.telemetry.dead(job.as_tracked(), 0, "quarantined")
+        });
         out
     }
 
@@ -247,7 +265,9 @@ impl Dispatcher {
         without_gvl(|interrupted| {
             let deadline = std::time::Instant::now() + timeout;
             loop {
-                let slice = deadline.saturating_duration_since(std::time::Instant::now()).min(Duration::from_millis(100));
+                let slice = deadline
+                    .saturating_duration_since(std::time::Instant::now())
+                    .min(Duration::from_millis(100));
                 if self.core.wait_idle(slice) {
                     return true;
                 }
@@ -268,8 +288,8 @@ impl Dispatcher {
     }
 
     fn stats(&self) -> Result<RHash, Error> {
-        use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
         use solid_core::source::Stats;
+        use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
         let h = RHash::new();
         for (k, get) in [
             ("claimed", (|s| &s.claimed) as fn(&Stats) -> &AtomicU64),
@@ -281,7 +301,12 @@ impl Dispatcher {
             ("promoted", |s| &s.promoted),
             ("redis_errors", |s| &s.redis_errors),
         ] {
-            let total: u64 = self.core.sources().iter().map(|src| get(src.stats()).load(Relaxed)).sum();
+            let total: u64 = self
+                .core
+                .sources()
+                .iter()
+                .map(|src| get(src.stats()).load(Relaxed))
+                .sum();
             h.aset(k, total)?;
         }
         h.aset("inflight", self.core.inflight())?;
@@ -405,7 +430,13 @@ impl Dispatcher {
 
     /// The workers' states as JSON (for backtraces).
     fn worker_states(&self) -> String {
-        serde_json::Value::Array(self.node.telemetry.workers.observe(self.core.is_stopping(), solid_core::now_ms())).to_string()
+        serde_json::Value::Array(
+            self.node
+                .telemetry
+                .workers
+                .observe(self.core.is_stopping(), solid_core::now_ms()),
+        )
+        .to_string()
     }
 }
 

@@ -20,7 +20,10 @@ pub struct EngineClient {
 impl EngineClient {
     fn new(url: String, password: Option<String>) -> Result<Self, Error> {
         let connector = wire::connector(&url, password.as_deref()).map_err(err)?;
-        Ok(EngineClient { pool: Pool::new(connector), url })
+        Ok(EngineClient {
+            pool: Pool::new(connector),
+            url,
+        })
     }
 
     fn url(&self) -> String {
@@ -35,7 +38,16 @@ impl EngineClient {
 
     /// push(channel_id, task, arguments, channel, max_failures, due_ms) -> id
     #[allow(clippy::too_many_arguments)]
-    fn push(ruby: &Ruby, rb_self: &Self, channel_id: u32, task: String, arguments: Value, channel: String, max_failures: u32, due_ms: Option<u64>) -> Result<String, Error> {
+    fn push(
+        ruby: &Ruby,
+        rb_self: &Self,
+        channel_id: u32,
+        task: String,
+        arguments: Value,
+        channel: String,
+        max_failures: u32,
+        due_ms: Option<u64>,
+    ) -> Result<String, Error> {
         let env = build_envelope(ruby, &task, arguments, &channel, max_failures, due_ms, "arguments")?;
         rb_self.write(channel_id, due_ms, vec![(env.id.clone(), env.encode().into_bytes())])?;
         Ok(env.id)
@@ -43,10 +55,27 @@ impl EngineClient {
 
     /// push_many(channel_id, task, [arguments...], channel, max_failures, due_ms) -> ids
     #[allow(clippy::too_many_arguments)]
-    fn push_many(ruby: &Ruby, rb_self: &Self, channel_id: u32, task: String, lists: RArray, channel: String, max_failures: u32, due_ms: Option<u64>) -> Result<Vec<String>, Error> {
+    fn push_many(
+        ruby: &Ruby,
+        rb_self: &Self,
+        channel_id: u32,
+        task: String,
+        lists: RArray,
+        channel: String,
+        max_failures: u32,
+        due_ms: Option<u64>,
+    ) -> Result<Vec<String>, Error> {
         let mut jobs = Vec::with_capacity(lists.len());
         for (i, args) in lists.into_iter().enumerate() {
-            let env = build_envelope(ruby, &task, args, &channel, max_failures, due_ms, &format!("arguments of job {i}"))?;
+            let env = build_envelope(
+                ruby,
+                &task,
+                args,
+                &channel,
+                max_failures,
+                due_ms,
+                &format!("arguments of job {i}"),
+            )?;
             jobs.push((env.id.clone(), env.encode().into_bytes()));
         }
         let ids = jobs.iter().map(|(id, _)| id.clone()).collect();
@@ -58,10 +87,19 @@ impl EngineClient {
 
     /// push_envelopes(channel_id, [envelope Hash...], due_ms) -> ids; every
     /// envelope must belong to that channel.
-    fn push_envelopes(ruby: &Ruby, rb_self: &Self, channel_id: u32, envelopes: RArray, due_ms: Option<u64>) -> Result<Vec<String>, Error> {
+    fn push_envelopes(
+        ruby: &Ruby,
+        rb_self: &Self,
+        channel_id: u32,
+        envelopes: RArray,
+        due_ms: Option<u64>,
+    ) -> Result<Vec<String>, Error> {
         let envs = parse_envelopes(ruby, envelopes)?;
         let ids = envs.iter().map(|e| e.id.clone()).collect();
-        let jobs = envs.into_iter().map(|e| (e.id.clone(), e.encode().into_bytes())).collect::<Vec<_>>();
+        let jobs = envs
+            .into_iter()
+            .map(|e| (e.id.clone(), e.encode().into_bytes()))
+            .collect::<Vec<_>>();
         if !jobs.is_empty() {
             rb_self.write(channel_id, due_ms, jobs)?;
         }
@@ -88,7 +126,8 @@ impl EngineClient {
 
     /// fetch_one(channel_id, lease_ms) -> [id, fence, attempts, payload] or nil
     fn fetch_one(ruby: &Ruby, rb_self: &Self, channel_id: u32, lease_ms: u64) -> Result<Value, Error> {
-        let got = without_gvl(|_| rb_self.pool.with(|c| wire::fetch(c, 1, lease_ms, 0, &[channel_id])))?.map_err(err)?;
+        let got =
+            without_gvl(|_| rb_self.pool.with(|c| wire::fetch(c, 1, lease_ms, 0, &[channel_id])))?.map_err(err)?;
         Ok(match got.into_iter().next() {
             None => ruby.qnil().as_value(),
             Some(r) => {

@@ -26,18 +26,31 @@ pub struct Job {
 
 impl Job {
     pub fn tracked(claimed: ClaimedJob, sampled: bool, worker: u32) -> Self {
-        Job { claimed, settled: AtomicBool::new(false), sampled, worker, failures: AtomicU32::new(0) }
+        Job {
+            claimed,
+            settled: AtomicBool::new(false),
+            sampled,
+            worker,
+            failures: AtomicU32::new(0),
+        }
     }
 
     /// The job as the telemetry sees it.
     pub fn as_tracked(&self) -> solid_core::telemetry::Tracked<'_> {
-        solid_core::telemetry::Tracked { job: &self.claimed, sampled: self.sampled, worker: self.worker }
+        solid_core::telemetry::Tracked {
+            job: &self.claimed,
+            sampled: self.sampled,
+            worker: self.worker,
+        }
     }
 
     /// Marks the job settled; errors when it already was.
     pub fn settle(&self) -> Result<&ClaimedJob, Error> {
         if self.settled.swap(true, Ordering::AcqRel) {
-            return Err(internal(&format!("job {} was already settled", self.claimed.envelope.id)));
+            return Err(internal(&format!(
+                "job {} was already settled",
+                self.claimed.envelope.id
+            )));
         }
         Ok(&self.claimed)
     }
@@ -45,9 +58,15 @@ impl Job {
     /// Runs a settling write; marks the job settled only when the outcome is
     /// final (written, or rejected as stale), so a connection error can be
     /// retried with the same job.
-    pub fn settle_with(&self, op: impl FnOnce(&ClaimedJob) -> Result<solid_core::Result<()>, Error>) -> Result<(), Error> {
+    pub fn settle_with(
+        &self,
+        op: impl FnOnce(&ClaimedJob) -> Result<solid_core::Result<()>, Error>,
+    ) -> Result<(), Error> {
         if self.is_settled_flag() {
-            return Err(internal(&format!("job {} was already settled", self.claimed.envelope.id)));
+            return Err(internal(&format!(
+                "job {} was already settled",
+                self.claimed.envelope.id
+            )));
         }
         let out = op(&self.claimed)?;
         if solid_core::source::is_final(&out) {
