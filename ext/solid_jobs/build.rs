@@ -1,1 +1,4 @@
-fn main() -> Result<(), Box<dyn std::error::Error>> { let _ = rb_sys_env::activate()?; Ok(()) }
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let _ = rb_sys_env::activate()?;
+    Ok(())
+}

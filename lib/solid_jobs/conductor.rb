@@ -157,8 +157,9 @@ module SolidJobs
 
     def telemetry_spec
       c = @config
-      [c.namespace, @node_id, c.telemetry, c.telemetry_sample_rate, TELEMETRY_BUFFER, c.telemetry_journal_size,
-       !Instrumentation.null?(c.instrumenter), c.observation_interval * 3.0]
+      {namespace: c.namespace, node_id: @node_id, journal: c.telemetry, sample_per_interval: c.telemetry_sample_rate,
+       buffer: TELEMETRY_BUFFER, journal_size: c.telemetry_journal_size, deliver: !Instrumentation.null?(c.instrumenter),
+       observation_ttl: c.observation_interval * 3.0}
     end
 
     def description = JSON.generate(description_hash)

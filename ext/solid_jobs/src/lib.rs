@@ -1,5 +1,7 @@
-//! Ruby glue for solid_core: value conversion and error mapping only.
-//! One file per Ruby class under `ruby_api/`, shared helpers under `helpers/`.
+//! Ruby glue for solid_core: value conversion, settings and error mapping
+//! only; the behaviour lives in solid_core. One file per Ruby class under
+//! `ruby_api/` (none imports another but for `Job`), shared helpers under
+//! `helpers/`.
 
 mod helpers;
 mod ruby_api;

@@ -45,7 +45,8 @@ module SolidJobs
       def cancel(_id) = not_supported!(:cancel)
       def recover = not_supported!(:recover)
 
-      # The worker-side spec for Native::Dispatcher, for `channels`
+      # The worker-side source settings Hash for Native::Dispatcher (keys in
+      # ext/solid_jobs/src/helpers/settings.rs), for `channels`
       # ([[name, weight], ...]) routed to this backend.
       def source_spec(_channels, config:, node_id:, description:) = raise(NotImplementedError)
 
@@ -56,6 +57,10 @@ module SolidJobs
       rescue EnvelopeError
         nil
       end
+
+      # Whole milliseconds of a duration in seconds, as the native settle
+      # calls take them; a negative duration counts as none.
+      def milliseconds(seconds) = [(seconds * 1000).round, 0].max
 
       def not_supported!(operation)
         raise NotSupported, "the #{self.class.name.split("::").last} backend #{name.inspect} cannot #{operation}"

@@ -22,8 +22,9 @@ module SolidJobs
         @namespace = config.namespace
         @barrier_ttl_ms = (config.publication_barrier_ttl * 1000).round
         client = Native::Client.new(url, config.namespace)
-        client.enable_telemetry([Socket.gethostname, config.telemetry, config.telemetry_sample_rate,
-                                 PUBLISHER_BUFFER, config.telemetry_journal_size])
+        client.enable_telemetry({hostname: Socket.gethostname, journal: config.telemetry,
+                                 sample_per_interval: config.telemetry_sample_rate, buffer: PUBLISHER_BUFFER,
+                                 journal_size: config.telemetry_journal_size})
         @client = Ractor.make_shareable(client)
         # Adapter claims belong to a node of their own, registered for one
         # recovery delay at each claim: a claim not settled within it is
@@ -78,24 +79,35 @@ module SolidJobs
         Claim.new(job_id: envelope["id"], channel: channel.to_s, envelope: envelope, reservation: @adapter_node, fence: token, raw: raw)
       end
 
-      def ack(claim) = settle(claim, "ack", "")
-      def retry_job(claim, delay:) = settle(claim, "retry", (delay * 1000).round.to_s)
-      def fail_job(claim, reason: "failed") = settle(claim, "fail", reason.to_s)
+      def ack(claim)
+        @client.settle_ack(*settle_target(claim))
+        true
+      end
+
+      def retry_job(claim, delay:)
+        @client.settle_retry(*settle_target(claim), milliseconds(delay))
+        true
+      end
+
+      # Archives the job as discarded, with `reason`.
+      def fail_job(claim, reason: "failed")
+        @client.settle_discard(*settle_target(claim), reason.to_s)
+        true
+      end
 
       # Moves the claims of every node whose heartbeat expired back to their
       # channels now (worker nodes also do this on each heartbeat); returns
       # the number of jobs requeued.
       def recover = @client.recover
 
-      private def settle(claim, action, arg)
-        @client.settle(claim.reservation, claim.fence, claim.channel, claim.raw, action, arg)
-        true
-      end
+      private def settle_target(claim) = [claim.reservation, claim.fence, claim.channel, claim.raw]
 
       def source_spec(channels, config:, node_id:, description:)
         c = config
-        ["redis", @client.url, @namespace, node_id, channels.map(&:dup), c.channel_order.to_s, c.prefetch || 0, c.concurrency,
-         c.heartbeat_interval.to_f, c.recovery_delay.to_f, description, c.archive_max_entries, c.archive_max_age.to_f]
+        {kind: "redis", url: @client.url, namespace: @namespace, node_id: node_id, channels: channels.map(&:dup),
+         channel_order: c.channel_order.to_s, prefetch: c.prefetch, workers: c.concurrency,
+         heartbeat_interval: c.heartbeat_interval.to_f, node_ttl: c.recovery_delay.to_f, description: description,
+         archive_max_entries: c.archive_max_entries, archive_max_age: c.archive_max_age.to_f}
       end
     end
   end

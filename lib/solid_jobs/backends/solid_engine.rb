@@ -50,10 +50,26 @@ module SolidJobs
         Claim.new(job_id: id, channel: channel.to_s, envelope: decode(payload), reservation: id, fence: fence, raw: payload)
       end
 
-      def ack(claim) = settle(claim, "ack", "")
-      def retry_job(claim, delay:) = settle(claim, "retry", (delay * 1000).round.to_s)
-      def fail_job(claim, reason: "failed") = settle(claim, "fail", reason.to_s)
-      def extend_lease(claim, seconds) = settle(claim, "extend", (seconds * 1000).round.to_s)
+      def ack(claim)
+        @client.settle_ack(claim.job_id, claim.fence)
+        true
+      end
+
+      def retry_job(claim, delay:)
+        @client.settle_retry(claim.job_id, claim.fence, milliseconds(delay))
+        true
+      end
+
+      # The job becomes dead on the engine, with `reason`.
+      def fail_job(claim, reason: "failed")
+        @client.settle_fail(claim.job_id, claim.fence, reason.to_s)
+        true
+      end
+
+      def extend_lease(claim, seconds)
+        @client.extend_lease(claim.job_id, claim.fence, milliseconds(seconds))
+        true
+      end
 
       # {"id", "channel_id", "state", "attempts", "envelope", "due_ms"} or nil.
       def get_job(id)
@@ -69,15 +85,11 @@ module SolidJobs
       # The engine recovers by itself: an expired lease makes a job ready again.
       def recover = 0
 
-      private def settle(claim, action, arg)
-        @client.settle(claim.job_id, claim.fence, action, arg)
-        true
-      end
-
       def source_spec(channels, config:, node_id:, description:) # rubocop:disable Lint/UnusedMethodArgument
         c = config
-        ["engine", @client.url, @spec[:password], channels.map { |n, w| [n, channel_id(n), w] }, c.channel_order.to_s,
-         c.prefetch || 0, c.concurrency, @lease.to_f]
+        {kind: "engine", url: @client.url, password: @spec[:password],
+         channels: channels.map { |n, w| {name: n, id: channel_id(n), weight: w} }, channel_order: c.channel_order.to_s,
+         prefetch: c.prefetch, workers: c.concurrency, lease: @lease.to_f}
       end
     end
   end

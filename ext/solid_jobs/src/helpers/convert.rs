@@ -2,6 +2,8 @@
 //! receives is exactly what it was given: anything that would not survive a
 //! JSON round trip unchanged is refused with the path of the offending value.
 
+use std::time::Duration;
+
 use magnus::{prelude::*, r_hash::ForEach, Error, Float, Integer, RArray, RHash, RString, Ruby, Symbol, Value};
 use serde_json::{Map, Number, Value as Json};
 
@@ -60,7 +62,11 @@ fn to_json_at(ruby: &Ruby, v: Value, path: &str, depth: usize) -> Result<Json, E
         let mut failure = None;
         h.foreach(|k: Value, item: Value| {
             let Some(key) = RString::from_value(k).and_then(|s| s.to_string().ok()) else {
-                let shown = if Symbol::from_value(k).is_some() { format!("Symbol key {}", k.inspect()) } else { format!("key {} ({})", k.inspect(), k.class()) };
+                let shown = if Symbol::from_value(k).is_some() {
+                    format!("Symbol key {}", k.inspect())
+                } else {
+                    format!("key {} ({})", k.inspect(), k.class())
+                };
                 failure = Some(arg_error(format!("{path} has {shown}; {RULE}")));
                 return Ok(ForEach::Stop);
             };
@@ -85,4 +91,10 @@ fn to_json_at(ruby: &Ruby, v: Value, path: &str, depth: usize) -> Result<Json, E
 
 pub fn to_ruby(v: &Json) -> Result<Value, Error> {
     serde_magnus::serialize(v)
+}
+
+/// A number of seconds from Ruby as a `Duration`, refusing negative and
+/// non-finite values with an ArgumentError naming `what`.
+pub fn seconds(s: f64, what: &str) -> Result<Duration, Error> {
+    Duration::try_from_secs_f64(s).map_err(|_| arg_error(format!("{what} must be a non-negative number of seconds")))
 }

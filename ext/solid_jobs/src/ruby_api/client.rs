@@ -1,50 +1,44 @@
-//! `SolidJobs::Native::Client`: the producer side (enqueue, schedule) and a
-//! raw command escape hatch for inspection. One frozen, shareable instance
-//! serves every Ractor; connections come from a checkout pool.
+//! `SolidJobs::Native::Client`: the producer side of the Redis backend
+//! (enqueue, schedule, the publication barrier), the adapter API's claim
+//! and settle calls, operator writes (control requests, archive removal)
+//! and a raw command escape hatch for inspection. One frozen, shareable
+//! instance serves every Ractor; connections come from a checkout pool.
 
-use magnus::{function, method, prelude::*, Error, IntoValue, RArray, RHash, RModule, RString, Ruby, Value};
-use solid_core::redis::connection::{Connector, Pool};
+use std::sync::{Arc, OnceLock};
+
+use magnus::{function, method, prelude::*, Error, RArray, RHash, RModule, Ruby, Value};
 use solid_core::envelope::{validate_channel, Envelope};
-use solid_core::redis::keyspace::Keyspace;
 use solid_core::now_ms;
-use solid_core::redis_rs as redis;
+use solid_core::redis::connection::{Connector, Pool};
+use solid_core::redis::keyspace::Keyspace;
 use solid_core::redis::store::Store;
+use solid_core::telemetry::Telemetry;
 
-use super::envelope_to_ruby;
-use super::publisher_telemetry::PublisherTelemetry;
-use crate::helpers::convert::to_json;
+use crate::helpers::envelopes::{build_envelope, by_channel, envelope_to_ruby, parse_envelopes};
 use crate::helpers::errors::{arg_error, to_ruby as err};
 use crate::helpers::nogvl::without_gvl;
+use crate::helpers::publisher_telemetry::PublisherTelemetry;
+use crate::helpers::raw_command::raw_call;
+use crate::helpers::settings::{from_hash, PublisherTelemetrySettings};
 
 #[magnus::wrap(class = "SolidJobs::Native::Client", free_immediately, size, frozen_shareable)]
 pub struct Client {
     pool: Pool,
     store: Store,
     namespace: String,
-    /// Set by `enable_telemetry` (see publisher_telemetry.rs).
-    telemetry: std::sync::OnceLock<PublisherTelemetry>,
+    /// Set once by `enable_telemetry`, before the client is shared.
+    telemetry: OnceLock<PublisherTelemetry>,
 }
 
 impl Client {
     fn new(url: String, namespace: String) -> Result<Self, Error> {
         let connector = Connector::new(&url).map_err(err)?;
-        Ok(Client { pool: Pool::new(connector), store: Store::new(Keyspace::new(&namespace)), namespace, telemetry: std::sync::OnceLock::new() })
-    }
-
-    pub(crate) fn pool(&self) -> &Pool {
-        &self.pool
-    }
-    pub(crate) fn store(&self) -> &Store {
-        &self.store
-    }
-    pub(crate) fn connector(&self) -> &Connector {
-        self.pool.connector()
-    }
-    pub(crate) fn namespace(&self) -> &str {
-        &self.namespace
-    }
-    pub(crate) fn telemetry_slot(&self) -> &std::sync::OnceLock<PublisherTelemetry> {
-        &self.telemetry
+        Ok(Client {
+            pool: Pool::new(connector),
+            store: Store::new(Keyspace::new(&namespace)),
+            namespace,
+            telemetry: OnceLock::new(),
+        })
     }
 
     fn url(&self) -> String {
@@ -64,7 +58,15 @@ impl Client {
     }
 
     /// push(task, arguments, channel, max_failures, due_ms) -> id
-    fn push(ruby: &Ruby, rb_self: &Self, task: String, arguments: Value, channel: String, max_failures: u32, due_ms: Option<u64>) -> Result<String, Error> {
+    fn push(
+        ruby: &Ruby,
+        rb_self: &Self,
+        task: String,
+        arguments: Value,
+        channel: String,
+        max_failures: u32,
+        due_ms: Option<u64>,
+    ) -> Result<String, Error> {
         let started = now_ms();
         let env = build_envelope(ruby, &task, arguments, &channel, max_failures, due_ms, "arguments")?;
         rb_self.write(&channel, due_ms, vec![env.encode()])?;
@@ -74,12 +76,21 @@ impl Client {
 
     /// push_many(task, [arguments, ...], channel, max_failures, due_ms) -> [id, ...]
     /// Every argument list is validated before anything is written.
-    fn push_many(ruby: &Ruby, rb_self: &Self, task: String, lists: RArray, channel: String, max_failures: u32, due_ms: Option<u64>) -> Result<Vec<String>, Error> {
+    fn push_many(
+        ruby: &Ruby,
+        rb_self: &Self,
+        task: String,
+        lists: RArray,
+        channel: String,
+        max_failures: u32,
+        due_ms: Option<u64>,
+    ) -> Result<Vec<String>, Error> {
         let started = now_ms();
         let mut ids = Vec::with_capacity(lists.len());
         let mut raws = Vec::with_capacity(lists.len());
         for (i, args) in lists.into_iter().enumerate() {
-            let env = build_envelope(ruby, &task, args, &channel, max_failures, due_ms, &format!("arguments of job {i}"))?;
+            let env =
+                build_envelope(ruby, &task, args, &channel, max_failures, due_ms, &format!("arguments of job {i}"))?;
             raws.push(env.encode());
             ids.push(env.id);
         }
@@ -92,14 +103,26 @@ impl Client {
 
     /// build(task, arguments, channel, max_failures, due_ms) -> envelope Hash,
     /// for publication interceptors and the testing modes.
-    fn build(ruby: &Ruby, task: String, arguments: Value, channel: String, max_failures: u32, due_ms: Option<u64>) -> Result<Value, Error> {
+    fn build(
+        ruby: &Ruby,
+        task: String,
+        arguments: Value,
+        channel: String,
+        max_failures: u32,
+        due_ms: Option<u64>,
+    ) -> Result<Value, Error> {
         let env = build_envelope(ruby, &task, arguments, &channel, max_failures, due_ms, "arguments")?;
         envelope_to_ruby(&env)
     }
 
     /// push_envelopes([envelope Hash, ...], due_ms) -> [id, ...]: writes
     /// envelopes (possibly changed by interceptors) after validating them.
-    fn push_envelopes(ruby: &Ruby, rb_self: &Self, envelopes: RArray, due_ms: Option<u64>) -> Result<Vec<String>, Error> {
+    fn push_envelopes(
+        ruby: &Ruby,
+        rb_self: &Self,
+        envelopes: RArray,
+        due_ms: Option<u64>,
+    ) -> Result<Vec<String>, Error> {
         let started = now_ms();
         let mut ids = Vec::new();
         for (channel, group) in by_channel(parse_envelopes(ruby, envelopes)?) {
@@ -110,6 +133,38 @@ impl Client {
             }
         }
         Ok(ids)
+    }
+
+    /// hold_envelopes([envelope Hash, ...], due_ms, ttl_ms) -> [[id, member], ...]:
+    /// writes behind the publication barrier (invisible until
+    /// release_held, or until ttl_ms passes and a node's heartbeat
+    /// releases them).
+    fn hold_envelopes(
+        ruby: &Ruby,
+        rb_self: &Self,
+        envelopes: RArray,
+        due_ms: Option<u64>,
+        ttl_ms: u64,
+    ) -> Result<Vec<(String, String)>, Error> {
+        let started = now_ms();
+        let due = due_ms.filter(|&d| d > started);
+        let mut out = Vec::new();
+        for (channel, group) in by_channel(parse_envelopes(ruby, envelopes)?) {
+            let raws: Vec<String> = group.iter().map(|e| e.encode()).collect();
+            let members =
+                without_gvl(|_| rb_self.pool.with(|c| rb_self.store.hold(c, &channel, due, now_ms() + ttl_ms, &raws)))?
+                    .map_err(err)?;
+            for (env, member) in group.iter().zip(members) {
+                rb_self.journal_publication(&env.task, &channel, std::slice::from_ref(&env.id), started, due);
+                out.push((env.id.clone(), member));
+            }
+        }
+        Ok(out)
+    }
+
+    /// release_held([member, ...]) -> number made visible.
+    fn release_held(&self, members: Vec<String>) -> Result<u64, Error> {
+        without_gvl(|_| self.pool.with(|c| self.store.release(c, &members)))?.map_err(err)
     }
 
     /// claim(node_id, channel, ttl_ms) -> [token, envelope JSON] or nil:
@@ -123,12 +178,15 @@ impl Client {
         })?
         .map_err(err)?;
         if let Some(m) = batch.malformed.first() {
-            let _ = without_gvl(|_| self.pool.with(|c| self.store.quarantine(c, &node_id, m.token, &m.channel, &m.raw, &m.reason)));
+            let _ = without_gvl(|_| {
+                self.pool.with(|c| self.store.quarantine(c, &node_id, m.token, &m.channel, &m.raw, &m.reason))
+            });
             return Ok(None);
         }
         Ok(batch.jobs.into_iter().next().map(|j| (j.token, j.raw)))
     }
 
+    /// An adapter claim (from `claim`) as the store settles it.
     fn claimed(token: u64, channel: &str, raw: &str) -> Result<solid_core::ClaimedJob, Error> {
         let envelope = Envelope::decode(raw).map_err(err)?;
         Ok(solid_core::ClaimedJob {
@@ -143,29 +201,55 @@ impl Client {
         })
     }
 
-    /// settle(node_id, token, channel, envelope_json, action, arg) with action
-    /// "ack", "retry" (arg: delay ms) or "fail" (arg: reason). Raises
-    /// StaleClaimError when the claim was recovered.
-    fn settle(&self, node_id: String, token: u64, channel: String, raw: String, action: String, arg: String) -> Result<(), Error> {
+    // The settle_* methods end an adapter claim. One method per outcome, so
+    // there is no action string that could be misspelt into another
+    // outcome. Each raises StaleClaimError, and changes nothing, when the
+    // claim was recovered meanwhile.
+
+    /// settle_ack(node_id, token, channel, envelope_json): the job is done.
+    fn settle_ack(&self, node_id: String, token: u64, channel: String, raw: String) -> Result<(), Error> {
         let job = Self::claimed(token, &channel, &raw)?;
-        let id = job.envelope.id.clone();
         without_gvl(|_| {
-            self.pool.with(|c| match action.as_str() {
-                "ack" => match self.store.ack(c, &node_id, &[(token, id.clone())])?.as_slice() {
-                    [] => Ok(()),
-                    _ => Err(solid_core::Error::StaleClaim(token)),
-                },
-                "retry" => self.store.retry(c, &node_id, &job, now_ms() + arg.parse::<u64>().unwrap_or(0)),
-                _ => {
-                    let record = serde_json::json!({
-                        "id": id, "task": job.envelope.task, "channel": channel, "raw": raw,
-                        "reason": arg, "discarded_ms": now_ms(), "kind": "discarded",
-                    });
-                    self.store.discard(c, &node_id, Some(token), &id, &record, true)
-                }
+            self.pool.with(|c| match self.store.ack(c, &node_id, &[(token, job.envelope.id.clone())])?.as_slice() {
+                [] => Ok(()),
+                _ => Err(solid_core::Error::StaleClaim(token)),
             })
         })?
         .map_err(err)
+    }
+
+    /// settle_retry(node_id, token, channel, envelope_json, delay_ms): the
+    /// job waits in `retrying` for `delay_ms`.
+    fn settle_retry(
+        &self,
+        node_id: String,
+        token: u64,
+        channel: String,
+        raw: String,
+        delay_ms: u64,
+    ) -> Result<(), Error> {
+        let job = Self::claimed(token, &channel, &raw)?;
+        without_gvl(|_| self.pool.with(|c| self.store.retry(c, &node_id, &job, now_ms() + delay_ms)))?.map_err(err)
+    }
+
+    /// settle_discard(node_id, token, channel, envelope_json, reason): the
+    /// job is archived as discarded, with `reason`.
+    fn settle_discard(
+        &self,
+        node_id: String,
+        token: u64,
+        channel: String,
+        raw: String,
+        reason: String,
+    ) -> Result<(), Error> {
+        let job = Self::claimed(token, &channel, &raw)?;
+        let id = &job.envelope.id;
+        let record = serde_json::json!({
+            "id": id, "task": job.envelope.task, "channel": channel, "raw": raw,
+            "reason": reason, "discarded_ms": now_ms(), "kind": "discarded",
+        });
+        without_gvl(|_| self.pool.with(|c| self.store.discard(c, &node_id, Some(token), id, &record, true)))?
+            .map_err(err)
     }
 
     /// recover() -> jobs requeued from nodes whose heartbeat expired.
@@ -190,112 +274,80 @@ impl Client {
         without_gvl(|_| self.pool.with(|c| self.store.unarchive(c, &id)))?.map_err(err)
     }
 
+    /// forget_archived(id) -> true when it was archived (and now is not).
+    fn forget_archived(&self, id: String) -> Result<bool, Error> {
+        without_gvl(|_| self.pool.with(|c| self.store.forget_archived(c, &id)))?.map_err(err)
+    }
+
+    /// request_control(node_id, request_json, ttl_ms)
+    fn request_control(&self, node_id: String, request: String, ttl_ms: u64) -> Result<(), Error> {
+        without_gvl(|_| self.pool.with(|c| self.store.request_control(c, &node_id, &request, ttl_ms)))?.map_err(err)
+    }
+
     /// call([command, arg...]) -> reply: a raw Redis command, for inspection
     /// tools and tests. Never used on the job path.
     fn call(&self, args: RArray) -> Result<Value, Error> {
         raw_call(&self.pool, args)
     }
-}
 
-/// Builds one envelope; `due_ms` nil means ready now.
-pub(crate) fn build_envelope(ruby: &Ruby, task: &str, arguments: Value, channel: &str, max_failures: u32, due_ms: Option<u64>, path: &str) -> Result<Envelope, Error> {
-    let args = to_json(ruby, arguments, path)?;
-    if !args.is_array() {
-        return Err(arg_error(format!("{path} must be an Array")));
+    /// enable_telemetry({hostname:, journal:, sample_per_interval:, buffer:,
+    /// journal_size:}), once, before the client is shared.
+    fn enable_telemetry(&self, settings: RHash) -> Result<(), Error> {
+        let settings: PublisherTelemetrySettings = from_hash(settings.as_value(), "publisher telemetry settings")?;
+        let telemetry = PublisherTelemetry::new(settings, &self.namespace);
+        self.telemetry.set(telemetry).map_err(|_| arg_error("telemetry is already enabled on this client".into()))
     }
-    let now = now_ms();
-    Envelope::build(task, args, channel, max_failures, now, due_ms.unwrap_or(now).max(now)).map_err(err)
-}
 
-/// Envelopes grouped by channel, in first-seen order (one write per channel).
-pub(crate) fn by_channel(envelopes: Vec<Envelope>) -> Vec<(String, Vec<Envelope>)> {
-    let mut groups: Vec<(String, Vec<Envelope>)> = Vec::new();
-    for env in envelopes {
-        match groups.iter_mut().find(|(c, _)| *c == env.channel) {
-            Some((_, v)) => v.push(env),
-            None => groups.push((env.channel.clone(), vec![env])),
+    /// The journal source of this process's publications, or nil.
+    fn telemetry_source(&self) -> Option<String> {
+        self.publisher_telemetry().map(|t| t.source().to_owned())
+    }
+
+    /// Writes what this process's telemetry holds now (at exit).
+    fn flush_telemetry(&self) -> Result<bool, Error> {
+        let Some(t) = self.telemetry.get().and_then(|p| p.started()) else {
+            return Ok(false);
+        };
+        t.tick();
+        without_gvl(|_| self.pool.with(|c| t.flush(c)))?.map_err(err)?;
+        Ok(true)
+    }
+
+    fn publisher_telemetry(&self) -> Option<Arc<Telemetry>> {
+        self.telemetry.get().and_then(|p| p.current(self.pool.connector()))
+    }
+
+    /// Counts a publication and journals it when sampled; no I/O here.
+    fn journal_publication(&self, task: &str, channel: &str, ids: &[String], started_ms: u64, due_ms: Option<u64>) {
+        if let Some(t) = self.publisher_telemetry() {
+            t.published(task, channel, ids, started_ms, due_ms);
         }
     }
-    groups
-}
-
-/// Validates envelope Hashes (possibly changed by interceptors).
-pub(crate) fn parse_envelopes(ruby: &Ruby, envelopes: RArray) -> Result<Vec<Envelope>, Error> {
-    envelopes
-        .into_iter()
-        .enumerate()
-        .map(|(i, h)| {
-            let json = to_json(ruby, h, &format!("envelope {i}"))?;
-            let env: Envelope = serde_json::from_value(json).map_err(|e| arg_error(format!("envelope {i} has the wrong shape: {e}")))?;
-            env.validate().map_err(err)?;
-            Ok(env)
-        })
-        .collect()
-}
-
-/// Sends one raw command (an Array of Strings) on a pooled connection.
-pub(crate) fn raw_call(pool: &Pool, args: RArray) -> Result<Value, Error> {
-    let mut parts: Vec<Vec<u8>> = Vec::with_capacity(args.len());
-    for a in args.into_iter() {
-        let s = RString::from_value(a).ok_or_else(|| arg_error("call takes Strings".into()))?;
-        parts.push(unsafe { s.as_slice() }.to_vec());
-    }
-    let Some((name, rest)) = parts.split_first() else { return Err(arg_error("call needs a command".into())) };
-    let reply = without_gvl(|_| {
-        pool.with(|c| {
-            let mut cmd = redis::cmd(std::str::from_utf8(name).unwrap_or("PING"));
-            for p in rest {
-                cmd.arg(p.as_slice());
-            }
-            cmd.query::<redis::Value>(c).map_err(solid_core::Error::from)
-        })
-    })?
-    .map_err(err)?;
-    redis_to_ruby(&reply)
-}
-
-fn redis_to_ruby(v: &redis::Value) -> Result<Value, Error> {
-    let ruby = Ruby::get().expect("GVL");
-    Ok(match v {
-        redis::Value::Nil => ruby.qnil().as_value(),
-        redis::Value::Int(i) => (*i).into_value_with(&ruby),
-        redis::Value::BulkString(b) => ruby.str_from_slice(b).as_value(),
-        redis::Value::SimpleString(s) => ruby.str_new(s).as_value(),
-        redis::Value::Okay => ruby.str_new("OK").as_value(),
-        redis::Value::Array(items) | redis::Value::Set(items) => {
-            let a = ruby.ary_new_capa(items.len());
-            for i in items {
-                a.push(redis_to_ruby(i)?)?;
-            }
-            a.as_value()
-        }
-        redis::Value::Map(pairs) => {
-            let h = RHash::new();
-            for (k, v) in pairs {
-                h.aset(redis_to_ruby(k)?, redis_to_ruby(v)?)?;
-            }
-            h.as_value()
-        }
-        redis::Value::Double(d) => (*d).into_value_with(&ruby),
-        redis::Value::Boolean(b) => (*b).into_value_with(&ruby),
-        other => ruby.str_new(&format!("{other:?}")).as_value(),
-    })
 }
 
 pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
     let class = native.define_class("Client", ruby.class_object())?;
     class.define_singleton_method("new", function!(Client::new, 2))?;
+    class.define_singleton_method("build", function!(Client::build, 5))?;
     class.define_method("url", method!(Client::url, 0))?;
     class.define_method("push", method!(Client::push, 5))?;
     class.define_method("push_many", method!(Client::push_many, 5))?;
     class.define_method("push_envelopes", method!(Client::push_envelopes, 2))?;
-    class.define_method("call", method!(Client::call, 1))?;
-    class.define_method("unarchive", method!(Client::unarchive, 1))?;
-    class.define_method("cancel", method!(Client::cancel, 1))?;
+    class.define_method("hold_envelopes", method!(Client::hold_envelopes, 3))?;
+    class.define_method("release_held", method!(Client::release_held, 1))?;
     class.define_method("claim", method!(Client::claim, 3))?;
-    class.define_method("settle", method!(Client::settle, 6))?;
+    class.define_method("settle_ack", method!(Client::settle_ack, 4))?;
+    class.define_method("settle_retry", method!(Client::settle_retry, 5))?;
+    class.define_method("settle_discard", method!(Client::settle_discard, 5))?;
     class.define_method("recover", method!(Client::recover, 0))?;
+    class.define_method("cancel", method!(Client::cancel, 1))?;
     class.define_method("job_state", method!(Client::job_state, 1))?;
-    class.define_singleton_method("build", function!(Client::build, 5))?;
+    class.define_method("unarchive", method!(Client::unarchive, 1))?;
+    class.define_method("forget_archived", method!(Client::forget_archived, 1))?;
+    class.define_method("request_control", method!(Client::request_control, 3))?;
+    class.define_method("call", method!(Client::call, 1))?;
+    class.define_method("enable_telemetry", method!(Client::enable_telemetry, 1))?;
+    class.define_method("telemetry_source", method!(Client::telemetry_source, 0))?;
+    class.define_method("flush_telemetry", method!(Client::flush_telemetry, 0))?;
     Ok(())
 }

@@ -1,22 +1,22 @@
-//! `SolidJobs::Native::Dispatcher`: a worker node's I/O engine. One frozen,
+//! `SolidJobs::Native::Dispatcher`: a worker node's I/O engine (the `Hub`
+//! over its job sources) and its telemetry and control. One frozen,
 //! shareable instance is handed to every worker Ractor; all of its methods
 //! are safe to call concurrently.
 
 use std::time::Duration;
 
 use magnus::{function, method, prelude::*, Error, IntoValue, RArray, RHash, RModule, Ruby, Value};
-use solid_core::channel_order::ChannelOrder;
-use solid_core::engine::source::{EngineSource, EngineSourceConfig};
+use solid_core::engine::source::EngineSource;
 use solid_core::hub::{Hub, NextJob};
-use solid_core::prefetch::Prefetch;
-use solid_core::redis::source::{RedisSource, RedisSourceConfig};
+use solid_core::redis::source::RedisSource;
 use solid_core::source::JobSource;
-use solid_core::redis::store::ArchivePolicy;
 
 use super::job::Job;
-use super::node_telemetry::{self, NodeState};
-use crate::helpers::errors::{arg_error, to_ruby as err};
+use crate::helpers::convert::{seconds, to_ruby};
+use crate::helpers::errors::{arg_error, internal, to_ruby as err};
+use crate::helpers::node_state::{current_worker, register_current_worker, NodeState};
 use crate::helpers::nogvl::without_gvl;
+use crate::helpers::settings::{from_hash, NodeTelemetrySettings, SourceSettings};
 
 #[magnus::wrap(class = "SolidJobs::Native::Dispatcher", free_immediately, size, frozen_shareable)]
 pub struct Dispatcher {
@@ -24,97 +24,61 @@ pub struct Dispatcher {
     node: NodeState,
 }
 
-fn seconds(s: f64, what: &str) -> Result<Duration, Error> {
-    Duration::try_from_secs_f64(s).map_err(|_| arg_error(format!("{what} must be a non-negative number of seconds")))
+/// Starts one job source (GVL released: it connects).
+fn start_source(settings: SourceSettings) -> Result<Box<dyn JobSource>, Error> {
+    Ok(match settings {
+        SourceSettings::Redis(s) => {
+            let cfg = s.into_config()?;
+            Box::new(without_gvl(|_| RedisSource::start(cfg))?.map_err(err)?)
+        }
+        SourceSettings::Engine(s) => {
+            let cfg = s.into_config()?;
+            Box::new(without_gvl(|_| EngineSource::start(cfg))?.map_err(err)?)
+        }
+    })
 }
 
-/// `["redis", url, namespace, node_id, [[channel, weight]...], order, prefetch,
-///   workers, heartbeat_interval, node_ttl, description, archive_max_entries,
-///   archive_max_age]`; prefetch 0 means adaptive for `workers` workers.
-fn redis_source(spec: RArray) -> Result<Box<dyn JobSource>, Error> {
-    let prefetch: usize = spec.entry(6)?;
-    let workers: usize = spec.entry(7)?;
-    let cfg = RedisSourceConfig {
-        redis_url: spec.entry(1)?,
-        namespace: spec.entry(2)?,
-        node_id: spec.entry(3)?,
-        channels: spec.entry(4)?,
-        order: ChannelOrder::parse(&spec.entry::<String>(5)?).map_err(err)?,
-        prefetch: if prefetch == 0 { Prefetch::Adaptive { workers } } else { Prefetch::Fixed(prefetch) },
-        heartbeat_interval: seconds(spec.entry(8)?, "heartbeat_interval")?,
-        node_ttl: seconds(spec.entry(9)?, "node_ttl")?,
-        description: spec.entry(10)?,
-        archive: ArchivePolicy {
-            max_entries: spec.entry(11)?,
-            max_age_ms: seconds(spec.entry(12)?, "archive_max_age")?.as_millis() as u64,
-        },
-    };
-    let source = without_gvl(|_| RedisSource::start(cfg))?.map_err(err)?;
-    Ok(Box::new(source))
-}
-
-/// `["engine", url, password or nil, [[channel, channel_id, weight]...], order,
-///   prefetch, workers, lease_seconds]`
-fn engine_source(spec: RArray) -> Result<Box<dyn JobSource>, Error> {
-    let prefetch: usize = spec.entry(5)?;
-    let workers: usize = spec.entry(6)?;
-    let cfg = EngineSourceConfig {
-        url: spec.entry(1)?,
-        password: spec.entry(2)?,
-        channels: spec.entry(3)?,
-        order: ChannelOrder::parse(&spec.entry::<String>(4)?).map_err(err)?,
-        prefetch: if prefetch == 0 { Prefetch::Adaptive { workers } } else { Prefetch::Fixed(prefetch) },
-        lease: seconds(spec.entry(7)?, "lease")?,
-    };
-    let source = without_gvl(|_| EngineSource::start(cfg))?.map_err(err)?;
-    Ok(Box::new(source))
+fn parse(json: &str, what: &str) -> Result<serde_json::Value, Error> {
+    serde_json::from_str(json).map_err(|e| arg_error(format!("{what} must be a JSON object: {e}")))
 }
 
 impl Dispatcher {
-    /// new([source spec, ...], telemetry spec): one source per backend this
-    /// process works; `SolidJobs::Conductor` builds the specs (telemetry:
-    /// see `node_telemetry::node_state`). Sources started before a failing
-    /// one are shut down again.
-    fn new(specs: RArray, telemetry: RArray) -> Result<Self, Error> {
-        let node = node_telemetry::node_state(telemetry)?;
-        let mut sources: Vec<Box<dyn JobSource>> = Vec::new();
-        for spec in specs.into_iter() {
-            let spec = RArray::from_value(spec).ok_or_else(|| arg_error("a source spec must be an Array".into()))?;
-            let kind: String = spec.entry(0)?;
-            let built = match kind.as_str() {
-                "redis" => redis_source(spec),
-                "engine" => engine_source(spec),
-                other => Err(arg_error(format!("unknown source kind {other:?}"))),
-            };
-            match built {
-                Ok(s) => sources.push(s),
+    /// new([source settings Hash, ...], telemetry settings Hash): one source
+    /// per backend this process works (`helpers/settings.rs` has the keys;
+    /// `SolidJobs::Conductor` builds the Hashes). Every Hash is checked
+    /// before any source starts; sources started before one that fails to
+    /// start are shut down again.
+    fn new(sources: RArray, telemetry: RHash) -> Result<Self, Error> {
+        let telemetry: NodeTelemetrySettings = from_hash(telemetry.as_value(), "node telemetry settings")?;
+        let node = NodeState::new(telemetry.into_config()?);
+        let settings = sources
+            .into_iter()
+            .enumerate()
+            .map(|(i, s)| from_hash::<SourceSettings>(s, &format!("source settings {i}")))
+            .collect::<Result<Vec<_>, Error>>()?;
+        if settings.is_empty() {
+            return Err(arg_error("a dispatcher needs at least one source".into()));
+        }
+        let mut started: Vec<Box<dyn JobSource>> = Vec::new();
+        for s in settings {
+            match start_source(s) {
+                Ok(s) => started.push(s),
                 Err(e) => {
-                    for s in &sources {
+                    for s in &started {
                         let _ = without_gvl(|_| s.shutdown(Duration::from_secs(1)));
                     }
                     return Err(e);
                 }
             }
         }
-        if sources.is_empty() {
-            return Err(arg_error("a dispatcher needs at least one source".into()));
-        }
-        let core = Hub::new(sources);
-        node_telemetry::attach(&node, core.sources());
+        let core = Hub::new(started);
+        node.attach(core.sources());
         Ok(Dispatcher { core, node })
-    }
-
-    pub(crate) fn core(&self) -> &Hub {
-        &self.core
-    }
-
-    pub(crate) fn node(&self) -> &NodeState {
-        &self.node
     }
 
     /// A job taken by the calling worker, as the telemetry tracks it.
     fn taken(&self, job: solid_core::ClaimedJob) -> Job {
-        let worker = node_telemetry::current_worker();
+        let worker = current_worker();
         let sampled = self.node.telemetry.reserved(&job, worker);
         Job::tracked(job, sampled, worker)
     }
@@ -206,9 +170,15 @@ impl Dispatcher {
     /// settle the job: retry or discard must follow. `location` ("path:line"
     /// of the raise, or "") goes to the journal's job.failed; the message
     /// does not (it may quote arguments).
-    fn record_failure(&self, job: &Job, error_class: String, message: String, location: String) -> Result<(u32, u64), Error> {
+    fn record_failure(
+        &self,
+        job: &Job,
+        error_class: String,
+        message: String,
+        location: String,
+    ) -> Result<(u32, u64), Error> {
         if job.is_settled_flag() {
-            return Err(crate::helpers::errors::internal("job was already settled"));
+            return Err(internal("job was already settled"));
         }
         let f = without_gvl(|_| self.core.record_failure(&job.claimed, &error_class, &message))?.map_err(err)?;
         job.failures.store(f.failures, std::sync::atomic::Ordering::Relaxed);
@@ -254,7 +224,9 @@ impl Dispatcher {
             "kind": "discarded",
         });
         let out = job.settle_with(|claimed| without_gvl(|_| self.core.discard(claimed, &record, archive)));
-        self.settled(job, &out, || self.node.telemetry.dead(job.as_tracked(), failures, if archive { "archived" } else { "dropped" }));
+        self.settled(job, &out, || {
+            self.node.telemetry.dead(job.as_tracked(), failures, if archive { "archived" } else { "dropped" })
+        });
         out
     }
 
@@ -283,7 +255,8 @@ impl Dispatcher {
         without_gvl(|interrupted| {
             let deadline = std::time::Instant::now() + timeout;
             loop {
-                let slice = deadline.saturating_duration_since(std::time::Instant::now()).min(Duration::from_millis(100));
+                let slice =
+                    deadline.saturating_duration_since(std::time::Instant::now()).min(Duration::from_millis(100));
                 if self.core.wait_idle(slice) {
                     return true;
                 }
@@ -304,8 +277,8 @@ impl Dispatcher {
     }
 
     fn stats(&self) -> Result<RHash, Error> {
-        use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
         use solid_core::source::Stats;
+        use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
         let h = RHash::new();
         for (k, get) in [
             ("claimed", (|s| &s.claimed) as fn(&Stats) -> &AtomicU64),
@@ -323,6 +296,126 @@ impl Dispatcher {
         h.aset("inflight", self.core.inflight())?;
         h.aset("lane_depths", self.core.lane_depths())?;
         Ok(h)
+    }
+
+    // Telemetry and control: worker registration, observations, control
+    // requests and the events that happen on Rust threads, for the
+    // Conductor's monitor thread.
+
+    /// register_worker(worker_id, ractor_id): called once by each worker,
+    /// on its own thread, before it asks for jobs.
+    fn register_worker(&self, worker: u32, ractor_id: u64) {
+        register_current_worker(worker);
+        self.node.telemetry.workers.register(worker, ractor_id);
+    }
+
+    /// The calling worker left its loop.
+    fn worker_stopped(&self) {
+        self.node.telemetry.workers.stopped(current_worker());
+    }
+
+    /// The worker is about to run `job`'s task.
+    fn started(&self, job: &Job) {
+        self.node.telemetry.started(job.as_tracked());
+    }
+
+    /// observe(node_json, process_json) -> [ractors_json, redis_json]:
+    /// records the node's latest observations (written at the next flush)
+    /// and returns what the dispatcher itself observed, for the
+    /// instrumenter's events.
+    fn observe(&self, node: String, process: String) -> Result<(String, String), Error> {
+        let (node, process) = (parse(&node, "node")?, parse(&process, "process")?);
+        let now = solid_core::now_ms();
+        let t = &self.node.telemetry;
+        let ractors = t.workers.observe(self.core.is_stopping(), now);
+        let redis = self
+            .core
+            .sources()
+            .iter()
+            .find(|s| s.name() == "redis")
+            .map(|s| s.stats().connection(now))
+            .unwrap_or_else(|| serde_json::json!({"state": "unavailable", "at_ms": now}));
+        t.observe(&node, &process, &ractors, &redis);
+        Ok((serde_json::Value::Array(ractors).to_string(), redis.to_string()))
+    }
+
+    /// notices(timeout) -> [[control request JSON, ...], [[event, payload Hash], ...]]:
+    /// waits (GVL released) for control requests from the mailbox and for
+    /// events that happened on Rust threads. Payloads are built here with
+    /// Symbol keys, ready for the instrumenter (no JSON round trip).
+    fn notices(ruby: &Ruby, rb_self: &Self, timeout: f64) -> Result<(Vec<String>, RArray), Error> {
+        let timeout = seconds(timeout, "timeout")?;
+        let t = rb_self.node.telemetry.clone();
+        let (requests, deliveries) = without_gvl(|interrupted| t.notices(timeout, interrupted))?;
+        let events = ruby.ary_new_capa(deliveries.len());
+        for d in deliveries {
+            let payload = RHash::new();
+            for (k, v) in &d.payload {
+                payload.aset(ruby.to_symbol(k), to_ruby(v)?)?;
+            }
+            events.push((d.name, payload))?;
+        }
+        Ok((requests, events))
+    }
+
+    /// Ends a `notices` wait at once (the monitor is stopping).
+    fn wake_monitor(&self) {
+        self.node.telemetry.wake_monitor();
+    }
+
+    /// Stops claiming new jobs; workers finish what this node already
+    /// claimed (running and prefetched), then wait.
+    fn pause(&self) {
+        self.node.set_paused(true);
+        for s in self.core.sources() {
+            s.set_paused(true);
+        }
+    }
+
+    fn resume(&self) {
+        self.node.set_paused(false);
+        for s in self.core.sources() {
+            s.set_paused(false);
+        }
+    }
+
+    fn is_paused(&self) -> bool {
+        self.node.is_paused()
+    }
+
+    /// write_backtraces(json, ttl_ms): written at the next flush.
+    fn write_backtraces(&self, text: String, ttl_ms: u64) {
+        self.node.telemetry.write_backtraces(text, ttl_ms);
+    }
+
+    /// journal_note(event, data_json): a node-level journal entry.
+    fn journal_note(&self, event: String, data: String) -> Result<(), Error> {
+        let data = parse(&data, "data")?;
+        let event: &'static str = match event.as_str() {
+            "node.control" => "node.control",
+            "node.started" => "node.started",
+            "node.stopped" => "node.stopped",
+            other => return Err(arg_error(format!("unknown node event {other:?}"))),
+        };
+        self.node.telemetry.note(event, &data);
+        Ok(())
+    }
+
+    /// {"seq", "dropped", "pending", "undelivered", "sample_per_interval"}
+    fn telemetry_stats(&self) -> Result<RHash, Error> {
+        let h = RHash::new();
+        if let serde_json::Value::Object(m) = self.node.telemetry.stats_json() {
+            for (k, v) in m {
+                h.aset(k, v.as_u64().unwrap_or(0))?;
+            }
+        }
+        Ok(h)
+    }
+
+    /// The workers' states as JSON (for backtraces).
+    fn worker_states(&self) -> String {
+        serde_json::Value::Array(self.node.telemetry.workers.observe(self.core.is_stopping(), solid_core::now_ms()))
+            .to_string()
     }
 }
 
@@ -346,5 +439,18 @@ pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
     class.define_method("shutdown", method!(Dispatcher::shutdown, 1))?;
     class.define_method("inflight", method!(Dispatcher::inflight, 0))?;
     class.define_method("stats", method!(Dispatcher::stats, 0))?;
+    class.define_method("register_worker", method!(Dispatcher::register_worker, 2))?;
+    class.define_method("worker_stopped", method!(Dispatcher::worker_stopped, 0))?;
+    class.define_method("started", method!(Dispatcher::started, 1))?;
+    class.define_method("observe", method!(Dispatcher::observe, 2))?;
+    class.define_method("notices", method!(Dispatcher::notices, 1))?;
+    class.define_method("wake_monitor", method!(Dispatcher::wake_monitor, 0))?;
+    class.define_method("pause", method!(Dispatcher::pause, 0))?;
+    class.define_method("resume", method!(Dispatcher::resume, 0))?;
+    class.define_method("paused?", method!(Dispatcher::is_paused, 0))?;
+    class.define_method("write_backtraces", method!(Dispatcher::write_backtraces, 2))?;
+    class.define_method("journal_note", method!(Dispatcher::journal_note, 2))?;
+    class.define_method("telemetry_stats", method!(Dispatcher::telemetry_stats, 0))?;
+    class.define_method("worker_states", method!(Dispatcher::worker_states, 0))?;
     Ok(())
 }

@@ -3,12 +3,13 @@
 //! Ractor; connections come from a checkout pool.
 
 use magnus::{function, method, prelude::*, Error, RArray, RModule, Ruby, Value};
-use solid_core::redis::connection::Pool;
 use solid_core::engine::wire;
+use solid_core::redis::connection::Pool;
 
-use super::client::{build_envelope, parse_envelopes, raw_call};
+use crate::helpers::envelopes::{build_envelope, parse_envelopes};
 use crate::helpers::errors::to_ruby as err;
 use crate::helpers::nogvl::without_gvl;
+use crate::helpers::raw_command::raw_call;
 
 #[magnus::wrap(class = "SolidJobs::Native::EngineClient", free_immediately, size, frozen_shareable)]
 pub struct EngineClient {
@@ -34,7 +35,16 @@ impl EngineClient {
 
     /// push(channel_id, task, arguments, channel, max_failures, due_ms) -> id
     #[allow(clippy::too_many_arguments)]
-    fn push(ruby: &Ruby, rb_self: &Self, channel_id: u32, task: String, arguments: Value, channel: String, max_failures: u32, due_ms: Option<u64>) -> Result<String, Error> {
+    fn push(
+        ruby: &Ruby,
+        rb_self: &Self,
+        channel_id: u32,
+        task: String,
+        arguments: Value,
+        channel: String,
+        max_failures: u32,
+        due_ms: Option<u64>,
+    ) -> Result<String, Error> {
         let env = build_envelope(ruby, &task, arguments, &channel, max_failures, due_ms, "arguments")?;
         rb_self.write(channel_id, due_ms, vec![(env.id.clone(), env.encode().into_bytes())])?;
         Ok(env.id)
@@ -42,10 +52,20 @@ impl EngineClient {
 
     /// push_many(channel_id, task, [arguments...], channel, max_failures, due_ms) -> ids
     #[allow(clippy::too_many_arguments)]
-    fn push_many(ruby: &Ruby, rb_self: &Self, channel_id: u32, task: String, lists: RArray, channel: String, max_failures: u32, due_ms: Option<u64>) -> Result<Vec<String>, Error> {
+    fn push_many(
+        ruby: &Ruby,
+        rb_self: &Self,
+        channel_id: u32,
+        task: String,
+        lists: RArray,
+        channel: String,
+        max_failures: u32,
+        due_ms: Option<u64>,
+    ) -> Result<Vec<String>, Error> {
         let mut jobs = Vec::with_capacity(lists.len());
         for (i, args) in lists.into_iter().enumerate() {
-            let env = build_envelope(ruby, &task, args, &channel, max_failures, due_ms, &format!("arguments of job {i}"))?;
+            let env =
+                build_envelope(ruby, &task, args, &channel, max_failures, due_ms, &format!("arguments of job {i}"))?;
             jobs.push((env.id.clone(), env.encode().into_bytes()));
         }
         let ids = jobs.iter().map(|(id, _)| id.clone()).collect();
@@ -57,7 +77,13 @@ impl EngineClient {
 
     /// push_envelopes(channel_id, [envelope Hash...], due_ms) -> ids; every
     /// envelope must belong to that channel.
-    fn push_envelopes(ruby: &Ruby, rb_self: &Self, channel_id: u32, envelopes: RArray, due_ms: Option<u64>) -> Result<Vec<String>, Error> {
+    fn push_envelopes(
+        ruby: &Ruby,
+        rb_self: &Self,
+        channel_id: u32,
+        envelopes: RArray,
+        due_ms: Option<u64>,
+    ) -> Result<Vec<String>, Error> {
         let envs = parse_envelopes(ruby, envelopes)?;
         let ids = envs.iter().map(|e| e.id.clone()).collect();
         let jobs = envs.into_iter().map(|e| (e.id.clone(), e.encode().into_bytes())).collect::<Vec<_>>();
@@ -87,7 +113,8 @@ impl EngineClient {
 
     /// fetch_one(channel_id, lease_ms) -> [id, fence, attempts, payload] or nil
     fn fetch_one(ruby: &Ruby, rb_self: &Self, channel_id: u32, lease_ms: u64) -> Result<Value, Error> {
-        let got = without_gvl(|_| rb_self.pool.with(|c| wire::fetch(c, 1, lease_ms, 0, &[channel_id])))?.map_err(err)?;
+        let got =
+            without_gvl(|_| rb_self.pool.with(|c| wire::fetch(c, 1, lease_ms, 0, &[channel_id])))?.map_err(err)?;
         Ok(match got.into_iter().next() {
             None => ruby.qnil().as_value(),
             Some(r) => {
@@ -101,19 +128,29 @@ impl EngineClient {
         })
     }
 
-    /// settle(id, fence, action, arg): "ack", "retry" (arg: delay ms),
-    /// "fail" (arg: reason), "extend" (arg: lease ms). Raises
-    /// StaleClaimError when the reservation is no longer current.
-    fn settle(&self, id: String, fence: u64, action: String, arg: String) -> Result<(), Error> {
-        without_gvl(|_| {
-            self.pool.with(|c| match action.as_str() {
-                "ack" => wire::ack(c, &id, fence),
-                "retry" => wire::retry(c, &id, fence, arg.parse().unwrap_or(0)),
-                "extend" => wire::extend(c, &id, fence, arg.parse().unwrap_or(0)),
-                _ => wire::fail(c, &id, fence, &arg),
-            })
-        })?
-        .map_err(err)
+    // One method per outcome of a reservation, so no action string can be
+    // misspelt into another outcome. Each raises StaleClaimError, and
+    // changes nothing, when `fence` is no longer the job's current one.
+
+    /// settle_ack(id, fence): the job is done.
+    fn settle_ack(&self, id: String, fence: u64) -> Result<(), Error> {
+        without_gvl(|_| self.pool.with(|c| wire::ack(c, &id, fence)))?.map_err(err)
+    }
+
+    /// settle_retry(id, fence, delay_ms): the job is scheduled again.
+    fn settle_retry(&self, id: String, fence: u64, delay_ms: u64) -> Result<(), Error> {
+        without_gvl(|_| self.pool.with(|c| wire::retry(c, &id, fence, delay_ms)))?.map_err(err)
+    }
+
+    /// settle_fail(id, fence, reason): the job becomes dead.
+    fn settle_fail(&self, id: String, fence: u64, reason: String) -> Result<(), Error> {
+        without_gvl(|_| self.pool.with(|c| wire::fail(c, &id, fence, &reason)))?.map_err(err)
+    }
+
+    /// extend_lease(id, fence, lease_ms): the reservation stays current for
+    /// another `lease_ms`.
+    fn extend_lease(&self, id: String, fence: u64, lease_ms: u64) -> Result<(), Error> {
+        without_gvl(|_| self.pool.with(|c| wire::extend(c, &id, fence, lease_ms)))?.map_err(err)
     }
 
     fn cancel(&self, id: String) -> Result<bool, Error> {
@@ -136,7 +173,10 @@ pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
     class.define_method("get", method!(EngineClient::get, 1))?;
     class.define_method("cancel", method!(EngineClient::cancel, 1))?;
     class.define_method("fetch_one", method!(EngineClient::fetch_one, 2))?;
-    class.define_method("settle", method!(EngineClient::settle, 4))?;
+    class.define_method("settle_ack", method!(EngineClient::settle_ack, 2))?;
+    class.define_method("settle_retry", method!(EngineClient::settle_retry, 3))?;
+    class.define_method("settle_fail", method!(EngineClient::settle_fail, 3))?;
+    class.define_method("extend_lease", method!(EngineClient::extend_lease, 3))?;
     class.define_method("call", method!(EngineClient::call, 1))?;
     Ok(())
 }

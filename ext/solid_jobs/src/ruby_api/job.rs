@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use magnus::{method, prelude::*, Error, RModule, Ruby, Value};
 use solid_core::ClaimedJob;
 
-use super::envelope_to_ruby;
 use crate::helpers::convert::to_ruby;
+use crate::helpers::envelopes::envelope_to_ruby;
 use crate::helpers::errors::internal;
 
 #[magnus::wrap(class = "SolidJobs::Native::Job", free_immediately, size)]
@@ -45,7 +45,10 @@ impl Job {
     /// Runs a settling write; marks the job settled only when the outcome is
     /// final (written, or rejected as stale), so a connection error can be
     /// retried with the same job.
-    pub fn settle_with(&self, op: impl FnOnce(&ClaimedJob) -> Result<solid_core::Result<()>, Error>) -> Result<(), Error> {
+    pub fn settle_with(
+        &self,
+        op: impl FnOnce(&ClaimedJob) -> Result<solid_core::Result<()>, Error>,
+    ) -> Result<(), Error> {
         if self.is_settled_flag() {
             return Err(internal(&format!("job {} was already settled", self.claimed.envelope.id)));
         }

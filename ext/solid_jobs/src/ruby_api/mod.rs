@@ -1,19 +1,23 @@
+//! One file per Ruby class under `SolidJobs::Native`, each with its own
+//! `init`; they share code only through `crate::helpers`, never by
+//! importing each other (except `Job`, which the dispatcher hands out).
+//! This file holds the module's own functions.
+
 mod client;
 mod dispatcher;
 mod engine_client;
 mod job;
-mod node_telemetry;
-mod publisher_telemetry;
 
-use magnus::{function, prelude::*, Error, RModule, Ruby};
+use magnus::{function, prelude::*, Error, RModule, Ruby, Value};
+
+use crate::helpers::envelopes::envelope_to_ruby;
+use crate::helpers::errors::to_ruby as err;
 
 pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
     client::init(ruby, native)?;
     engine_client::init(ruby, native)?;
     dispatcher::init(ruby, native)?;
     job::init(ruby, native)?;
-    node_telemetry::init(ruby, native)?;
-    publisher_telemetry::init(ruby, native)?;
     native.define_singleton_method("default_backoff", function!(default_backoff, 1))?;
     native.define_singleton_method("decode_envelope", function!(decode_envelope, 1))?;
     Ok(())
@@ -25,11 +29,7 @@ fn default_backoff(failures: u32) -> f64 {
 }
 
 /// Decodes and validates an envelope JSON string into a Hash.
-fn decode_envelope(raw: String) -> Result<magnus::Value, Error> {
-    let env = solid_core::Envelope::decode(&raw).map_err(crate::helpers::errors::to_ruby)?;
+fn decode_envelope(raw: String) -> Result<Value, Error> {
+    let env = solid_core::Envelope::decode(&raw).map_err(err)?;
     envelope_to_ruby(&env)
-}
-
-pub(crate) fn envelope_to_ruby(env: &solid_core::Envelope) -> Result<magnus::Value, Error> {
-    crate::helpers::convert::to_ruby(&serde_json::to_value(env).expect("envelope is JSON"))
 }

@@ -1,0 +1,195 @@
+//! The settings Hashes the Ruby side passes to native constructors, as
+//! named structs. Keys may be Symbols or Strings. Every struct refuses
+//! unknown keys and requires every non-optional one, so a setting renamed
+//! or dropped on one side of the boundary fails at once with an
+//! ArgumentError naming the key, instead of silently shifting the values
+//! after it (as a positional array would).
+//!
+//! Who builds each Hash: `SolidJobs::Conductor#telemetry_spec`
+//! ([`NodeTelemetrySettings`]), `Backends::Redis#source_spec` and
+//! `Backends::SolidEngine#source_spec` ([`SourceSettings`]),
+//! `Backends::Redis#initialize` ([`PublisherTelemetrySettings`]).
+
+use magnus::error::ErrorType;
+use magnus::{Error, Value};
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use solid_core::channel_order::ChannelOrder;
+use solid_core::engine::source::EngineSourceConfig;
+use solid_core::prefetch::Prefetch;
+use solid_core::redis::source::RedisSourceConfig;
+use solid_core::redis::store::ArchivePolicy;
+use solid_core::telemetry::TelemetryConfig;
+
+use super::convert::seconds;
+use super::errors::{arg_error, to_ruby as err};
+
+/// Deserializes a settings Hash into `T`. `what` names the Hash in the
+/// error ("redis source settings: unknown field `nodeid`, expected ...").
+pub fn from_hash<T: DeserializeOwned>(hash: Value, what: &str) -> Result<T, Error> {
+    serde_magnus::deserialize(hash).map_err(|e| match e.error_type() {
+        // Raised by serde (missing/unknown key, wrong type): reworded as
+        // an ArgumentError with context. An exception raised by Ruby code
+        // (or a throw) passes through unchanged.
+        ErrorType::Error(_, msg) => arg_error(format!("{what}: {msg}")),
+        _ => e,
+    })
+}
+
+/// One job source of a worker node, selected by the `kind` key.
+#[derive(Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum SourceSettings {
+    Redis(RedisSourceSettings),
+    Engine(EngineSourceSettings),
+}
+
+/// `{kind: "redis", url:, namespace:, node_id:, channels: [[name, weight], ...],
+///   channel_order:, prefetch:, workers:, heartbeat_interval:, node_ttl:,
+///   description:, archive_max_entries:, archive_max_age:}`; durations in
+/// seconds, `prefetch` nil means adaptive for `workers` workers.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedisSourceSettings {
+    url: String,
+    namespace: String,
+    node_id: String,
+    /// The entries of `config.channels` routed to this backend.
+    channels: Vec<(String, u32)>,
+    channel_order: String,
+    prefetch: Option<usize>,
+    workers: usize,
+    heartbeat_interval: f64,
+    node_ttl: f64,
+    /// JSON stored in the node key.
+    description: String,
+    archive_max_entries: u64,
+    archive_max_age: f64,
+}
+
+impl RedisSourceSettings {
+    pub fn into_config(self) -> Result<RedisSourceConfig, Error> {
+        Ok(RedisSourceConfig {
+            redis_url: self.url,
+            namespace: self.namespace,
+            node_id: self.node_id,
+            channels: self.channels,
+            order: ChannelOrder::parse(&self.channel_order).map_err(err)?,
+            prefetch: prefetch(self.prefetch, self.workers),
+            heartbeat_interval: seconds(self.heartbeat_interval, "heartbeat_interval")?,
+            node_ttl: seconds(self.node_ttl, "node_ttl")?,
+            description: self.description,
+            archive: ArchivePolicy {
+                max_entries: self.archive_max_entries,
+                max_age_ms: seconds(self.archive_max_age, "archive_max_age")?.as_millis() as u64,
+            },
+        })
+    }
+}
+
+/// `{kind: "engine", url:, password: (nil or absent: none), channels:
+///   [{name:, id:, weight:}, ...], channel_order:, prefetch:, workers:,
+///   lease:}`; `lease` in seconds, `prefetch` as for Redis.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineSourceSettings {
+    url: String,
+    password: Option<String>,
+    channels: Vec<EngineChannel>,
+    channel_order: String,
+    prefetch: Option<usize>,
+    workers: usize,
+    lease: f64,
+}
+
+/// A channel served by SolidEngine: its name, the engine's channel id for
+/// it, and its weight.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EngineChannel {
+    name: String,
+    id: u32,
+    weight: u32,
+}
+
+impl EngineSourceSettings {
+    pub fn into_config(self) -> Result<EngineSourceConfig, Error> {
+        Ok(EngineSourceConfig {
+            url: self.url,
+            password: self.password,
+            channels: self.channels.into_iter().map(|c| (c.name, c.id, c.weight)).collect(),
+            order: ChannelOrder::parse(&self.channel_order).map_err(err)?,
+            prefetch: prefetch(self.prefetch, self.workers),
+            lease: seconds(self.lease, "lease")?,
+        })
+    }
+}
+
+fn prefetch(fixed: Option<usize>, workers: usize) -> Prefetch {
+    match fixed {
+        Some(n) => Prefetch::Fixed(n),
+        None => Prefetch::Adaptive { workers },
+    }
+}
+
+/// A worker node's telemetry: `{namespace:, node_id:, journal:,
+///   sample_per_interval:, buffer:, journal_size:, deliver:,
+///   observation_ttl:}` (`observation_ttl` in seconds).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeTelemetrySettings {
+    namespace: String,
+    node_id: String,
+    journal: bool,
+    sample_per_interval: u32,
+    buffer: usize,
+    journal_size: u64,
+    deliver: bool,
+    observation_ttl: f64,
+}
+
+impl NodeTelemetrySettings {
+    pub fn into_config(self) -> Result<TelemetryConfig, Error> {
+        Ok(TelemetryConfig {
+            namespace: self.namespace,
+            source: self.node_id,
+            journal: self.journal,
+            sample_per_interval: self.sample_per_interval,
+            buffer: self.buffer,
+            journal_size: self.journal_size,
+            deliver: self.deliver,
+            observation_ttl: seconds(self.observation_ttl, "observation_ttl")?,
+        })
+    }
+}
+
+/// A producer's telemetry: `{hostname:, journal:, sample_per_interval:,
+///   buffer:, journal_size:}`. The journal source is chosen per process
+/// (see `publisher_telemetry.rs`); the namespace is the client's.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PublisherTelemetrySettings {
+    pub hostname: String,
+    journal: bool,
+    sample_per_interval: u32,
+    buffer: usize,
+    journal_size: u64,
+}
+
+impl PublisherTelemetrySettings {
+    /// The configuration every process's telemetry starts from; `source`
+    /// is filled in when a process first publishes.
+    pub fn config(&self, namespace: &str) -> TelemetryConfig {
+        TelemetryConfig {
+            namespace: namespace.to_owned(),
+            source: String::new(),
+            journal: self.journal,
+            sample_per_interval: self.sample_per_interval,
+            buffer: self.buffer,
+            journal_size: self.journal_size,
+            // Producers have no instrumenter thread to deliver to.
+            deliver: false,
+            observation_ttl: std::time::Duration::from_secs(1),
+        }
+    }
+}
