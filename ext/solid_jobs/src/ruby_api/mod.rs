@@ -2,6 +2,7 @@ mod client;
 mod dispatcher;
 mod engine_client;
 mod job;
+mod keyspace;
 mod node_telemetry;
 mod publisher_telemetry;
 
@@ -12,6 +13,7 @@ pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
     engine_client::init(ruby, native)?;
     dispatcher::init(ruby, native)?;
     job::init(ruby, native)?;
+    keyspace::init(ruby, native)?;
     node_telemetry::init(ruby, native)?;
     publisher_telemetry::init(ruby, native)?;
     native.define_singleton_method("default_backoff", function!(default_backoff, 1))?;
