@@ -3,6 +3,8 @@
 require "solid_jobs/version"
 require "solid_jobs/errors"
 require "solid_jobs/native"
+require "solid_jobs/clock"
+require "solid_jobs/scan"
 require "solid_jobs/ractor_compat"
 require "solid_jobs/log"
 require "solid_jobs/interceptor_chain"

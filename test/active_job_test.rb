@@ -55,7 +55,7 @@ class ActiveJobTest < SolidJobsTest
   end
 
   def test_set_wait_and_wait_until_schedule_solid_jobs_jobs
-    now_ms = SolidJobs::Publisher.now_ms
+    now_ms = SolidJobs::Clock.now_ms
     LedgerJob.set(wait: 600).perform_later("/tmp/ledger", "later")
     at = Time.at(Time.now.to_i + 3_600)
     LedgerJob.set(wait_until: at).perform_later("/tmp/ledger", "at")

@@ -33,7 +33,7 @@ class PublicationBarrierTest < SolidJobsTest
   def test_the_integrity_check_reports_a_barrier_nobody_released
     configure_solid_jobs(instrumenter: RecordingInstrumenter.new(ledger_path("events")))
     envelope = SolidJobs::Native::Client.build("LedgerTask", [ledger_path, "stuck"], "default", 3, nil)
-    redis.zadd(key("publishing"), SolidJobs::Publisher.now_ms - 60_000, "0|default|#{JSON.generate(envelope)}")
+    redis.zadd(key("publishing"), SolidJobs::Clock.now_ms - 60_000, "0|default|#{JSON.generate(envelope)}")
     report = SolidJobs::IntegrityCheck.run
     refute report.ok?
     assert_equal 1, report.counts[:publishing]

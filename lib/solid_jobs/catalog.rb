@@ -19,7 +19,7 @@ module SolidJobs
     # Every known channel (written to, or configured here), by name: ready
     # jobs (`depth`) and how long the oldest of them has waited
     # (`latency_s`, nil when empty or undecodable).
-    def channels(now_ms: Publisher.now_ms)
+    def channels(now_ms: Clock.now_ms)
       names = (@client.call(["SMEMBERS", key("channels")]) | @config.channels.map(&:first)).sort
       names.map do |name|
         list = key("channel:#{name}")

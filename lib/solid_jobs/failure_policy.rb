@@ -18,7 +18,7 @@ module SolidJobs
 
     module_function
 
-    def decide(task_class, job, error, failures, first_failure_ms, now_ms: Publisher.now_ms)
+    def decide(task_class, job, error, failures, first_failure_ms, now_ms: Clock.now_ms)
       choice = ask_retry_delay(task_class, job, error, failures)
       return Decision.new(:drop, nil, "retry_delay returned :drop") if choice == :drop
       return Decision.new(:archive, nil, "retry_delay returned :archive") if choice == :archive

@@ -56,7 +56,7 @@ module SolidJobs
 
     # Held publications whose barrier expired over a recovery delay ago.
     def expired_publications(client, ns)
-      before = Publisher.now_ms - (SolidJobs.config.recovery_delay * 1000).round
+      before = Clock.now_ms - (SolidJobs.config.recovery_delay * 1000).round
       client.call(["ZRANGEBYSCORE", "#{ns}:publishing", "-inf", before.to_s, "WITHSCORES", "LIMIT", "0", "100"])
             .each_slice(2).map do |member, expired_ms|
         _due, channel, raw = member.split("|", 3)

@@ -104,7 +104,7 @@ module SolidJobs
     # current job (in thread mode the workers are among the threads).
     def backtraces(request_id)
       {
-        "node_id" => @node_id, "request_id" => request_id, "at_ms" => Publisher.now_ms, "pid" => Process.pid,
+        "node_id" => @node_id, "request_id" => request_id, "at_ms" => Clock.now_ms, "pid" => Process.pid,
         "execution_mode" => @config.execution_mode.to_s,
         "threads" => Thread.list.map do |t|
           {"name" => t.name, "status" => t.status.to_s, "backtrace" => Array(t.backtrace).first(40)}

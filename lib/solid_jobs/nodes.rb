@@ -42,7 +42,7 @@ module SolidJobs
         end
 
         request_id = SecureRandom.uuid
-        request = JSON.generate({"action" => name, "requested_ms" => Publisher.now_ms, "id" => request_id})
+        request = JSON.generate({"action" => name, "requested_ms" => Clock.now_ms, "id" => request_id})
         @client.request_control(@id, request, MAILBOX_TTL_MS)
         request_id
       end

@@ -26,7 +26,7 @@ module SolidJobs
     # Registered nodes and nodes with observations, oldest start first. A
     # part never observed is {"state" => "unavailable"}. Each part (each
     # Ractor entry) carries its own "age_ms" and "fresh".
-    def nodes(now_ms: Publisher.now_ms)
+    def nodes(now_ms: Clock.now_ms)
       registered = @client.call(["SMEMBERS", "#{@ns}:nodes"])
       observed = scan("#{@ns}:observations:*").map { |k| k.delete_prefix("#{@ns}:observations:") }
       (registered | observed).map { |id| node(id, registered.include?(id), now_ms) }

@@ -80,7 +80,7 @@ module SolidJobs
           raise ArgumentError, "enqueue_after needs a delay in seconds >= 0 (got #{seconds.inspect})"
         end
 
-        WarmPool.publish(self, [arguments], due_ms: Publisher.now_ms + (seconds * 1000).round).first
+        WarmPool.publish(self, [arguments], due_ms: Clock.now_ms + (seconds * 1000).round).first
       end
 
       # Enqueues one job to run at `time` (a Time, or epoch seconds).

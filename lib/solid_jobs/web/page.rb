@@ -17,7 +17,7 @@ module SolidJobs
       def status = 200
       def title = self.class::TITLE
       def heading = title
-      def now_ms = @snapshot ? @snapshot.now_ms : (Time.now.to_f * 1000).to_i
+      def now_ms = @snapshot ? @snapshot.now_ms : Clock.now_ms
       def nav_path = Router::PAGES.key(self.class)
 
       private

@@ -30,7 +30,7 @@ module SolidJobs
 
       attr_reader :now_ms
 
-      def initialize(now_ms: (Time.now.to_f * 1000).to_i)
+      def initialize(now_ms: Clock.now_ms)
         @now_ms = now_ms
         @memo = {}
       end
