@@ -93,8 +93,8 @@ class RecoveryTest < SolidJobsTest
     w.signal("TERM")
     assert_equal 0, w.wait.exitstatus, File.read(w.log)
     check = Redis.new(url: url)
-    assert_equal 0, check.keys("#{@namespace}:claims:*").sum { |k| check.hlen(k) }
-    assert_equal 0, check.llen("#{@namespace}:channel:default")
+    assert_equal 0, check.keys(key("claims:*")).sum { |k| check.hlen(k) }
+    assert_equal 0, check.llen(key("channel:default"))
   ensure
     outage_redis&.cleanup
   end

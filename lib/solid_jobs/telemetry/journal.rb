@@ -15,7 +15,7 @@ module SolidJobs
     class Journal
       def initialize(client: SolidJobs.client, namespace: SolidJobs.config.namespace)
         @client = client
-        @key = "#{namespace}:telemetry"
+        @key = Native::Keyspace.new(namespace).telemetry
       end
 
       # Decoded entries, oldest first: {"id" (stream id), "source", "seq",
