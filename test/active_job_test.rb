@@ -91,7 +91,8 @@ class ActiveJobTest < SolidJobsTest
   def test_a_worker_process_runs_active_job_on_threads_and_tasks_in_ractors
     path = ledger_path
     worker, log = spawn_worker("--channel", "default", "--channel", "mailers")
-    assert_match(/5 thread worker\(s\) for SolidJobs::ActiveJobWrapper/, File.read(log), "sized by default when Active Job is loaded")
+    assert_match(/5 thread worker\(s\) for SolidJobs::ActiveJobWrapper/, File.read(log),
+                 "sized by default when Active Job is loaded")
     5.times { |i| LedgerJob.perform_later(path, "aj-#{i}") }
     2.times { |i| MailerLedgerJob.perform_later(path, "mail-#{i}") }
     LedgerJob.set(wait: 0.2).perform_later(path, "scheduled")

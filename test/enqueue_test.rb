@@ -69,7 +69,10 @@ class EnqueueTest < SolidJobsTest
   def test_publish_interceptors_see_and_may_change_or_skip_envelopes
     seen = []
     tagger = Class.new do
-      def initialize(seen) = @seen = seen
+      def initialize(seen)
+        super()
+        @seen = seen
+      end
 
       def around(publication)
         @seen << publication.envelope["task"]

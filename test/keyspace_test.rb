@@ -26,7 +26,7 @@ class KeyspaceTest < SolidJobsTest
     k = SolidJobs::Native::Keyspace.new(@namespace)
     assert_predicate k, :frozen?
     assert Ractor.shareable?(k)
-    assert_equal key("nodes"), SolidJobs::RactorCompat.join(Ractor.new(k) { |keys| keys.nodes })
+    assert_equal [true, key("nodes")], SolidJobs::RactorCompat.join(Ractor.new(k) { |keys| [keys.frozen?, keys.nodes] })
   end
 
   def test_scan_names_what_the_pattern_matched

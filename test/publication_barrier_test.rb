@@ -25,7 +25,9 @@ class PublicationBarrierTest < SolidJobsTest
     Process.wait(pid)
 
     start_conductor
-    eventually("the barrier expired and a heartbeat released the job; it ran") { ledger_lines.any? { |l| l.start_with?("held ") } }
+    eventually("the barrier expired and a heartbeat released the job; it ran") do
+      ledger_lines.any? { |l| l.start_with?("held ") }
+    end
     assert_equal 0, redis.zcard(key("publishing"))
     assert_nil SolidJobs.client.job_state(id), "completed"
   end

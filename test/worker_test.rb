@@ -70,7 +70,8 @@ class WorkerTest < SolidJobsTest
     CriticalTask.enqueue_many(Array.new(5) { |i| [path, "critical-#{i}"] })
     start_conductor
     eventually("all ran") { ledger_lines.size == 10 }
-    assert_equal Array.new(5) { |i| "critical-#{i}" } + Array.new(5) { |i| "default-#{i}" }, ledger_lines.map { |l| l.split.first }
+    expected = Array.new(5) { |i| "critical-#{i}" } + Array.new(5) { |i| "default-#{i}" }
+    assert_equal expected, ledger_lines.map { |l| l.split.first }
   end
 
   def test_unknown_tasks_and_malformed_entries_are_quarantined_and_work_goes_on

@@ -46,7 +46,8 @@ module SolidJobs
       @monitor = NodeMonitor.new(@dispatcher, @config, node_id: @node_id, description: description_hash,
                                                        on_shutdown: method(:request_stop)).start
       Log.info("node #{@node_id} started: #{@config.concurrency} #{@config.execution_mode} worker(s), " \
-               "channels #{@config.channels.map { |n, w| "#{n}(#{w})" }.join(", ")} (#{@config.channel_order}), pid #{Process.pid}" +
+               "channels #{@config.channels.map { |n, w| "#{n}(#{w})" }.join(", ")} (#{@config.channel_order}), " \
+               "pid #{Process.pid}" +
                (lane ? "; #{@thread_workers} thread worker(s) for #{@thread_tasks.join(", ")}" : ""))
       self
     end
@@ -173,7 +174,8 @@ module SolidJobs
 
     def spawn_worker(id, lane)
       if @config.execution_mode == :ractor
-        RactorCompat.spawn(@dispatcher, id, lane, @node_id, name: "solid-jobs-worker-#{id}") do |dispatcher, worker_id, worker_lane, node_id|
+        RactorCompat.spawn(@dispatcher, id, lane, @node_id,
+                           name: "solid-jobs-worker-#{id}") do |dispatcher, worker_id, worker_lane, node_id|
           SolidJobs::Worker.new(dispatcher, worker_id, lane: worker_lane, node_id: node_id).run
         end
       else

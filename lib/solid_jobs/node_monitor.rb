@@ -19,6 +19,8 @@ module SolidJobs
     # How long backtraces stay readable after a request.
     BACKTRACES_TTL_MS = 10 * 60 * 1000
     ACTIONS = %w[pause resume backtraces shutdown].freeze
+    # Why a Ractor node's backtraces list no worker stacks.
+    RACTOR_BACKTRACES_NOTE = "worker Ractors cannot be inspected from another Ractor: their state and current job are shown"
 
     def initialize(dispatcher, config, node_id:, description:, on_shutdown:)
       @dispatcher = dispatcher
@@ -110,7 +112,7 @@ module SolidJobs
           {"name" => t.name, "status" => t.status.to_s, "backtrace" => Array(t.backtrace).first(40)}
         end,
         "workers" => JSON.parse(@dispatcher.worker_states),
-        "note" => @config.execution_mode == :ractor ? "worker Ractors cannot be inspected from another Ractor: their state and current job are shown" : nil
+        "note" => @config.execution_mode == :ractor ? RACTOR_BACKTRACES_NOTE : nil
       }
     end
 

@@ -38,7 +38,8 @@ module SolidJobs
       def request_control(action)
         name = action.to_s
         unless ACTIONS.include?(name)
-          raise KeyError.new("unknown control action #{action.inspect}; known: #{ACTIONS.join(", ")}", receiver: ACTIONS, key: action)
+          raise KeyError.new("unknown control action #{action.inspect}; known: #{ACTIONS.join(", ")}",
+                             receiver: ACTIONS, key: action)
         end
 
         request_id = SecureRandom.uuid
