@@ -3,6 +3,8 @@
 require "solid_jobs/version"
 require "solid_jobs/errors"
 require "solid_jobs/native"
+require "solid_jobs/clock"
+require "solid_jobs/scan"
 require "solid_jobs/ractor_compat"
 require "solid_jobs/log"
 require "solid_jobs/interceptor_chain"
@@ -62,6 +64,7 @@ module SolidJobs
         unless Ractor.current == Ractor.main
           raise Error, "SolidJobs.client is not initialized; it is created in the main Ractor before workers start"
         end
+
         @client_namespace = config.namespace
         @client = Ractor.make_shareable(Native::Client.new(config.redis_url, config.namespace))
       end
@@ -74,6 +77,7 @@ module SolidJobs
         unless Ractor.current == Ractor.main
           raise Error, "SolidJobs.routing is not initialized; it is built in the main Ractor before workers start"
         end
+
         @routing = Routing.build(config)
         flush_telemetry_at_exit
         @routing

@@ -2,7 +2,8 @@
 
 # Opt-in: a soak holds a worker under load for ten minutes per backend by
 # default, too long for `rake test` or a casual `rake -T` user to trip over.
-desc "Soak: steady load on a solid-jobs worker for SOLID_JOBS_SOAK_SECONDS (600); fails on lost jobs or memory growth (SOLID_JOBS_SOAK=1)"
+desc "Soak: steady load on a solid-jobs worker for SOLID_JOBS_SOAK_SECONDS (600); " \
+     "fails on lost jobs or memory growth (SOLID_JOBS_SOAK=1)"
 task :soak do
   unless ENV["SOLID_JOBS_SOAK"] == "1"
     puts "The soak test is off. It runs SOLID_JOBS_SOAK_SECONDS (default 600) of steady load per backend; enable it with:",

@@ -13,7 +13,9 @@ require "solid_jobs"
 require_relative "../test/support/tasks"
 require_relative "../test/support/torture"
 
-abort "the torture run SIGKILLs processes and restarts Redis: set SOLID_JOBS_TORTURE=1 to run it" unless ENV["SOLID_JOBS_TORTURE"] == "1"
+unless ENV["SOLID_JOBS_TORTURE"] == "1"
+  abort "the torture run SIGKILLs processes and restarts Redis: set SOLID_JOBS_TORTURE=1 to run it"
+end
 Warning[:experimental] = false
 
 env = ->(name, default) { Integer(ENV.fetch(name, default)) }

@@ -55,7 +55,7 @@ class ActiveJobTest < SolidJobsTest
   end
 
   def test_set_wait_and_wait_until_schedule_solid_jobs_jobs
-    now_ms = SolidJobs::Publisher.now_ms
+    now_ms = SolidJobs::Clock.now_ms
     LedgerJob.set(wait: 600).perform_later("/tmp/ledger", "later")
     at = Time.at(Time.now.to_i + 3_600)
     LedgerJob.set(wait_until: at).perform_later("/tmp/ledger", "at")
@@ -91,7 +91,8 @@ class ActiveJobTest < SolidJobsTest
   def test_a_worker_process_runs_active_job_on_threads_and_tasks_in_ractors
     path = ledger_path
     worker, log = spawn_worker("--channel", "default", "--channel", "mailers")
-    assert_match(/5 thread worker\(s\) for SolidJobs::ActiveJobWrapper/, File.read(log), "sized by default when Active Job is loaded")
+    assert_match(/5 thread worker\(s\) for SolidJobs::ActiveJobWrapper/, File.read(log),
+                 "sized by default when Active Job is loaded")
     5.times { |i| LedgerJob.perform_later(path, "aj-#{i}") }
     2.times { |i| MailerLedgerJob.perform_later(path, "mail-#{i}") }
     LedgerJob.set(wait: 0.2).perform_later(path, "scheduled")

@@ -6,7 +6,7 @@ class EnqueueTest < SolidJobsTest
   UUID = /\A\h{8}-\h{4}-\h{4}-\h{4}-\h{12}\z/
 
   def test_enqueue_writes_exactly_the_documented_envelope
-    before = SolidJobs::Publisher.now_ms
+    before = SolidJobs::Clock.now_ms
     id = CriticalTask.enqueue(42)
     assert_match UUID, id
     raw = redis.lindex(key("channel:critical"), 0)
@@ -27,7 +27,7 @@ class EnqueueTest < SolidJobsTest
   end
 
   def test_enqueue_after_and_schedule_at_plan_the_job
-    now = SolidJobs::Publisher.now_ms
+    now = SolidJobs::Clock.now_ms
     id1 = LedgerTask.enqueue_after(30, "x")
     id2 = LedgerTask.schedule_at(Time.now + 300, "y")
     assert_equal 0, redis.llen(key("channel:default"))
@@ -69,7 +69,10 @@ class EnqueueTest < SolidJobsTest
   def test_publish_interceptors_see_and_may_change_or_skip_envelopes
     seen = []
     tagger = Class.new do
-      def initialize(seen) = @seen = seen
+      def initialize(seen)
+        super()
+        @seen = seen
+      end
 
       def around(publication)
         @seen << publication.envelope["task"]

@@ -5,7 +5,7 @@ require_relative "test_helper"
 class FailurePolicyTest < SolidJobsTest
   FakeJob = Struct.new(:id, :max_failures, :envelope)
 
-  def decide(task, failures, arguments: [], first_ms: SolidJobs::Publisher.now_ms, error: RuntimeError.new("x"))
+  def decide(task, failures, arguments: [], first_ms: SolidJobs::Clock.now_ms, error: RuntimeError.new("x"))
     job = FakeJob.new("id", task.solid_jobs_options[:max_failures], {"arguments" => arguments})
     SolidJobs::FailurePolicy.decide(task, job, error, failures, first_ms)
   end
@@ -42,7 +42,7 @@ class FailurePolicyTest < SolidJobsTest
   end
 
   def test_retry_within_stops_retrying_after_the_window
-    now = SolidJobs::Publisher.now_ms
+    now = SolidJobs::Clock.now_ms
     assert_equal :retry, decide(WithinTask, 1, first_ms: now).action
     d = decide(WithinTask, 2, first_ms: now - 500)
     assert_equal :archive, d.action

@@ -25,7 +25,9 @@ class PublicationBarrierTest < SolidJobsTest
     Process.wait(pid)
 
     start_conductor
-    eventually("the barrier expired and a heartbeat released the job; it ran") { ledger_lines.any? { |l| l.start_with?("held ") } }
+    eventually("the barrier expired and a heartbeat released the job; it ran") do
+      ledger_lines.any? { |l| l.start_with?("held ") }
+    end
     assert_equal 0, redis.zcard(key("publishing"))
     assert_nil SolidJobs.client.job_state(id), "completed"
   end
@@ -33,7 +35,7 @@ class PublicationBarrierTest < SolidJobsTest
   def test_the_integrity_check_reports_a_barrier_nobody_released
     configure_solid_jobs(instrumenter: RecordingInstrumenter.new(ledger_path("events")))
     envelope = SolidJobs::Native::Client.build("LedgerTask", [ledger_path, "stuck"], "default", 3, nil)
-    redis.zadd(key("publishing"), SolidJobs::Publisher.now_ms - 60_000, "0|default|#{JSON.generate(envelope)}")
+    redis.zadd(key("publishing"), SolidJobs::Clock.now_ms - 60_000, "0|default|#{JSON.generate(envelope)}")
     report = SolidJobs::IntegrityCheck.run
     refute report.ok?
     assert_equal 1, report.counts[:publishing]

@@ -10,7 +10,8 @@ class ReadApisTest < SolidJobsTest
   def test_catalog_counts_channels_and_tasks
     configure_solid_jobs(channels: %w[default critical])
     LedgerTask.enqueue_many([[ledger_path, SENTINEL], [ledger_path, "b"]])
-    redis.lset(key("channel:default"), -1, JSON.generate(JSON.parse(redis.lindex(key("channel:default"), -1)).merge("queued_ms" => SolidJobs::Publisher.now_ms - 3_000)))
+    oldest = JSON.parse(redis.lindex(key("channel:default"), -1))
+    redis.lset(key("channel:default"), -1, JSON.generate(oldest.merge("queued_ms" => SolidJobs::Clock.now_ms - 3_000)))
     LedgerTask.enqueue_after(60, ledger_path, "later")
     catalog = SolidJobs::Catalog.new
     channels = catalog.channels

@@ -49,7 +49,7 @@ class RecoveryTest < SolidJobsTest
     worker("--concurrency", "3", name: "b")
     eventually("every job completed", timeout: 40) { (0...6).all? { |i| completions("job-#{i}") >= 1 } }
     eventually("all claims settled") { claims_count.zero? && redis.llen(key("channel:default")).zero? }
-    (0...6).each { |i| assert_equal 1, completions("job-#{i}"), "job-#{i} must be requeued once, so run once" }
+    6.times { |i| assert_equal 1, completions("job-#{i}"), "job-#{i} must be requeued once, so run once" }
   end
 
   def test_stale_completion_is_rejected_and_changes_nothing
@@ -89,12 +89,14 @@ class RecoveryTest < SolidJobsTest
     sleep 1.0 # the outage: workers run into it while finishing and claiming
     outage_redis.start
     SlowTask.enqueue(path, "after-outage", 0)
-    eventually("every job ran", timeout: 60) { (0...12).all? { |i| completions("o#{i}") >= 1 } && completions("after-outage") == 1 }
+    eventually("every job ran", timeout: 60) do
+      (0...12).all? { |i| completions("o#{i}") >= 1 } && completions("after-outage") == 1
+    end
     w.signal("TERM")
     assert_equal 0, w.wait.exitstatus, File.read(w.log)
     check = Redis.new(url: url)
-    assert_equal 0, check.keys("#{@namespace}:claims:*").sum { |k| check.hlen(k) }
-    assert_equal 0, check.llen("#{@namespace}:channel:default")
+    assert_equal 0, check.keys(key("claims:*")).sum { |k| check.hlen(k) }
+    assert_equal 0, check.llen(key("channel:default"))
   ensure
     outage_redis&.cleanup
   end

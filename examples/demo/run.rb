@@ -51,7 +51,8 @@ begin
   elapsed = monotonic - started
   puts
   by_ractor = File.readlines(ledger, chomp: true).tally.sort.map { |name, n| "#{name}: #{n}" }.join(", ")
-  puts format("done: %d jobs; throughput %d jobs/s; CPU-bound tasks per worker Ractor: %s", total, (total - first) / elapsed, by_ractor)
+  puts format("done: %d jobs; throughput %d jobs/s; CPU-bound tasks per worker Ractor: %s",
+              total, (total - first) / elapsed, by_ractor)
 ensure
   if worker
     Process.kill("TERM", worker)

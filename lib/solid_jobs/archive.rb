@@ -6,26 +6,44 @@ module SolidJobs
   # The capped archive of jobs given up (final failures, :archive decisions,
   # quarantined entries). Capped by `archive_max_entries` and
   # `archive_max_age`, trimmed on every discard.
-  module Archive
-    module_function
+  #
+  # The one reader and writer of the archive keys: `Console` shows the same
+  # records redacted (no arguments, no messages) for operators, through an
+  # instance of this class. The class methods use the configured client and
+  # namespace:
+  #
+  #   SolidJobs::Archive.list(limit: 50)
+  #   SolidJobs::Archive.new(client: other, namespace: "staging").size
+  class Archive
+    class << self
+      def size = new.size
+      def list(limit: 50, offset: 0) = new.list(limit: limit, offset: offset)
+      def find(id) = new.find(id)
+      def reenqueue(id) = new.reenqueue(id)
+    end
+
+    def initialize(client: SolidJobs.client, namespace: SolidJobs.config.namespace)
+      @client = client
+      @keys = Native::Keyspace.new(namespace)
+    end
 
     def size
-      SolidJobs.client.call(["ZCARD", key("archive")]).to_i
+      @client.call(["ZCARD", @keys.archive]).to_i
     end
 
     # Newest first. Each entry is the stored record (id, task, channel,
     # reason, error_class, message, backtrace, failures, discarded_ms, raw)
     # plus "envelope", the decoded envelope, or nil when it never decoded.
     def list(limit: 50, offset: 0)
-      ids = SolidJobs.client.call(["ZREVRANGE", key("archive"), offset.to_s, (offset + limit - 1).to_s])
+      ids = @client.call(["ZREVRANGE", @keys.archive, offset.to_s, (offset + limit - 1).to_s])
       return [] if ids.empty?
 
-      records = SolidJobs.client.call(["HMGET", key("archive:entries"), *ids])
+      records = @client.call(["HMGET", @keys.archive_entries, *ids])
       ids.zip(records).filter_map { |id, raw| raw && decode(id, raw) }
     end
 
     def find(id)
-      raw = SolidJobs.client.call(["HGET", key("archive:entries"), id.to_s])
+      raw = @client.call(["HGET", @keys.archive_entries, id.to_s])
       raw && decode(id, raw)
     end
 
@@ -33,8 +51,15 @@ module SolidJobs
     # false when it is no longer archived; raises EnvelopeError for an entry
     # that never decoded (a quarantined one).
     def reenqueue(id)
-      SolidJobs.client.unarchive(id.to_s)
+      @client.unarchive(id.to_s)
     end
+
+    # Removes an archived job for good. false when it was not archived.
+    def forget(id)
+      @client.forget_archived(id.to_s)
+    end
+
+    private
 
     def decode(id, raw)
       record = JSON.parse(raw)
@@ -46,7 +71,5 @@ module SolidJobs
       end
       record
     end
-
-    def key(suffix) = "#{SolidJobs.config.namespace}:#{suffix}"
   end
 end

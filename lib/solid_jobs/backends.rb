@@ -26,9 +26,12 @@ module SolidJobs
     module_function
 
     def build(name, spec, config)
-      adapter = spec.fetch(:adapter) { raise ConfigurationError, "backend #{name.inspect} needs an :adapter (solid_redis or solid_engine)" }
+      adapter = spec.fetch(:adapter) do
+        raise ConfigurationError, "backend #{name.inspect} needs an :adapter (solid_redis or solid_engine)"
+      end
       klass = ADAPTERS[adapter.to_sym] or
-        raise ConfigurationError, "backend #{name.inspect} has unknown adapter #{adapter.inspect}; use solid_redis or solid_engine"
+        raise ConfigurationError, "backend #{name.inspect} has unknown adapter #{adapter.inspect}; " \
+                                  "use solid_redis or solid_engine"
       const_get(klass).new(name, spec, config)
     end
 

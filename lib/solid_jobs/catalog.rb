@@ -13,33 +13,33 @@ module SolidJobs
     def initialize(client: SolidJobs.client, config: SolidJobs.config)
       @client = client
       @config = config
-      @ns = config.namespace
+      @keys = Native::Keyspace.new(config.namespace)
     end
 
     # Every known channel (written to, or configured here), by name: ready
     # jobs (`depth`) and how long the oldest of them has waited
     # (`latency_s`, nil when empty or undecodable).
-    def channels(now_ms: Publisher.now_ms)
-      names = (@client.call(["SMEMBERS", key("channels")]) | @config.channels.map(&:first)).sort
+    def channels(now_ms: Clock.now_ms)
+      names = (@client.call(["SMEMBERS", @keys.channels]) | @config.channels.map(&:first)).sort
       names.map do |name|
-        list = key("channel:#{name}")
+        list = @keys.channel(name)
         depth = @client.call(["LLEN", list]).to_i
         oldest = depth.positive? ? @client.call(["LINDEX", list, "-1"]) : nil
         {"name" => name, "depth" => depth, "latency_s" => oldest && latency(oldest, now_ms)}
       end
     end
 
-    def planned_count = zcard("planned")
-    def retrying_count = zcard("retrying")
-    def archived_count = zcard("archive")
+    def planned_count = zcard(@keys.planned)
+    def retrying_count = zcard(@keys.retrying)
+    def archived_count = zcard(@keys.archive)
     # Publications behind the publication barrier right now.
-    def publishing_count = zcard("publishing")
+    def publishing_count = zcard(@keys.publishing)
 
     # Task names seen by nodes (claimed) and publishers (enqueued), and in
     # the archive.
     def tasks
-      seen = @client.call(["SMEMBERS", key("tasks")])
-      archived = Archive.list(limit: 200).filter_map { |r| r["task"] }
+      seen = @client.call(["SMEMBERS", @keys.tasks])
+      archived = Archive.new(client: @client, namespace: @config.namespace).list(limit: 200).filter_map { |r| r["task"] }
       (seen | archived).sort
     end
 
@@ -52,7 +52,6 @@ module SolidJobs
       nil
     end
 
-    def zcard(suffix) = @client.call(["ZCARD", key(suffix)]).to_i
-    def key(suffix) = "#{@ns}:#{suffix}"
+    def zcard(key) = @client.call(["ZCARD", key]).to_i
   end
 end

@@ -67,15 +67,23 @@ module SolidJobs
                    "       solid-jobs web [options]     serve the dashboard (solid-jobs web --help)"
         o.separator ""
         o.on("-r", "--require PATH", "File to require before starting (e.g. ./config/environment)") { |v| options[:require] = v }
-        o.on("-c", "--concurrency N", Integer, "Workers in this process (default #{Configuration::DEFAULTS[:concurrency]})") { |v| options[:concurrency] = v }
-        o.on("--thread-concurrency N", Integer, "Thread workers beside the Ractors, for Ractor-unsafe tasks (Active Job); default: 5 when needed") do |v|
+        o.on("-c", "--concurrency N", Integer,
+             "Workers in this process (default #{Configuration::DEFAULTS[:concurrency]})") do |v|
+          options[:concurrency] = v
+        end
+        o.on("--thread-concurrency N", Integer,
+             "Thread workers beside the Ractors, for Ractor-unsafe tasks (Active Job); default: 5 when needed") do |v|
           options[:thread_concurrency] = v
         end
         o.on("--channel NAME[,WEIGHT]", "Channel to work, with an optional weight; repeatable") { |v| options[:channels] << v }
         o.on("--channel-order ORDER", "weighted (default), priority or shuffle") { |v| options[:channel_order] = v }
-        o.on("--redis-url URL", "Redis URL (default $SOLID_JOBS_REDIS_URL or #{Configuration::DEFAULTS[:redis_url]})") { |v| options[:redis_url] = v }
+        o.on("--redis-url URL", "Redis URL (default $SOLID_JOBS_REDIS_URL or #{Configuration::DEFAULTS[:redis_url]})") do |v|
+          options[:redis_url] = v
+        end
         o.on("--execution-mode MODE", "ractor (default) or thread") { |v| options[:execution_mode] = v }
-        o.on("--shutdown-timeout SECONDS", Float, "Seconds running tasks get to finish on TERM") { |v| options[:shutdown_timeout] = v }
+        o.on("--shutdown-timeout SECONDS", Float, "Seconds running tasks get to finish on TERM") do |v|
+          options[:shutdown_timeout] = v
+        end
         o.on("--queue NAME", "Not supported: SolidJobs calls them channels") do
           raise UsageError, "--queue is not an option: SolidJobs works channels; use --channel NAME[,WEIGHT]"
         end

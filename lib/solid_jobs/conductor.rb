@@ -46,7 +46,8 @@ module SolidJobs
       @monitor = NodeMonitor.new(@dispatcher, @config, node_id: @node_id, description: description_hash,
                                                        on_shutdown: method(:request_stop)).start
       Log.info("node #{@node_id} started: #{@config.concurrency} #{@config.execution_mode} worker(s), " \
-               "channels #{@config.channels.map { |n, w| "#{n}(#{w})" }.join(", ")} (#{@config.channel_order}), pid #{Process.pid}" +
+               "channels #{@config.channels.map { |n, w| "#{n}(#{w})" }.join(", ")} (#{@config.channel_order}), " \
+               "pid #{Process.pid}" +
                (lane ? "; #{@thread_workers} thread worker(s) for #{@thread_tasks.join(", ")}" : ""))
       self
     end
@@ -168,13 +169,14 @@ module SolidJobs
       @description_hash ||= {
         "node_id" => @node_id, "hostname" => Socket.gethostname, "pid" => Process.pid, "concurrency" => @config.concurrency,
         "execution_mode" => @config.execution_mode.to_s, "thread_workers" => @thread_workers, "channels" => @config.channels,
-        "started_ms" => Publisher.now_ms, "version" => VERSION, "ruby" => RUBY_VERSION
+        "started_ms" => Clock.now_ms, "version" => VERSION, "ruby" => RUBY_VERSION
       }
     end
 
     def spawn_worker(id, lane)
       if @config.execution_mode == :ractor
-        RactorCompat.spawn(@dispatcher, id, lane, @node_id, name: "solid-jobs-worker-#{id}") do |dispatcher, worker_id, worker_lane, node_id|
+        RactorCompat.spawn(@dispatcher, id, lane, @node_id,
+                           name: "solid-jobs-worker-#{id}") do |dispatcher, worker_id, worker_lane, node_id|
           SolidJobs::Worker.new(dispatcher, worker_id, lane: worker_lane, node_id: node_id).run
         end
       else

@@ -9,7 +9,7 @@ module SolidJobs
     TASK_OPTION_KEYS = %i[channel max_failures retry_within execution].freeze
     # `execution: :thread` sends a task to the node's thread workers (see Lanes).
     TASK_EXECUTIONS = %i[thread].freeze
-    CHANNEL_NAME = /\A[A-Za-z0-9_.\-]{1,100}\z/
+    CHANNEL_NAME = /\A[A-Za-z0-9_.-]{1,100}\z/
 
     # Defaults, each with the reason for its value.
     DEFAULTS = {
@@ -93,7 +93,8 @@ module SolidJobs
 
     # Accepts "name", ["name", weight] or "name,weight" entries.
     def channels=(list)
-      invalid!(:channels, list, "a non-empty Array of channel names or [name, weight] pairs") unless list.is_a?(Array) && !list.empty?
+      valid = list.is_a?(Array) && !list.empty?
+      invalid!(:channels, list, "a non-empty Array of channel names or [name, weight] pairs") unless valid
       normalized = list.map { |entry| self.class.parse_channel(entry) }
       dupes = normalized.map(&:first).tally.select { |_, n| n > 1 }.keys
       invalid!(:channels, list, "each channel once (repeated: #{dupes.join(", ")})") unless dupes.empty?
@@ -105,8 +106,8 @@ module SolidJobs
       name = name.to_s
       weight = weight.nil? ? 1 : Integer(weight, exception: false)
       unless name.match?(CHANNEL_NAME) && weight.is_a?(Integer) && weight.positive?
-        raise ConfigurationError,
-          "invalid channel #{entry.inspect}: expected a name of 1-100 characters from A-Z a-z 0-9 _ - . and an optional positive integer weight"
+        raise ConfigurationError, "invalid channel #{entry.inspect}: expected a name of 1-100 characters " \
+                                  "from A-Z a-z 0-9 _ - . and an optional positive integer weight"
       end
       [name.freeze, weight].freeze
     end
@@ -122,7 +123,8 @@ module SolidJobs
     end
 
     def thread_concurrency=(value)
-      invalid!(:thread_concurrency, value, "nil or an Integer from 0 to 1024") unless value.nil? || (value.is_a?(Integer) && value.between?(0, 1024))
+      valid = value.nil? || (value.is_a?(Integer) && value.between?(0, 1024))
+      invalid!(:thread_concurrency, value, "nil or an Integer from 0 to 1024") unless valid
       @thread_concurrency = value
     end
 
@@ -130,7 +132,8 @@ module SolidJobs
     # adaptive, about 10 ms of work per worker from the measured job
     # duration (up to 512); an Integer fixes the window.
     def prefetch=(value)
-      invalid!(:prefetch, value, "nil or an Integer from 1 to 10000") unless value.nil? || (value.is_a?(Integer) && value.between?(1, 10_000))
+      valid = value.nil? || (value.is_a?(Integer) && value.between?(1, 10_000))
+      invalid!(:prefetch, value, "nil or an Integer from 1 to 10000") unless valid
       @prefetch = value
     end
 
@@ -160,7 +163,8 @@ module SolidJobs
     end
 
     def backend=(value)
-      invalid!(:backend, value, "a backend name (Symbol), e.g. :redis or :solid_engine") unless value.is_a?(Symbol) || value.is_a?(String)
+      valid = value.is_a?(Symbol) || value.is_a?(String)
+      invalid!(:backend, value, "a backend name (Symbol), e.g. :redis or :solid_engine") unless valid
       @backend = value.to_sym
     end
 
@@ -176,7 +180,8 @@ module SolidJobs
     end
 
     def url=(value)
-      invalid!(:url, value, "a unix:///path or tcp://host:port URL") unless value.nil? || (value.is_a?(String) && value.match?(%r{\A(unix|tcp)://}i))
+      valid = value.nil? || (value.is_a?(String) && value.match?(%r{\A(unix|tcp)://}i))
+      invalid!(:url, value, "a unix:///path or tcp://host:port URL") unless valid
       @url = value
     end
 
@@ -200,7 +205,8 @@ module SolidJobs
     end
 
     def telemetry_sample_rate=(value)
-      invalid!(:telemetry_sample_rate, value, "an Integer from 0 to 10000") unless value.is_a?(Integer) && value.between?(0, 10_000)
+      valid = value.is_a?(Integer) && value.between?(0, 10_000)
+      invalid!(:telemetry_sample_rate, value, "an Integer from 0 to 10000") unless valid
       @telemetry_sample_rate = value
     end
 
@@ -221,26 +227,37 @@ module SolidJobs
 
     def self.validate_task_options(options)
       unknown = options.keys - TASK_OPTION_KEYS
-      raise ConfigurationError, "unknown task option(s) #{unknown.inspect}; known: #{TASK_OPTION_KEYS.inspect}" unless unknown.empty?
+      unless unknown.empty?
+        raise ConfigurationError, "unknown task option(s) #{unknown.inspect}; known: #{TASK_OPTION_KEYS.inspect}"
+      end
       if options.key?(:channel) && !options[:channel].to_s.match?(CHANNEL_NAME)
         raise ConfigurationError, "task option channel #{options[:channel].inspect} is not a valid channel name"
       end
-      if options.key?(:max_failures) && !(options[:max_failures].is_a?(Integer) && options[:max_failures].between?(1, 1_000_000))
-        raise ConfigurationError, "task option max_failures must be an Integer from 1 to 1000000 (got #{options[:max_failures].inspect})"
+
+      max_failures = options[:max_failures]
+      if options.key?(:max_failures) && !(max_failures.is_a?(Integer) && max_failures.between?(1, 1_000_000))
+        raise ConfigurationError, "task option max_failures must be an Integer from 1 to 1000000 (got #{max_failures.inspect})"
       end
-      if options.key?(:retry_within) && !(options[:retry_within].is_a?(Numeric) && options[:retry_within].positive? && options[:retry_within].finite?)
-        raise ConfigurationError, "task option retry_within must be a positive number of seconds (got #{options[:retry_within].inspect})"
+
+      within = options[:retry_within]
+      if options.key?(:retry_within) && !(within.is_a?(Numeric) && within.positive? && within.finite?)
+        raise ConfigurationError, "task option retry_within must be a positive number of seconds (got #{within.inspect})"
       end
+
       if options.key?(:execution) && !TASK_EXECUTIONS.include?(options[:execution])
-        raise ConfigurationError, "task option execution must be one of #{TASK_EXECUTIONS.inspect} (got #{options[:execution].inspect})"
+        raise ConfigurationError,
+              "task option execution must be one of #{TASK_EXECUTIONS.inspect} (got #{options[:execution].inspect})"
       end
+
       options.to_h { |k, v| [k, k == :channel ? v.to_s.freeze : v] }
     end
 
     def validate!
       if recovery_delay <= heartbeat_interval
-        raise ConfigurationError, "recovery_delay (#{recovery_delay}) must be longer than heartbeat_interval (#{heartbeat_interval})"
+        raise ConfigurationError,
+              "recovery_delay (#{recovery_delay}) must be longer than heartbeat_interval (#{heartbeat_interval})"
       end
+
       self
     end
 

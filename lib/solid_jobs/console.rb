@@ -4,7 +4,8 @@ require "json"
 
 module SolidJobs
   # Operator actions on single jobs: find one by id, and list, retry or
-  # discard archived ones.
+  # discard archived ones (through `Archive`, which owns the archive keys;
+  # this class only redacts what it returns).
   #
   # Nothing returned here carries a job's arguments, its raw envelope or an
   # error message (messages often quote arguments): ids, task, channel,
@@ -18,7 +19,8 @@ module SolidJobs
     def initialize(client: SolidJobs.client, routing: SolidJobs.routing, namespace: SolidJobs.config.namespace)
       @client = client
       @routing = routing
-      @ns = namespace
+      @keys = Native::Keyspace.new(namespace)
+      @archive = Archive.new(client: client, namespace: namespace)
     end
 
     # {"id", "state", "channel", "task", ..., failure record fields} or nil.
@@ -47,27 +49,27 @@ module SolidJobs
 
     # Newest first, without arguments or messages.
     def archived(limit: 50, offset: 0)
-      Archive.list(limit: limit, offset: offset).map { |record| redact(record) }
+      @archive.list(limit: limit, offset: offset).map { |record| redact(record) }
     end
 
     # Puts an archived job back on its channel with a fresh failure count.
     # false when it is no longer archived.
-    def retry_archived(job_id) = Archive.reenqueue(job_id.to_s)
+    def retry_archived(job_id) = @archive.reenqueue(job_id)
 
     # Removes an archived job for good. false when it was not archived.
-    def discard_archived(job_id) = @client.forget_archived(job_id.to_s)
+    def discard_archived(job_id) = @archive.forget(job_id)
 
     private
 
     def failure_record(id)
-      raw = @client.call(["HGET", "#{@ns}:attempts", id])
+      raw = @client.call(["HGET", @keys.attempts, id])
       raw ? JSON.parse(raw).slice(*FAILURE_FIELDS) : {}
     rescue JSON::ParserError
       {}
     end
 
     def archived_fields(id)
-      record = Archive.find(id)
+      record = @archive.find(id)
       record ? redact(record).except("id", "channel") : {}
     end
 

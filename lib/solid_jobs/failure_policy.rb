@@ -18,7 +18,7 @@ module SolidJobs
 
     module_function
 
-    def decide(task_class, job, error, failures, first_failure_ms, now_ms: Publisher.now_ms)
+    def decide(task_class, job, error, failures, first_failure_ms, now_ms: Clock.now_ms)
       choice = ask_retry_delay(task_class, job, error, failures)
       return Decision.new(:drop, nil, "retry_delay returned :drop") if choice == :drop
       return Decision.new(:archive, nil, "retry_delay returned :archive") if choice == :archive
@@ -29,7 +29,8 @@ module SolidJobs
 
       within = task_class.solid_jobs_options[:retry_within]
       if within && now_ms - first_failure_ms >= within * 1000
-        return Decision.new(:archive, nil, "still failing #{((now_ms - first_failure_ms) / 1000.0).round(1)}s after the first failure (retry_within #{within})")
+        failing_s = ((now_ms - first_failure_ms) / 1000.0).round(1)
+        return Decision.new(:archive, nil, "still failing #{failing_s}s after the first failure (retry_within #{within})")
       end
 
       Decision.new(:retry, choice || Native.default_backoff(failures), nil)
@@ -41,7 +42,8 @@ module SolidJobs
       return choice if choice.nil? || %i[drop archive].include?(choice)
       return choice.to_f if choice.is_a?(Numeric) && choice.finite? && choice >= 0
 
-      Log.warn("#{task_class}.retry_delay returned #{choice.inspect}; expected seconds, :drop, :archive or nil; using the default")
+      Log.warn("#{task_class}.retry_delay returned #{choice.inspect}; " \
+               "expected seconds, :drop, :archive or nil; using the default")
       nil
     rescue Exception => e # rubocop:disable Lint/RescueException -- a broken policy must not lose the job
       Log.error("#{task_class}.retry_delay raised #{e.class}: #{e.message}; using the default policy")

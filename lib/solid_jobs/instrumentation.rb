@@ -61,13 +61,15 @@ module SolidJobs
     # raises ConfigurationError saying why it cannot be.
     def shareable!(instrumenter)
       unless instrumenter.respond_to?(:instrument)
-        raise ConfigurationError, "invalid instrumenter #{instrumenter.inspect}: expected an object responding to instrument(name, payload)"
+        raise ConfigurationError,
+              "invalid instrumenter #{instrumenter.inspect}: expected an object responding to instrument(name, payload)"
       end
 
       Ractor.make_shareable(instrumenter)
     rescue Ractor::Error, TypeError, FrozenError => e
-      raise ConfigurationError, "the instrumenter must be Ractor-shareable, because worker Ractors call it (#{e.class}: #{e.message}); " \
-                                "keep no mutable state in it (freeze it, or write to a shareable sink)"
+      raise ConfigurationError, "the instrumenter must be Ractor-shareable, because worker Ractors call it " \
+                                "(#{e.class}: #{e.message}); keep no mutable state in it " \
+                                "(freeze it, or write to a shareable sink)"
     end
 
     # "path:line" of the raising frame: where, never what (no message).

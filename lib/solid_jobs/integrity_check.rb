@@ -28,36 +28,36 @@ module SolidJobs
     # `sample`: entries decoded per list or set (the newest and the oldest).
     def run(sample: 500)
       client = SolidJobs.client
-      ns = SolidJobs.config.namespace
-      registry = client.call(["SMEMBERS", "#{ns}:channels"])
-      lists = scan(client, "#{ns}:channel:*").map { |k| k.delete_prefix("#{ns}:channel:") }
-      nodes = client.call(["SMEMBERS", "#{ns}:nodes"])
-      claim_keys = scan(client, "#{ns}:claims:*")
+      keys = Native::Keyspace.new(SolidJobs.config.namespace)
+      registry = client.call(["SMEMBERS", keys.channels])
+      lists = Scan.names(client, keys.channel_pattern)
+      nodes = client.call(["SMEMBERS", keys.nodes])
+      claimants = Scan.names(client, keys.claims_pattern)
       configured = SolidJobs.config.channels.map(&:first)
 
-      ready = (registry | lists).sort.to_h { |c| [c, client.call(["LLEN", "#{ns}:channel:#{c}"]).to_i] }
-      claims = claim_keys.to_h { |k| [k.delete_prefix("#{ns}:claims:"), client.call(["HLEN", k]).to_i] }
+      ready = (registry | lists).sort.to_h { |c| [c, client.call(["LLEN", keys.channel(c)]).to_i] }
+      claims = claimants.to_h { |node| [node, client.call(["HLEN", keys.claims(node)]).to_i] }
       Report.new(
         counts: {
-          ready: ready, planned: client.call(["ZCARD", "#{ns}:planned"]).to_i,
-          retrying: client.call(["ZCARD", "#{ns}:retrying"]).to_i, claimed: claims.values.sum,
-          archived: client.call(["ZCARD", "#{ns}:archive"]).to_i, nodes: nodes.size,
-          publishing: client.call(["ZCARD", "#{ns}:publishing"]).to_i
+          ready: ready, planned: client.call(["ZCARD", keys.planned]).to_i,
+          retrying: client.call(["ZCARD", keys.retrying]).to_i, claimed: claims.values.sum,
+          archived: client.call(["ZCARD", keys.archive]).to_i, nodes: nodes.size,
+          publishing: client.call(["ZCARD", keys.publishing]).to_i
         },
         orphaned_claims: claims.reject { |node, _| nodes.include?(node) }.map { |node, n| {node_id: node, claims: n} },
-        dead_node_claims: nodes.reject { |node| client.call(["EXISTS", "#{ns}:node:#{node}"]) == 1 }
+        dead_node_claims: nodes.reject { |node| client.call(["EXISTS", keys.node(node)]) == 1 }
                                .map { |node| {node_id: node, claims: claims.fetch(node, 0)} },
-        undecodable: undecodable(client, ns, ready.keys, claim_keys, sample),
+        undecodable: undecodable(client, keys, ready.keys, claimants, sample),
         unknown_channels: (lists - registry).sort,
         unserved_channels: ready.select { |c, n| n.positive? && !configured.include?(c) }.keys,
-        expired_publications: expired_publications(client, ns)
+        expired_publications: expired_publications(client, keys)
       )
     end
 
     # Held publications whose barrier expired over a recovery delay ago.
-    def expired_publications(client, ns)
-      before = Publisher.now_ms - (SolidJobs.config.recovery_delay * 1000).round
-      client.call(["ZRANGEBYSCORE", "#{ns}:publishing", "-inf", before.to_s, "WITHSCORES", "LIMIT", "0", "100"])
+    def expired_publications(client, keys)
+      before = Clock.now_ms - (SolidJobs.config.recovery_delay * 1000).round
+      client.call(["ZRANGEBYSCORE", keys.publishing, "-inf", before.to_s, "WITHSCORES", "LIMIT", "0", "100"])
             .each_slice(2).map do |member, expired_ms|
         _due, channel, raw = member.split("|", 3)
         id = begin
@@ -69,33 +69,24 @@ module SolidJobs
       end
     end
 
-    def scan(client, pattern)
-      keys = []
-      cursor = "0"
-      loop do
-        cursor, batch = client.call(["SCAN", cursor, "MATCH", pattern, "COUNT", "1000"])
-        keys.concat(batch)
-        break if cursor == "0"
-      end
-      keys.uniq
-    end
-
-    def undecodable(client, ns, channels, claim_keys, sample)
+    # Findings name where an entry was met by its key without the namespace
+    # ("channel:default", "planned", "claims:<node>").
+    def undecodable(client, keys, channels, claimants, sample)
       found = []
       channels.each do |c|
-        entries = sampled_range(client, "LRANGE", "#{ns}:channel:#{c}", sample)
+        entries = sampled_range(client, "LRANGE", keys.channel(c), sample)
         entries.each { |raw| check(found, "channel:#{c}", raw) }
       end
-      %w[planned retrying].each do |set|
-        sampled_range(client, "ZRANGE", "#{ns}:#{set}", sample).each do |member|
+      {"planned" => keys.planned, "retrying" => keys.retrying}.each do |set, key|
+        sampled_range(client, "ZRANGE", key, sample).each do |member|
           _channel, raw = member.split("|", 2)
           check(found, set, raw.to_s)
         end
       end
-      claim_keys.each do |k|
-        client.call(["HVALS", k]).first(sample).each do |record|
+      claimants.each do |node|
+        client.call(["HVALS", keys.claims(node)]).first(sample).each do |record|
           _channel, _ms, raw = record.split("|", 3)
-          check(found, k.delete_prefix("#{ns}:"), raw.to_s)
+          check(found, "claims:#{node}", raw.to_s)
         end
       end
       found

@@ -19,6 +19,8 @@ module SolidJobs
     # How long backtraces stay readable after a request.
     BACKTRACES_TTL_MS = 10 * 60 * 1000
     ACTIONS = %w[pause resume backtraces shutdown].freeze
+    # Why a Ractor node's backtraces list no worker stacks.
+    RACTOR_BACKTRACES_NOTE = "worker Ractors cannot be inspected from another Ractor: their state and current job are shown"
 
     def initialize(dispatcher, config, node_id:, description:, on_shutdown:)
       @dispatcher = dispatcher
@@ -104,13 +106,13 @@ module SolidJobs
     # current job (in thread mode the workers are among the threads).
     def backtraces(request_id)
       {
-        "node_id" => @node_id, "request_id" => request_id, "at_ms" => Publisher.now_ms, "pid" => Process.pid,
+        "node_id" => @node_id, "request_id" => request_id, "at_ms" => Clock.now_ms, "pid" => Process.pid,
         "execution_mode" => @config.execution_mode.to_s,
         "threads" => Thread.list.map do |t|
           {"name" => t.name, "status" => t.status.to_s, "backtrace" => Array(t.backtrace).first(40)}
         end,
         "workers" => JSON.parse(@dispatcher.worker_states),
-        "note" => @config.execution_mode == :ractor ? "worker Ractors cannot be inspected from another Ractor: their state and current job are shown" : nil
+        "note" => @config.execution_mode == :ractor ? RACTOR_BACKTRACES_NOTE : nil
       }
     end
 

@@ -23,11 +23,11 @@ module SolidJobs
     class Node
       attr_reader :id, :description
 
-      def initialize(id, description, client, namespace)
+      def initialize(id, description, client, keys)
         @id = id
         @description = description
         @client = client
-        @ns = namespace
+        @keys = keys
       end
 
       # False once the node's heartbeat key expired (it is dead or gone).
@@ -38,11 +38,12 @@ module SolidJobs
       def request_control(action)
         name = action.to_s
         unless ACTIONS.include?(name)
-          raise KeyError.new("unknown control action #{action.inspect}; known: #{ACTIONS.join(", ")}", receiver: ACTIONS, key: action)
+          raise KeyError.new("unknown control action #{action.inspect}; known: #{ACTIONS.join(", ")}",
+                             receiver: ACTIONS, key: action)
         end
 
         request_id = SecureRandom.uuid
-        request = JSON.generate({"action" => name, "requested_ms" => Publisher.now_ms, "id" => request_id})
+        request = JSON.generate({"action" => name, "requested_ms" => Clock.now_ms, "id" => request_id})
         @client.request_control(@id, request, MAILBOX_TTL_MS)
         request_id
       end
@@ -50,7 +51,7 @@ module SolidJobs
       # What the node wrote for the last :backtraces request (a Hash with
       # "threads" and "workers"), or nil.
       def backtraces
-        raw = @client.call(["GET", "#{@ns}:backtraces:#{@id}"])
+        raw = @client.call(["GET", @keys.backtraces(@id)])
         raw && JSON.parse(raw)
       end
 
@@ -59,7 +60,7 @@ module SolidJobs
 
     def initialize(client: SolidJobs.client, namespace: SolidJobs.config.namespace)
       @client = client
-      @ns = namespace
+      @keys = Native::Keyspace.new(namespace)
     end
 
     # Nodes in the registry, oldest start first.
@@ -72,13 +73,13 @@ module SolidJobs
     private
 
     def nodes
-      ids = @client.call(["SMEMBERS", "#{@ns}:nodes"])
-      ids.map { |id| Node.new(id, description(id), @client, @ns) }
+      ids = @client.call(["SMEMBERS", @keys.nodes])
+      ids.map { |id| Node.new(id, description(id), @client, @keys) }
          .sort_by { |n| [n.description&.fetch("started_ms", nil) || 0, n.id] }
     end
 
     def description(id)
-      raw = @client.call(["GET", "#{@ns}:node:#{id}"])
+      raw = @client.call(["GET", @keys.node(id)])
       raw && JSON.parse(raw)
     rescue JSON::ParserError
       {}

@@ -34,7 +34,7 @@ module SolidJobs
     # {"state" => "ok" | "stale" | "unavailable", "at_ms", each value,
     #  "stale" => bool, "age_ms" (of the oldest stale value, else 0),
     #  "unavailable" => [names never read]}
-    def read(now_ms = Publisher.now_ms)
+    def read(now_ms = Clock.now_ms)
       out = {"at_ms" => now_ms}
       stale_ages = []
       unavailable = []

@@ -30,10 +30,6 @@ module SolidJobs
 
     module_function
 
-    def now_ms
-      Process.clock_gettime(Process::CLOCK_REALTIME, :millisecond)
-    end
-
     # Returns the ids of the written jobs (nil where an interceptor skipped one).
     # `channel` replaces the task's own (Active Job's queue_name, the warm
     # pool's target task), `max_failures` likewise.
@@ -77,16 +73,16 @@ module SolidJobs
     def publish_observed(backend, envelopes, due_ms, instrumenter)
       source = backend.respond_to?(:telemetry_source) ? backend.telemetry_source : nil
       payloads = envelopes.map do |e|
-        {job_id: e["id"], task: e["task"], channel: e["channel"], source: source, due_ms: due_ms, at_ms: now_ms}
+        {job_id: e["id"], task: e["task"], channel: e["channel"], source: source, due_ms: due_ms, at_ms: Clock.now_ms}
       end
       payloads.each { |p| Instrumentation.emit(instrumenter, "job.enqueued", p) }
       if backend.respond_to?(:hold_envelopes)
         held = backend.hold_envelopes(envelopes, due_ms)
-        payloads.each { |p| Instrumentation.emit(instrumenter, "job.journaled", p.merge(at_ms: now_ms)) }
+        payloads.each { |p| Instrumentation.emit(instrumenter, "job.journaled", p.merge(at_ms: Clock.now_ms)) }
         backend.release_held(held)
       else
         backend.push_envelopes(envelopes, due_ms)
-        payloads.each { |p| Instrumentation.emit(instrumenter, "job.journaled", p.merge(at_ms: now_ms)) }
+        payloads.each { |p| Instrumentation.emit(instrumenter, "job.journaled", p.merge(at_ms: Clock.now_ms)) }
       end
     end
 

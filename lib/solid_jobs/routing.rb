@@ -10,7 +10,9 @@ module SolidJobs
       specs = config.backends.dup
       specs[:redis] ||= {adapter: :solid_redis, url: config.redis_url}
       if config.backend == :solid_engine && !specs.key?(:solid_engine)
-        raise ConfigurationError, "config.backend = :solid_engine needs config.url (unix:///path or tcp://host:port)" unless config.url
+        unless config.url
+          raise ConfigurationError, "config.backend = :solid_engine needs config.url (unix:///path or tcp://host:port)"
+        end
 
         specs[:solid_engine] = {adapter: :solid_engine, url: config.url}
       end

@@ -23,8 +23,9 @@ module SolidJobs
 
       Ractor.make_shareable(block)
     rescue Ractor::Error => e
-      raise ConfigurationError, "the #{name} block must be Ractor-shareable because it runs inside worker Ractors (#{e.message}); " \
-                                "do not capture local variables holding mutable objects, use frozen constants instead"
+      raise ConfigurationError, "the #{name} block must be Ractor-shareable because it runs inside worker Ractors " \
+                                "(#{e.message}); do not capture local variables holding mutable objects, " \
+                                "use frozen constants instead"
     end
 
     module ClassMethods
@@ -36,7 +37,11 @@ module SolidJobs
 
       # Options in effect: configured defaults, then superclasses, then own.
       def solid_jobs_options
-        inherited = superclass.respond_to?(:solid_jobs_options) ? superclass.solid_jobs_options : SolidJobs.config.default_task_options
+        inherited = if superclass.respond_to?(:solid_jobs_options)
+                      superclass.solid_jobs_options
+                    else
+                      SolidJobs.config.default_task_options
+                    end
         own = instance_variable_defined?(:@solid_jobs_task_options) ? @solid_jobs_task_options : nil
         own ? inherited.merge(own) : inherited
       end
@@ -80,7 +85,7 @@ module SolidJobs
           raise ArgumentError, "enqueue_after needs a delay in seconds >= 0 (got #{seconds.inspect})"
         end
 
-        WarmPool.publish(self, [arguments], due_ms: Publisher.now_ms + (seconds * 1000).round).first
+        WarmPool.publish(self, [arguments], due_ms: Clock.now_ms + (seconds * 1000).round).first
       end
 
       # Enqueues one job to run at `time` (a Time, or epoch seconds).
@@ -90,7 +95,9 @@ module SolidJobs
                 when Numeric then time
                 else time.respond_to?(:to_time) ? time.to_time.to_f : time
                 end
-        raise ArgumentError, "schedule_at needs a Time or epoch seconds (got #{time.inspect})" unless epoch.is_a?(Numeric) && epoch.finite?
+        unless epoch.is_a?(Numeric) && epoch.finite?
+          raise ArgumentError, "schedule_at needs a Time or epoch seconds (got #{time.inspect})"
+        end
 
         WarmPool.publish(self, [arguments], due_ms: (epoch * 1000).round).first
       end

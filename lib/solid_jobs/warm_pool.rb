@@ -76,8 +76,8 @@ module SolidJobs
         end
         plain = argument_lists.each_with_index.reject { |_, i| warm[i] }.map(&:first)
         plain_ids = plain.empty? ? [] : Publisher.publish(task_class, plain, due_ms: due_ms)
-        warm_ids = Publisher.publish(Object.const_get(EXECUTOR), executor_lists, due_ms: due_ms,
-                                     channel: options.fetch(:channel), max_failures: options.fetch(:max_failures))
+        warm_ids = Publisher.publish(Object.const_get(EXECUTOR), executor_lists,
+                                     due_ms: due_ms, channel: options.fetch(:channel), max_failures: options.fetch(:max_failures))
         warm.map { |routed| routed ? warm_ids.shift : plain_ids.shift }
       end
 

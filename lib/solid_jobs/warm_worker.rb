@@ -116,6 +116,7 @@ module SolidJobs
 
         chunk = connection.read_nonblock(65_536, exception: false)
         return (buffer.empty? ? nil : buffer) if chunk.nil? # a last line without newline still counts
+
         buffer << chunk unless chunk == :wait_readable
       end
       buffer[0, newline]

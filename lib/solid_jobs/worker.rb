@@ -98,7 +98,7 @@ module SolidJobs
       else
         written = with_redis(job) { @dispatcher.retry(job, decision.delay) }
         if written && @instrumented
-          emit("job.retry_scheduled", job, failures: failures, retry_at_ms: Publisher.now_ms + (decision.delay * 1000).round)
+          emit("job.retry_scheduled", job, failures: failures, retry_at_ms: Clock.now_ms + (decision.delay * 1000).round)
         end
         Log.warn("#{job.task} #{job.id} failed (#{error.class}: #{message}); failure #{failures}/#{job.max_failures}, " \
                  "retry in #{decision.delay.round(1)}s")
@@ -118,7 +118,7 @@ module SolidJobs
 
     # Monotonic start of the task, after job.started was emitted.
     def start_event(job)
-      emit("job.started", job, latency_ms: [Publisher.now_ms - job.queued_ms, 0].max)
+      emit("job.started", job, latency_ms: [Clock.now_ms - job.queued_ms, 0].max)
       Process.clock_gettime(Process::CLOCK_MONOTONIC)
     end
 
@@ -137,7 +137,7 @@ module SolidJobs
       end
       id, task, channel, attempt, token = @ids
       payload = {job_id: id, task: task, channel: channel, attempt: attempt, node_id: @node_id,
-                 ractor_id: @ractor_id, worker_id: @worker_id, reservation_id: token, at_ms: Publisher.now_ms}
+                 ractor_id: @ractor_id, worker_id: @worker_id, reservation_id: token, at_ms: Clock.now_ms}
       Instrumentation.emit(@instrumenter, name, extra.empty? ? payload : payload.merge!(extra))
     end
 

@@ -19,7 +19,9 @@ module SolidJobs
       def capabilities = raise(NotImplementedError)
 
       def supports?(capability)
-        capabilities.fetch(capability.to_sym) { raise ArgumentError, "unknown capability #{capability.inspect}; known: #{CAPABILITIES.inspect}" }
+        capabilities.fetch(capability.to_sym) do
+          raise ArgumentError, "unknown capability #{capability.inspect}; known: #{CAPABILITIES.inspect}"
+        end
       end
 
       # Writes jobs of `task` (a class name) to `channel`; returns their ids.

@@ -76,7 +76,8 @@ module SolidJobs
         return nil unless token
 
         envelope = decode(raw)
-        Claim.new(job_id: envelope["id"], channel: channel.to_s, envelope: envelope, reservation: @adapter_node, fence: token, raw: raw)
+        Claim.new(job_id: envelope["id"], channel: channel.to_s, envelope: envelope, reservation: @adapter_node, fence: token,
+                  raw: raw)
       end
 
       def ack(claim)

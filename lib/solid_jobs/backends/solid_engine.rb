@@ -19,7 +19,8 @@ module SolidJobs
 
       def initialize(name, spec, config)
         super
-        url = spec[:url] or raise ConfigurationError, "backend #{name.inspect} (solid_engine) needs a url: unix:///path or tcp://host:port"
+        url = spec[:url] or
+          raise ConfigurationError, "backend #{name.inspect} (solid_engine) needs a url: unix:///path or tcp://host:port"
         unless url.match?(%r{\A(unix|tcp)://}i)
           raise ConfigurationError, "backend #{name.inspect} url #{url.inspect} must be unix:///path or tcp://host:port"
         end
@@ -40,7 +41,8 @@ module SolidJobs
       end
 
       def push_envelopes(envelopes, due_ms)
-        envelopes.group_by { |e| e["channel"] }.flat_map { |channel, list| @client.push_envelopes(channel_id(channel), list, due_ms) }
+        envelopes.group_by { |e| e["channel"] }
+                 .flat_map { |channel, list| @client.push_envelopes(channel_id(channel), list, due_ms) }
       end
 
       def claim(channel)
@@ -76,7 +78,8 @@ module SolidJobs
         row = @client.get(id.to_s) or return nil
         job_id, channel_id, state, attempts, payload, due_ms = row
         envelope = decode(payload)
-        {"id" => job_id, "channel_id" => channel_id, "state" => state, "attempts" => attempts, "envelope" => envelope, "due_ms" => due_ms}
+        {"id" => job_id, "channel_id" => channel_id, "state" => state, "attempts" => attempts, "envelope" => envelope,
+         "due_ms" => due_ms}
       end
 
       # true when the job was waiting (ready or scheduled) and will never run.
@@ -85,7 +88,7 @@ module SolidJobs
       # The engine recovers by itself: an expired lease makes a job ready again.
       def recover = 0
 
-      def source_spec(channels, config:, node_id:, description:) # rubocop:disable Lint/UnusedMethodArgument
+      def source_spec(channels, config:, node_id:, description:)
         c = config
         {kind: "engine", url: @client.url, password: @spec[:password],
          channels: channels.map { |n, w| {name: n, id: channel_id(n), weight: w} }, channel_order: c.channel_order.to_s,

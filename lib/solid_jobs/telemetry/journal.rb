@@ -15,7 +15,7 @@ module SolidJobs
     class Journal
       def initialize(client: SolidJobs.client, namespace: SolidJobs.config.namespace)
         @client = client
-        @key = "#{namespace}:telemetry"
+        @key = Native::Keyspace.new(namespace).telemetry
       end
 
       # Decoded entries, oldest first: {"id" (stream id), "source", "seq",
@@ -43,7 +43,7 @@ module SolidJobs
       end
 
       # {"newest_at_ms", "age_ms", "length"}: how recent the journal is.
-      def freshness(now_ms: Publisher.now_ms)
+      def freshness(now_ms: Clock.now_ms)
         newest = entries(count: 1).last
         length = @client.call(["XLEN", @key]).to_i
         return {"newest_at_ms" => nil, "age_ms" => nil, "length" => length} unless newest

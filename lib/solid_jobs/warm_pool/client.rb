@@ -49,8 +49,9 @@ module SolidJobs
           raise
         rescue Errno::ENOENT, Errno::ECONNREFUSED, Errno::EACCES, Errno::ENOTSOCK => e
           outcome = "refused"
-          raise Refused, "warm worker #{worker} refused the connection at #{path} (#{e.class}); is `script/warm_worker.rb #{worker}` running?"
-        rescue Errno::EPIPE, Errno::ECONNRESET, EOFError, IOError => e
+          raise Refused, "warm worker #{worker} refused the connection at #{path} (#{e.class}); " \
+                         "is `script/warm_worker.rb #{worker}` running?"
+        rescue Errno::EPIPE, Errno::ECONNRESET, IOError => e # IOError includes EOFError
           raise RemoteError.new("warm worker #{worker} closed the connection (#{e.class}: #{e.message})", e.class.name)
         ensure
           socket&.close
@@ -100,8 +101,10 @@ module SolidJobs
         reply = JSON.parse(line)
         status = reply.is_a?(Hash) && reply["status"]
         return reply["result"] if status == "ok"
+
         if status == "error"
-          raise RemoteError.new("#{reply["error_class"]}: #{reply["message"]} (in warm worker #{worker})", reply["error_class"].to_s)
+          raise RemoteError.new("#{reply["error_class"]}: #{reply["message"]} (in warm worker #{worker})",
+                                reply["error_class"].to_s)
         end
 
         raise RemoteError, "warm worker #{worker} sent a reply of unknown shape: #{line[0, 200]}"

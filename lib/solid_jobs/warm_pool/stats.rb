@@ -99,7 +99,8 @@ module SolidJobs
 
       def count_in_redis(outcome)
         redis = SolidJobs.routing.redis or return
-        redis.client.call(["INCR", "#{SolidJobs.config.namespace}:metric:warm_pool:#{outcome == "timeout" ? "timeouts" : "refused"}"])
+        metric = "warm_pool:#{outcome == "timeout" ? "timeouts" : "refused"}"
+        redis.client.call(["INCR", Native::Keyspace.new(SolidJobs.config.namespace).metric(metric)])
       rescue StandardError => e
         Log.warn("could not count a warm pool #{outcome} in Redis (#{e.class}: #{e.message})")
       end

@@ -112,8 +112,8 @@ module SolidJobs
 
       # Per bucket: a value, or inside a bridged run of empty buckets.
       def covered(series)
-        @covered ||= {}
-        @covered[series.object_id] ||= begin
+        @covered ||= {}.compare_by_identity
+        @covered[series] ||= begin
           values = series[:values]
           bridge = series[:bridge].to_i
           present = values.each_index.reject { |i| values[i].nil? }
@@ -157,7 +157,7 @@ module SolidJobs
 
       def empty_plot
         Html.tag(:text, "unavailable: no data in this window", x: LEFT + plot_w / 2, y: TOP + plot_h / 2,
-                                                                class: "empty", "text-anchor": "middle")
+                                                               class: "empty", "text-anchor": "middle")
       end
 
       def legend
@@ -185,14 +185,16 @@ module SolidJobs
           yy = 4 + i * row_h
           bar_w = value.nil? ? 0 : ((width - label_w - 90) * value.to_f / max).round(1)
           [Html.tag(:text, label, x: label_w - 8, y: yy + 15, class: "axis", "text-anchor": "end"),
-           (value.nil? ? nil : Html.tag(:rect, nil, x: label_w, y: yy + 3, width: [bar_w, 1].max, height: row_h - 8, class: "bar s1")),
+           (value.nil? ? nil : Html.tag(:rect, nil, x: label_w, y: yy + 3, width: [bar_w, 1].max, height: row_h - 8,
+                                                    class: "bar s1")),
            Html.tag(:text, value.nil? ? Format::UNAVAILABLE : Format.public_send(@format, value),
                     x: label_w + bar_w + 6, y: yy + 15, class: value.nil? ? "axis unavailable" : "axis")]
         end
         rows = Html.tag(:text, "no channels", x: width / 2, y: 18, class: "empty", "text-anchor": "middle") if @items.empty?
         Html.tag(:figure, [
           Html.tag(:svg, [Html.tag(:title, @title), rows], class: "chart bars", viewBox: "0 0 #{width} #{height}",
-                                                           role: "img", xmlns: "http://www.w3.org/2000/svg", "aria-label": @title),
+                                                           role: "img", xmlns: "http://www.w3.org/2000/svg",
+                                                           "aria-label": @title),
           Html.tag(:figcaption, Html.tag(:strong, @title))
         ], class: "chart")
       end

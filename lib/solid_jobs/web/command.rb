@@ -50,11 +50,17 @@ module SolidJobs
           o.separator ""
           o.on("-p", "--port PORT", Integer, "Port (default #{DEFAULT_PORT}; 0 picks a free one)") { |v| options[:port] = v }
           o.on("-b", "--bind ADDRESS", "Address to listen on (default #{DEFAULT_BIND})") { |v| options[:bind] = v }
-          o.on("--redis-url URL", "Redis URL (default $SOLID_JOBS_REDIS_URL or #{Configuration::DEFAULTS[:redis_url]})") { |v| options[:redis_url] = v }
+          o.on("--redis-url URL", "Redis URL (default $SOLID_JOBS_REDIS_URL or #{Configuration::DEFAULTS[:redis_url]})") do |v|
+            options[:redis_url] = v
+          end
           o.on("--namespace NS", "Key prefix (default #{Configuration::DEFAULTS[:namespace]})") { |v| options[:namespace] = v }
           o.on("--basic-auth USER:PASSWORD", "Require HTTP basic auth (or $#{AUTH_ENV}=USER:PASSWORD)") { |v| options[:auth] = v }
-          o.on("--refresh SECONDS", Integer, "Live refresh interval (default #{REFRESH_SECONDS}; 0 turns it off)") { |v| options[:refresh] = v }
-          o.on("-r", "--require PATH", "File to require first (e.g. ./config/environment, for its SolidJobs.configure)") { |v| options[:require] = v }
+          o.on("--refresh SECONDS", Integer, "Live refresh interval (default #{REFRESH_SECONDS}; 0 turns it off)") do |v|
+            options[:refresh] = v
+          end
+          o.on("-r", "--require PATH", "File to require first (e.g. ./config/environment, for its SolidJobs.configure)") do |v|
+            options[:require] = v
+          end
           o.on("-h", "--help", "Show this help") do
             @out.puts(o)
             return :exit

@@ -134,7 +134,8 @@ module SolidJobs
           Html.tag(:header, [
             Html.tag(:span, "SolidJobs", class: "brand"),
             Html.tag(:nav, nav, "aria-label": "Dashboard pages"),
-            @refresh ? Html.tag(:button, "live", id: "live", type: "button", title: "Live refresh every #{@refresh} s; click to pause") : nil,
+            @refresh ? Html.tag(:button, "live", id: "live", type: "button",
+                                                 title: "Live refresh every #{@refresh} s; click to pause") : nil,
             Html.tag(:span, "namespace #{SolidJobs.config.namespace} · read-only", class: "meta")
           ]),
           Html.tag(:main, [Html.tag(:h1, @page.heading), @page.body], "data-page": @page.class::TITLE.downcase),

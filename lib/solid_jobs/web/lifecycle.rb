@@ -50,7 +50,9 @@ module SolidJobs
           return nil unless started
           return started.data["latency_ms"] if started.data["latency_ms"].is_a?(Numeric)
 
-          ready = @events.reverse_each.find { |e| %w[enqueued retry_scheduled recovered].include?(e.name) && e.at_ms <= started.at_ms }
+          ready = @events.reverse_each.find do |e|
+            %w[enqueued retry_scheduled recovered].include?(e.name) && e.at_ms <= started.at_ms
+          end
           ready && started.at_ms - ready.at_ms
         end
 
@@ -83,7 +85,8 @@ module SolidJobs
           next if id.nil?
 
           (by_id[id.to_s] ||= Execution.new(id.to_s)).events <<
-            Event.new(name: name.delete_prefix("job."), at_ms: entry["at_ms"].to_i, source: entry["source"], data: data.slice(*FIELDS))
+            Event.new(name: name.delete_prefix("job."), at_ms: entry["at_ms"].to_i, source: entry["source"],
+                      data: data.slice(*FIELDS))
         end
         by_id.each_value { |x| x.events.replace(x.events.each_with_index.sort_by { |e, i| [e.at_ms, i] }.map(&:first)) }
         by_id.values.sort_by { |x| -x.last_ms.to_i }

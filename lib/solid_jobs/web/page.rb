@@ -17,7 +17,7 @@ module SolidJobs
       def status = 200
       def title = self.class::TITLE
       def heading = title
-      def now_ms = @snapshot ? @snapshot.now_ms : (Time.now.to_f * 1000).to_i
+      def now_ms = @snapshot ? @snapshot.now_ms : Clock.now_ms
       def nav_path = Router::PAGES.key(self.class)
 
       private
@@ -94,7 +94,7 @@ module SolidJobs
       end
 
       # Observations says whether each part is fresh; for a part that does
-      # not say, the same rule (two observation intervals and a flush).
+      # not say, the same rule (Observations.fresh?).
       def part_freshness(part)
         return Format.unavailable("never observed") unless observed?(part) || part.is_a?(Array)
 
@@ -102,7 +102,7 @@ module SolidJobs
         age = part_age(part)
         fresh = if part.key?("fresh") then part["fresh"]
                 elsif part["stale"] then false
-                else age.nil? || age <= 2 * SolidJobs.config.observation_interval * 1000 + Observations::FLUSH_MS
+                else age.nil? || Observations.fresh?(age)
                 end
         freshness(age, fresh)
       end

@@ -30,7 +30,7 @@ module SolidJobs
 
       attr_reader :now_ms
 
-      def initialize(now_ms: (Time.now.to_f * 1000).to_i)
+      def initialize(now_ms: Clock.now_ms)
         @now_ms = now_ms
         @memo = {}
       end
@@ -47,9 +47,8 @@ module SolidJobs
       def series
         return nil if unavailable?(journal)
 
-        # A node writes at least every observation interval (and its flush
-        # may take a second more): until then it still counts as reporting.
-        grace_ms = (2 * SolidJobs.config.observation_interval * 1000 + 1000).round
+        # A node still counts as reporting while its observations would be fresh.
+        grace_ms = Observations.fresh_for_ms
         @series ||= Series.new(journal, now_ms: now_ms, window_ms: window_ms, grace_ms: grace_ms)
       end
 

@@ -123,6 +123,19 @@ impl Keyspace {
     pub fn tasks(&self) -> String {
         self.key("tasks")
     }
+
+    /// SCAN pattern matching every channel list; what `*` matched is the channel name.
+    pub fn channel_pattern(&self) -> String {
+        self.channel("*")
+    }
+    /// SCAN pattern matching every node's claim hash; what `*` matched is the node id.
+    pub fn claims_pattern(&self) -> String {
+        self.claims("*")
+    }
+    /// SCAN pattern matching every node's observations; what `*` matched is the node id.
+    pub fn observations_pattern(&self) -> String {
+        self.observations("*")
+    }
 }
 
 #[cfg(test)]
@@ -155,10 +168,17 @@ mod tests {
             k.control("n1"),
             k.backtraces("n1"),
             k.tasks(),
+            k.channel_pattern(),
+            k.claims_pattern(),
+            k.observations_pattern(),
         ] {
             assert!(key.starts_with("solid_jobs:"), "{key}");
         }
         assert_eq!(k.channel("critical"), "solid_jobs:channel:critical");
         assert_eq!(Keyspace::new("t1").claims("n"), "t1:claims:n");
+        // A pattern is its key with `*` in the name's place, so stripping
+        // the text before `*` from a matched key yields the name.
+        assert_eq!(k.channel_pattern(), "solid_jobs:channel:*");
+        assert_eq!(k.observations_pattern(), "solid_jobs:observations:*");
     }
 }

@@ -7,6 +7,7 @@ mod client;
 mod dispatcher;
 mod engine_client;
 mod job;
+mod keyspace;
 
 use magnus::{function, prelude::*, Error, RModule, Ruby, Value};
 
@@ -18,6 +19,7 @@ pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
     engine_client::init(ruby, native)?;
     dispatcher::init(ruby, native)?;
     job::init(ruby, native)?;
+    keyspace::init(ruby, native)?;
     native.define_singleton_method("default_backoff", function!(default_backoff, 1))?;
     native.define_singleton_method("decode_envelope", function!(decode_envelope, 1))?;
     Ok(())

@@ -118,7 +118,8 @@ module SolidJobs
           span = [x.last_ms - origin, 1].max
           px = ->(ms) { (left + (ms - origin) * (width - 2 * left).to_f / span).round(1) }
           waited = if origin < x.first_ms
-                     Html.tag(:rect, nil, x: px.(origin), y: 14, width: [px.(x.first_ms) - px.(origin), 1].max, height: 16, class: "wait")
+                     Html.tag(:rect, nil, x: px.(origin), y: 14, width: [px.(x.first_ms) - px.(origin), 1].max, height: 16,
+                                          class: "wait")
                    end
           segments = [waited] + x.events.each_cons(2).filter_map do |a, b|
             css = case a.name
@@ -138,8 +139,9 @@ module SolidJobs
                             Html.tag(:text, Format.ms(span), x: width - left, y: 48, class: "axis", "text-anchor": "end")],
                      class: "chart timeline", viewBox: "0 0 #{width} 54", role: "img", xmlns: "http://www.w3.org/2000/svg",
                      "aria-label": "Lifecycle timeline"),
-            Html.tag(:figcaption, Html.tag(:span, [Html.tag(:span, "waiting", class: "key wait"), Html.tag(:span, "running", class: "key s1"),
-                                                    Html.tag(:span, "failed attempt", class: "key s2")], class: "legend"))
+            Html.tag(:figcaption, Html.tag(:span, [Html.tag(:span, "waiting", class: "key wait"),
+                                                   Html.tag(:span, "running", class: "key s1"),
+                                                   Html.tag(:span, "failed attempt", class: "key s2")], class: "legend"))
           ], class: "chart")
         end
       end

@@ -56,7 +56,9 @@ module SolidJobs
         def timing(x, value, format)
           return Format.public_send(format, value) unless value.nil?
 
-          x.started? ? Format.unavailable("not in the journal entries read") : tag(:span, "—", class: "muted", title: "not started")
+          return Format.unavailable("not in the journal entries read") if x.started?
+
+          tag(:span, "—", class: "muted", title: "not started")
         end
 
         def error(x)

@@ -11,7 +11,9 @@ module SolidJobs
         def body
           nodes = snapshot.nodes
           return [unavailable_note(nodes)] if unavailable?(nodes)
-          return [tag(:p, "No live node: no worker process has reported in the last few heartbeats.", class: "note")] if nodes.empty?
+          if nodes.empty?
+            return [tag(:p, "No live node: no worker process has reported in the last few heartbeats.", class: "note")]
+          end
 
           nodes.map { |n| node_section(n) }
         end
@@ -34,7 +36,8 @@ module SolidJobs
           tag(:section, [
             tag(:h2, ["Node ", tag(:code, node_label(n)), " ", state(node && node["state"]),
                       n["alive"] == false ? [" ", tag(:span, "heartbeat expired", class: "bad")] : nil]),
-            node ? node_facts(n, node) : tag(:p, [Format.unavailable, " — this node's description was not observed"], class: "note"),
+            node ? node_facts(n, node) : tag(:p, [Format.unavailable, " — this node's description was not observed"],
+                                             class: "note"),
             tag(:h2, "Workers"),
             ractors(n["ractors"])
           ], class: "node", "data-node-id": n["node_id"])
@@ -42,12 +45,13 @@ module SolidJobs
 
         def node_facts(n, node)
           started = node["started_ms"]
+          uptime = started.is_a?(Numeric) ? "#{Format.time(started)} (up #{Format.ms(now_ms - started)})" : Format.unavailable
           facts([
             ["Node id", tag(:code, n["node_id"] || node["node_id"])],
             ["Host / pid", "#{node["hostname"]} / #{node["pid"]}"],
             ["Workers", [shown(node["concurrency"], :count), " (", shown(node["execution_mode"]), ")"]],
             ["Channels", Array(node["channels"]).map { |c| c.is_a?(Array) ? "#{c[0]}(#{c[1]})" : c.to_s }.join(", ")],
-            ["Started", started.is_a?(Numeric) ? "#{Format.time(started)} (up #{Format.ms(now_ms - started)})" : Format.unavailable],
+            ["Started", uptime],
             ["Version", shown(node["version"])],
             ["Observed", part_freshness(node)]
           ])

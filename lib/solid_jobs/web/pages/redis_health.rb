@@ -9,8 +9,9 @@ module SolidJobs
       class RedisHealth < Page
         TITLE = "Redis"
         INFO_FIELDS = [
-          ["Version", "redis_version"], ["Uptime", "uptime_in_seconds", :seconds], ["Connected clients", "connected_clients", :count],
-          ["Memory used", "used_memory", :bytes], ["Peak memory", "used_memory_peak", :bytes], ["Max memory", "maxmemory", :max_memory],
+          ["Version", "redis_version"], ["Uptime", "uptime_in_seconds", :seconds],
+          ["Connected clients", "connected_clients", :count], ["Memory used", "used_memory", :bytes],
+          ["Peak memory", "used_memory_peak", :bytes], ["Max memory", "maxmemory", :max_memory],
           ["Commands / s", "instantaneous_ops_per_sec", :count], ["Rejected connections", "rejected_connections", :count],
           ["Evicted keys", "evicted_keys", :count], ["Role", "role"], ["Last save", "rdb_last_bgsave_status"],
           ["Append-only file", "aof_enabled", :on_off]
@@ -25,8 +26,16 @@ module SolidJobs
           nodes = snapshot.nodes
           {
             "page" => "redis", "now_ms" => now_ms,
-            "dashboard" => unavailable?(server) ? json_value(server) : {"rtt_ms" => server["rtt_ms"], "info" => server["info"].slice(*INFO_FIELDS.map { |f| f[1] })},
-            "nodes" => unavailable?(nodes) ? json_value(nodes) : nodes.map { |n| {"node_id" => n["node_id"], "redis" => n["redis"]} }
+            "dashboard" => if unavailable?(server)
+                             json_value(server)
+                           else
+                             {"rtt_ms" => server["rtt_ms"], "info" => server["info"].slice(*INFO_FIELDS.map { |f| f[1] })}
+                           end,
+            "nodes" => if unavailable?(nodes)
+                         json_value(nodes)
+                       else
+                         nodes.map { |n| {"node_id" => n["node_id"], "redis" => n["redis"]} }
+                       end
           }
         end
 
@@ -34,9 +43,7 @@ module SolidJobs
 
         def server
           s = snapshot.redis_server
-          if unavailable?(s)
-            return facts([["Reachable", tag(:span, "no", class: "bad")], ["Error", s.reason]])
-          end
+          return facts([["Reachable", tag(:span, "no", class: "bad")], ["Error", s.reason]]) if unavailable?(s)
 
           info = s["info"]
           facts([["Reachable", tag(:span, "yes", class: "ok")], ["Round trip (PING)", Format.ms(s["rtt_ms"])]] +
@@ -63,10 +70,13 @@ module SolidJobs
             [["Node"], ["State"], ["Last success"], ["Observed"]],
             nodes.map do |n|
               r = n["redis"]
-              next [tag(:code, node_label(n)), Format.unavailable("not observed"), Format.unavailable, Format.unavailable] unless observed?(r)
+              unless observed?(r)
+                next [tag(:code, node_label(n)), Format.unavailable("not observed"), Format.unavailable, Format.unavailable]
+              end
 
+              last_ok = r["last_ok_ms"]
               [tag(:code, node_label(n)), state(r["state"]),
-               r["last_ok_ms"].is_a?(Numeric) ? "#{Format.time(r["last_ok_ms"])} (#{Format.age(now_ms - r["last_ok_ms"])})" : Format.unavailable("never"),
+               last_ok.is_a?(Numeric) ? "#{Format.time(last_ok)} (#{Format.age(now_ms - last_ok)})" : Format.unavailable("never"),
                part_freshness(r)]
             end,
             empty: "No live node."

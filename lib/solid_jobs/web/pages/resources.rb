@@ -36,7 +36,9 @@ module SolidJobs
              ["GC time", "num"], ["Allocated objects", "num"], ["Observed"]],
             nodes.map do |n|
               p = n["process"]
-              next [tag(:code, node_label(n)), *Array.new(6) { Format.unavailable("not observed") }, part_freshness(p)] unless observed?(p)
+              unless observed?(p)
+                next [tag(:code, node_label(n)), *Array.new(6) { Format.unavailable("not observed") }, part_freshness(p)]
+              end
 
               # Fields the node could not read on this platform are nil
               # (and listed in p["unavailable"]): shown as unavailable.

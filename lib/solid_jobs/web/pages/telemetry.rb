@@ -23,9 +23,17 @@ module SolidJobs
           {
             "page" => "telemetry", "now_ms" => now_ms,
             "freshness" => json_value(snapshot.freshness),
-            "sources" => unavailable?(snapshot.journal) ? json_value(snapshot.journal) : source_rows.map { |r| r.slice("source", "last_at_ms", "last_seq", "entries", "age_ms") },
+            "sources" => if unavailable?(snapshot.journal)
+                           json_value(snapshot.journal)
+                         else
+                           source_rows.map { |r| r.slice("source", "last_at_ms", "last_seq", "entries", "age_ms") }
+                         end,
             "gaps" => json_value(snapshot.gaps),
-            "writers" => unavailable?(snapshot.nodes) ? json_value(snapshot.nodes) : snapshot.nodes.map { |n| {"node_id" => n["node_id"], "telemetry" => writer(n)} }
+            "writers" => if unavailable?(snapshot.nodes)
+                           json_value(snapshot.nodes)
+                         else
+                           snapshot.nodes.map { |n| {"node_id" => n["node_id"], "telemetry" => writer(n)} }
+                         end
           }
         end
 
@@ -38,11 +46,17 @@ module SolidJobs
           length = unavailable?(stream) ? Format.unavailable(stream.reason) : shown(stream["length"], :count)
           newest = journal.last
           events = journal.group_by { |e| e["event"] }.transform_values(&:size).sort_by { |name, _| name.to_s }
+          covering = if newest
+                       "#{Format.time(journal.first["at_ms"])} – #{Format.time(newest["at_ms"])}"
+                     else
+                       Format.unavailable("empty journal")
+                     end
           facts([
             ["Length", [length, " entries (capped at about #{Format.count(SolidJobs.config.telemetry_journal_size)})"]],
             ["Entries read", "#{Format.count(journal.size)}, the newest (at most " \
-                             "#{Format.count([SolidJobs.config.telemetry_journal_size, Snapshot::JOURNAL_READ].min)} per page view)"],
-            ["Covering", newest ? "#{Format.time(journal.first["at_ms"])} – #{Format.time(newest["at_ms"])}" : Format.unavailable("empty journal")],
+                             "#{Format.count([SolidJobs.config.telemetry_journal_size, Snapshot::JOURNAL_READ].min)} " \
+                             "per page view)"],
+            ["Covering", covering],
             ["Newest entry", newest ? freshness(now_ms - newest["at_ms"].to_i, nil) : Format.unavailable("empty journal")],
             ["Events read", events.empty? ? "none" : events.map { |name, n| "#{name} #{Format.count(n)}" }.join(" · ")]
           ])
@@ -95,7 +109,9 @@ module SolidJobs
             [["Node"], ["Last seq", "num"], ["Dropped", "num"], ["Pending", "num"], ["Observed"]],
             nodes.map do |n|
               t = writer(n)
-              next [tag(:code, node_label(n)), *Array.new(3) { Format.unavailable("not reported") }, part_freshness(n["node"])] unless t
+              unless t
+                next [tag(:code, node_label(n)), *Array.new(3) { Format.unavailable("not reported") }, part_freshness(n["node"])]
+              end
 
               dropped = t["dropped"]
               [tag(:code, node_label(n)), shown(t["seq"], :count),
@@ -122,12 +138,10 @@ module SolidJobs
         end
 
         def normalize_gap(source, gap)
-          from, to, size = if gap.is_a?(Hash)
-                             [gap["from"] || gap["first"], gap["to"] || gap["last"], gap["size"] || gap["missing"]]
-                           elsif gap.is_a?(Array)
-                             gap
-                           else
-                             [gap, gap, 1]
+          from, to, size = case gap
+                           when Hash then [gap["from"] || gap["first"], gap["to"] || gap["last"], gap["size"] || gap["missing"]]
+                           when Array then gap
+                           else [gap, gap, 1]
                            end
           size ||= to.to_i - from.to_i + 1 if from && to
           {source: source, range: from == to ? from.to_s : "#{from}–#{to}", size: size}
