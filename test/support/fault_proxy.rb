@@ -1,0 +1,198 @@
+# frozen_string_literal: true
+
+require "socket"
+
+# A TCP proxy that sits between SolidJobs processes and Redis (or SolidEngine)
+# and injects the network faults a real deployment meets: latency, a black
+# hole that holds a connection's bytes and delivers them late, and a cut in
+# the middle of a reply. It runs as threads of the test process, so a test
+# flips faults while real worker processes talk through it.
+#
+#   proxy = FaultProxy.new(redis.port).start
+#   url = "redis://127.0.0.1:#{proxy.port}/0"
+#   proxy.delay = 0.02            # 20 ms each way, every chunk
+#   proxy.hold_existing!          # current connections go silent; new ones pass
+#   proxy.release_held!           # their buffered bytes arrive now, late
+#   proxy.cut_replies(3)          # the next 3 replies stop halfway and the
+#                                 # connection is closed
+#   proxy.blackhole = true        # every connection, old and new, goes silent
+#   proxy.close
+#
+# Faults are per chunk as read from the socket, which for a request/reply
+# protocol on loopback is one command batch or one reply.
+class FaultProxy
+  CHUNK = 64 * 1024
+
+  attr_reader :port, :cuts_done
+  attr_accessor :delay
+
+  # One proxied connection: the client side, the upstream side, and what is
+  # held back while the connection is silenced.
+  class Link
+    attr_reader :client, :upstream
+    attr_accessor :held
+
+    def initialize(client, upstream)
+      @client = client
+      @upstream = upstream
+      @held = false
+      @pending = {client => +"", upstream => +""}
+      @closing = false
+      @lock = Mutex.new
+    end
+
+    # One side hung up. While held, bytes it sent are still in flight, as
+    # on a real network the FIN follows the data: they arrive at release,
+    # then the link closes.
+    def finish
+      @lock.synchronize do
+        if @held
+          @closing = true
+          return
+        end
+      end
+      close
+    end
+
+    # Bytes for `dest`: written now, or kept while the link is held.
+    def deliver(dest, bytes)
+      @lock.synchronize do
+        if @held
+          @pending[dest] << bytes
+          return
+        end
+      end
+      dest.write(bytes)
+    end
+
+    # Ends the silence: everything kept arrives now (a late request or a
+    # late reply), then traffic flows again.
+    def release
+      @lock.synchronize do
+        @held = false
+        @pending.each do |dest, bytes|
+          next if bytes.empty?
+
+          begin
+            dest.write(bytes)
+          rescue IOError, SystemCallError
+            nil
+          end
+          bytes.clear
+        end
+      end
+      close if @closing
+    end
+
+    def close
+      [client, upstream].each do |s|
+        s.close
+      rescue IOError
+        nil
+      end
+    end
+  end
+
+  def initialize(upstream_port, upstream_host: "127.0.0.1")
+    @upstream_host = upstream_host
+    @upstream_port = upstream_port
+    @delay = 0
+    @links = []
+    @lock = Mutex.new
+    @cuts_pending = 0
+    @cuts_done = 0
+    @blackhole = false
+  end
+
+  def start
+    @server = TCPServer.new("127.0.0.1", 0)
+    @port = @server.addr[1]
+    @acceptor = Thread.new { accept_loop }
+    self
+  end
+
+  def url(db = 0) = "redis://127.0.0.1:#{port}/#{db}"
+
+  # Links open now, in accept order.
+  def links = @lock.synchronize { @links.dup }
+
+  # Silences every open connection (both directions) without closing it;
+  # connections made afterwards pass normally. The client sees a request
+  # that is never answered, as with a paused server or a dropped route.
+  def hold_existing!
+    links.each { |l| l.held = true }
+  end
+
+  # Delivers what the held connections kept, in the order it was sent.
+  def release_held!
+    links.each(&:release)
+  end
+
+  # While true every connection, also new ones, is held: nothing answers.
+  def blackhole=(on)
+    @blackhole = on
+    on ? hold_existing! : release_held!
+  end
+
+  # The next `n` replies from upstream are cut: half the reply is written,
+  # then both sides of that connection are closed.
+  def cut_replies(count)
+    @lock.synchronize { @cuts_pending += count }
+  end
+
+  # Closes every proxied connection at once, as a network reset would.
+  def drop_connections!
+    links.each(&:close)
+  end
+
+  def close
+    @server&.close
+    @acceptor&.kill
+    links.each(&:close)
+  end
+
+  private
+
+  def accept_loop
+    loop do
+      client = @server.accept
+      upstream = TCPSocket.new(@upstream_host, @upstream_port)
+      link = Link.new(client, upstream)
+      link.held = @blackhole
+      @lock.synchronize { @links << link }
+      Thread.new { pump(link, client, upstream, reply: false) }
+      Thread.new { pump(link, upstream, client, reply: true) }
+    end
+  rescue IOError, SystemCallError
+    nil
+  end
+
+  def pump(link, src, dest, reply:)
+    loop do
+      bytes = src.readpartial(CHUNK)
+      sleep(@delay) if @delay.positive?
+      if reply && take_cut
+        dest.write(bytes.byteslice(0, [bytes.bytesize / 2, 1].max))
+        link.close
+        break
+      end
+      link.deliver(dest, bytes)
+    end
+  rescue EOFError
+    link.finish
+  rescue IOError, SystemCallError
+    link.close
+  ensure
+    @lock.synchronize { @links.delete(link) } if reply
+  end
+
+  def take_cut
+    @lock.synchronize do
+      return false unless @cuts_pending.positive?
+
+      @cuts_pending -= 1
+      @cuts_done += 1
+      true
+    end
+  end
+end
