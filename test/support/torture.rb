@@ -3,8 +3,7 @@
 require "redis"
 require "tmpdir"
 require "fileutils"
-require_relative "redis_server"
-require_relative "worker_process"
+require_relative "processes"
 
 # The torture driver: several worker processes over several channels work
 # through a backlog while the driver SIGKILLs random workers at random
@@ -12,7 +11,7 @@ require_relative "worker_process"
 # the end it checks, from the ledger the tasks write, that every job
 # completed at least once and nothing is left claimed or ready.
 #
-# Used by `SOLID_JOBS_TORTURE=1 STRESS_JOBS=100000 bundle exec rake torture`
+# Used by `SOLID_JOBS_TORTURE=1 TORTURE_JOBS=100000 bundle exec rake torture`
 # and, small, by test/torture_test.rb.
 class Torture
   CHANNELS = %w[alpha beta gamma].freeze
@@ -182,13 +181,10 @@ class Torture
   # any other reason is started again, and the exit is reported.
   def replace_exited_workers
     @workers.each_with_index do |w, i|
-      _, status = Process.wait2(w.pid, Process::WNOHANG)
-      next unless status
+      next unless w.exited?
 
-      log("worker #{i} exited on its own (#{status.inspect}); restarting it:\n#{File.read(w.log).lines.last(5).join}")
+      log("worker #{i} exited on its own (#{w.exit_status.inspect}); restarting it:\n#{w.log_tail(5)}")
       @workers[i] = spawn_worker(i)
-    rescue Errno::ECHILD
-      nil
     end
   end
 
