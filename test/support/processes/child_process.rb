@@ -23,17 +23,18 @@ class ChildProcess
   attr_reader :pid, :log, :exit_status, :command
 
   # `children`: a ChildGroup to start the process in (benchmarks), or nil.
-  def initialize(command, log:, env: {}, children: nil)
+  def initialize(command, log:, env: {}, children: nil, chdir: ROOT)
     @command = command
     @log = log
     @env = env
     @children = children
+    @chdir = chdir
   end
 
   def start
     @exit_status = nil
     @reaped = false
-    options = {chdir: ROOT, in: File::NULL, out: [@log, "a"], err: [:child, :out]}
+    options = {chdir: @chdir, in: File::NULL, out: [@log, "a"], err: [:child, :out]}
     @pid = @children ? @children.spawn(@env, *@command, **options) : Process.spawn(@env, *@command, **options)
     self
   end

@@ -1,28 +1,69 @@
 # frozen_string_literal: true
 
 require "securerandom"
-require_relative "command_count_tasks"
-require_relative "metered_redis"
+require_relative "command_meter"
 
-module Bench
-  # The six SolidJobs operations whose Redis commands and round trips
-  # benchmark/commands.rb reports and test/command_counts_test.rb asserts.
+module CommandCounts
+  # The SolidJobs tasks whose Redis traffic is counted. They do nothing but
+  # raise or return, so every command measured is SolidJobs' own.
+  module Tasks
+    # The channel the measured node serves.
+    CHANNEL = "bench"
+
+    class Noop
+      include SolidJobs::Task
+      task_options channel: CHANNEL
+
+      def execute_task(*) = nil
+    end
+
+    # Warms a producer's connection on a channel of its own, so the measured
+    # enqueue still finds its channel empty (and rings the doorbell).
+    class Warmup
+      include SolidJobs::Task
+      task_options channel: "warmup"
+
+      def execute_task(*) = nil
+    end
+
+    # Fails every time; the retry is due long after the measurement ends,
+    # so the only promotion in the window is the one the `planned` doorbell
+    # triggers at once, which finds nothing due.
+    class Failing
+      include SolidJobs::Task
+      task_options channel: CHANNEL
+      retry_delay { 600 }
+
+      def execute_task(*) = raise(ArgumentError, "failing on purpose, to count a retry")
+    end
+
+    # Scheduled onto a channel no measured node serves: a promotion ends with
+    # the job ready in its list, not run.
+    class Later
+      include SolidJobs::Task
+      task_options channel: "later"
+
+      def execute_task(*) = nil
+    end
+  end
+
+  # The six SolidJobs operations whose commands and round trips
+  # test/command_counts_test.rb asserts and `rake benchmark:commands` prints.
   #
   # Every operation runs in a namespace of its own, on connections that are
-  # already open and scripts that are already loaded: what is counted is the
-  # steady state, not a first call's connect (redis-rs sends CLIENT SETINFO,
-  # one round trip) or script load (EVALSHA, NOSCRIPT, SCRIPT LOAD, EVALSHA).
+  # already open and scripts already loaded: the steady state, not a first
+  # call's connect (redis-rs's CLIENT SETINFO) or script load.
   #
   # A node is a SolidJobs::Conductor in this process with one worker thread
   # and a fixed prefetch window of 2, the adaptive window's starting size
   # for one worker. Any window of 2 or more costs the same here (the claim's
   # second RPOP finds the list empty), but the adaptive one shrinks to 1
   # after a job slower than 10 ms, as a warm-up job on a busy machine can
-  # be, and the claim then pops once: fixed, the count cannot vary.
-  # Its heartbeat interval is an hour unless the operation needs a
-  # heartbeat, so an idle node sends nothing at all: its fetcher waits for
-  # the doorbell, its heartbeat thread for the next due job.
-  class SolidJobsCommandScenarios
+  # be, and the claim then pops once: fixed, the count cannot vary. Its
+  # heartbeat interval is an hour unless the operation needs a heartbeat, so
+  # an idle node sends nothing: its fetcher waits for the doorbell, its
+  # heartbeat thread for the next due job.
+  class SolidJobsScenarios
     OPERATIONS = %i[enqueue enqueue_many worker_turn retry scheduled_promotion recovery].freeze
     TITLES = {
       enqueue: "Task.enqueue (one job, empty channel)",
@@ -56,7 +97,7 @@ module Bench
     # [OperationCount] for `operations`, in order.
     def run(operations = OPERATIONS)
       unknown = operations - OPERATIONS
-      raise Failure, "unknown operation(s) #{unknown.inspect}; known: #{OPERATIONS.inspect}" unless unknown.empty?
+      raise Error, "unknown operation(s) #{unknown.inspect}; known: #{OPERATIONS.inspect}" unless unknown.empty?
 
       metered { operations.map { |operation| send(operation) } }
     end
@@ -68,16 +109,12 @@ module Bench
       metered { Array.new(runs) { timer_promotion(delay) } }
     end
 
-    # Promote calls in a count.
-    def self.promotes(count) = count.links.sum { |link| link.calls.count { |label, _| label == "promote" } }
-
     private
 
     def metered
-      MeteredRedis.open(@redis_port, roles: ROLES, quiet: @quiet) do |metered|
-        @metered = metered
-        @control = metered.control
-        @meter = metered.meter
+      Meter.open(@redis_port, roles: ROLES, quiet: @quiet) do |meter|
+        @meter = meter
+        @control = meter.control
         yield
       end
     end
@@ -94,8 +131,8 @@ module Bench
       unknown = count.links.flat_map(&:calls).map(&:first).grep(/\A(EVALSHA|EVAL|SCRIPT)\b/)
       return if unknown.empty?
 
-      raise Failure, "#{count.title} ran #{unknown.uniq.join(", ")}, unknown to crates/solid_core/lua: " \
-                     "lib/solid_jobs/solid_jobs.so is not built from these sources (run `bundle exec rake compile`)"
+      raise Error, "#{count.title} ran #{unknown.uniq.join(", ")}, unknown to crates/solid_core/lua: " \
+                   "lib/solid_jobs/solid_jobs.so is not built from these sources (run `bundle exec rake compile`)"
     end
 
     # --- the operations ---------------------------------------------------
@@ -103,32 +140,32 @@ module Bench
     # One enqueue.lua call; its channel starts empty, so it rings `ready`.
     def enqueue
       producer
-      measure(:enqueue) { CommandCountTasks::Noop.enqueue(1) && nil }
+      measure(:enqueue) { Tasks::Noop.enqueue(1) && nil }
     end
 
     def enqueue_many
       producer
-      measure(:enqueue_many) { CommandCountTasks::Noop.enqueue_many(Array.new(100) { |i| [i] }) && nil }
+      measure(:enqueue_many) { Tasks::Noop.enqueue_many(Array.new(100) { |i| [i] }) && nil }
     end
 
     # The job is pushed on a direct connection (not counted); its doorbell
-    # wakes the node: claim (the job), claim again (finds the channel
-    # empty, then the fetcher waits), ack.
+    # wakes the node: claim (the job; fewer than asked for, so the fetcher
+    # then waits), ack.
     def worker_turn
       with_node do
         measure(:worker_turn) do
-          push_directly(CommandCountTasks::Noop)
+          push_directly(Tasks::Noop)
           processed(2)
         end
       end
     end
 
-    # claim, record_failure, retry (its `planned` doorbell
-    # wakes the heartbeat thread: one promote, nothing due yet).
+    # claim, record_failure, retry (its `planned` doorbell wakes the
+    # heartbeat thread: one promote, nothing due yet).
     def retry
       with_node do
         measure(:retry) do
-          push_directly(CommandCountTasks::Failing)
+          push_directly(Tasks::Failing)
           -> { @control.get(key("metric:failed")).to_i == 1 && @control.zcard(key("retrying")) == 1 }
         end
       end
@@ -145,7 +182,7 @@ module Bench
     def scheduled_promotion
       with_node(producer: true) do
         measure(:scheduled_promotion) do
-          CommandCountTasks::Later.enqueue_after(3600, 1)
+          Tasks::Later.enqueue_after(3600, 1)
           @meter.wait_until_quiet
           bring_planned_jobs_forward
           -> { @control.llen(key("channel:later")) == 1 }
@@ -156,7 +193,7 @@ module Bench
     def timer_promotion(delay)
       with_node(producer: true) do
         measure(:scheduled_promotion) do
-          CommandCountTasks::Later.enqueue_after(delay, 1)
+          Tasks::Later.enqueue_after(delay, 1)
           -> { @control.llen(key("channel:later")) == 1 }
         end
       end
@@ -173,7 +210,7 @@ module Bench
         fresh_namespace
         leave_a_dead_claim
         count = with_node(heartbeat: RECOVERY_HEARTBEAT, fresh: false) { measure(:recovery) { processed(2) } }
-        return count if heartbeats(count) == 1
+        return count if count.script_calls("heartbeat") == 1
       end
       count
     end
@@ -184,7 +221,7 @@ module Bench
       @meter.ignore_existing_connections
       @namespace = "cmd#{SecureRandom.hex(4)}"
       SolidJobs.configure do |c|
-        c.redis_url = @metered.proxy.url
+        c.redis_url = @meter.proxy.url
         c.namespace = @namespace
       end
     end
@@ -194,7 +231,7 @@ module Bench
     # A fresh namespace and a producer whose pooled connection is open.
     def producer
       fresh_namespace
-      CommandCountTasks::Warmup.enqueue(0)
+      Tasks::Warmup.enqueue(0)
     end
 
     # Runs the block with a node serving CHANNEL, after one warm-up job has
@@ -207,7 +244,7 @@ module Bench
         fresh_namespace
       end
       node = SolidJobs::Conductor.new(node_config(heartbeat)).start
-      push_directly(CommandCountTasks::Noop)
+      push_directly(Tasks::Noop)
       @meter.wait_until("the warm-up job", &processed(1))
       yield
     ensure
@@ -216,9 +253,9 @@ module Bench
 
     def node_config(heartbeat)
       SolidJobs::Configuration.new.tap do |c|
-        c.redis_url = @metered.proxy.url
+        c.redis_url = @meter.proxy.url
         c.namespace = @namespace
-        c.channels = [CommandCountTasks::CHANNEL]
+        c.channels = [Tasks::CHANNEL]
         c.concurrency = 1
         c.prefetch = 2
         c.execution_mode = :thread
@@ -231,7 +268,7 @@ module Bench
     # Pushes a job on a connection that bypasses the proxy: setting the
     # scene, not part of what is measured.
     def push_directly(task)
-      client = (@direct_clients ||= {})[@namespace] ||= SolidJobs::Native::Client.new(@metered.direct_url, @namespace)
+      client = (@direct_clients ||= {})[@namespace] ||= SolidJobs::Native::Client.new(@meter.direct_url, @namespace)
       options = task.solid_jobs_options
       client.push(task.name, [], options.fetch(:channel), options.fetch(:max_failures), nil)
     end
@@ -250,16 +287,14 @@ module Bench
     # node of its own for DEAD_NODE_TTL at each claim, and this one never
     # settles or heartbeats again.
     def leave_a_dead_claim
-      push_directly(CommandCountTasks::Noop)
+      push_directly(Tasks::Noop)
       config = SolidJobs::Configuration.new.tap do |c|
         c.namespace = @namespace
         c.recovery_delay = DEAD_NODE_TTL
       end
-      dead = SolidJobs::Backends::Redis.new(:dead_node, {adapter: :solid_redis, url: @metered.direct_url}, config)
-      claim = dead.claim(CommandCountTasks::CHANNEL) or raise Failure, "the dead node found no job to claim"
+      dead = SolidJobs::Backends::Redis.new(:dead_node, {adapter: :solid_redis, url: @meter.direct_url}, config)
+      claim = dead.claim(Tasks::CHANNEL) or raise Error, "the dead node found no job to claim"
       @meter.wait_until("the dead node's heartbeat to expire") { !@control.exists?(key("node:#{claim.reservation}")) }
     end
-
-    def heartbeats(count) = count.links.sum { |link| link.calls.count { |label, _| label == "heartbeat" } }
   end
 end
