@@ -222,7 +222,6 @@ module Bench
       system.cleanup
       lab&.redis&.close
       lab&.redis_server&.cleanup
-      FileUtils.rm_rf(lab.dir) if lab
     end
 
     # Short on purpose: the engine's Unix socket lives below it, and socket
