@@ -61,6 +61,7 @@ class Torture
     @workers = Array.new(@worker_count) { |i| spawn_worker(i) }
     @recoveries = []
     drive
+    await_recoveries
     stop_workers
     verify
   ensure
@@ -185,6 +186,15 @@ class Torture
 
       log("worker #{i} exited on its own (#{w.exit_status.inspect}); restarting it:\n#{w.log_tail(5)}")
       @workers[i] = spawn_worker(i)
+    end
+  end
+
+  # A node killed near the end may still hold claims when the last job
+  # completes; only live workers recover it, so they are stopped after.
+  def await_recoveries
+    @recoveries.each do |watcher|
+      remaining = @timeout - (monotonic - @started)
+      raise "torture timed out after #{@timeout}s waiting for a killed node to be recovered" unless watcher.join([remaining, 0].max)
     end
   end
 
