@@ -197,7 +197,7 @@ module Bench
 
     def run_case(system, scenario, concurrency, jobs)
       result = RunResult.new(jobs: jobs, errors: {})
-      lab = case_lab
+      (lab = case_lab).start
       system.prepare(lab)
       system.seed(system.job(scenario.twin), scenario.argument_lists(jobs, @work))
       raise Failure, "seeding left #{system.seeded} jobs waiting, expected #{jobs}" unless system.seeded == jobs
@@ -229,8 +229,7 @@ module Bench
     def case_lab
       dir = File.join(@lab.dir, (@cases = (@cases || 0) + 1).to_s)
       FileUtils.mkdir_p([File.join(dir, "stats"), File.join(dir, "ledger")])
-      server = RedisServer.new(children: @lab.children).start
-      Lab.new(children: @lab.children, redis_server: server, redis: Redis.new(url: server.url), dir: dir)
+      Lab.new(children: @lab.children, redis_server: RedisServer.new(children: @lab.children), dir: dir)
     end
 
     # Where workers write their allocation counts and ledger.

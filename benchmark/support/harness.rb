@@ -202,13 +202,17 @@ module Bench
   Lab = Struct.new(:children, :redis_server, :redis, :dir, keyword_init: true) do
     def self.open
       children = ChildGroup.new
-      lab = new(children: children, dir: Dir.mktmpdir("sjb"))
-      lab.redis_server = RedisServer.new(children: children).start
-      lab.redis = Redis.new(url: lab.redis_server.url)
-      lab
+      lab = new(children: children, dir: Dir.mktmpdir("sjb"), redis_server: RedisServer.new(children: children))
+      lab.start
     rescue Exception # rubocop:disable Lint/RescueException -- whatever stopped the start, nothing may be left running
       lab&.close
       raise
+    end
+
+    def start
+      redis_server.start
+      self.redis = Redis.new(url: redis_server.url)
+      self
     end
 
     def url = redis_server.url
