@@ -4,113 +4,57 @@
 # each system through its own CLI, each case against a fresh private
 # redis-server (and a fresh SolidEngine server for the engine clients).
 #
-#   bundle exec rake comparison
-#   BENCH_SMOKE=1 bundle exec rake comparison   # seconds, for tests
+#   bundle exec rake benchmark:comparison
+#   BENCH_SMOKE=1 bundle exec rake benchmark:comparison   # seconds, for tests
 #
 # Clients: sidekiq (Sidekiq 6.4, one process, -c N), sidekiq-procs (N
 # Sidekiq processes, -c 1 each), solid-jobs (Redis, Ractors),
 # solid-jobs-engine (SolidEngine, memory durability, Ractors),
 # solid-jobs-engine-threads (SolidEngine, --execution-mode thread).
-# Scenarios: see support/scenarios.rb.
 #
 # Environment (defaults in parentheses):
-#   BENCHMARK_CLIENTS      comma list (all five)
-#   BENCHMARK_SCENARIOS    comma list (noop,process-cpu,process-io,process-mixed)
-#   BENCHMARK_CONCURRENCY  comma list (1,2,4,8)
-#   BENCHMARK_REPETITIONS  runs per case; the table shows the median and
-#                          the min–max of jobs/s (1)
-#   BENCHMARK_NOOP_JOBS, BENCHMARK_CPU_JOBS, BENCHMARK_IO_JOBS,
-#   BENCHMARK_MIXED_JOBS   jobs per case (see DEFAULT_JOBS)
-#   BENCH_CASE_TIMEOUT     seconds a drain may take before the run fails
-#                          (300; 30 in smoke mode)
-#   BENCH_SMOKE=1          tiny sizes, c=1, three clients, two scenarios;
-#                          results go to a temporary directory
-#   BENCH_OUTPUT_DIR       where comparison.{md,csv} and the PNGs go
-#                          (benchmark/results)
+#   BENCH_CLIENTS       comma list (all five)
+#   BENCH_SCENARIOS     comma list (noop,process-cpu,process-io,process-mixed)
+#   BENCH_CONCURRENCY   comma list (1,2,4,8)
+#   BENCH_REPETITIONS   runs per case; the table shows the median and the
+#                       min–max of jobs/s (1)
+#   BENCH_JOBS          jobs per case: one number, or scenario=number pairs
+#                       (noop=100000,process-cpu=4000,process-io=4000,process-mixed=4000)
+#   BENCH_CASE_TIMEOUT  seconds a drain may take before the run fails (300)
+#   BENCH_SMOKE=1       tiny sizes, c=1, three clients, two scenarios
+#   BENCH_OUTPUT_DIR    where comparison.{md,csv} and the PNGs go
+#                       (benchmark/results; nowhere in a smoke run)
 #
 # Exit status is non-zero when a case had errors or could not be measured;
 # missing a performance target is a result (PASS/MISS lines), not an error.
 
-$LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
-require "solid_jobs"
+require_relative "support/drain"
 require "sidekiq"
-require "redis"
-require_relative "support/harness"
-require_relative "support/suite"
-require_relative "support/comparison_report"
-require_relative "support/scaling_plots"
+require "open3"
 require_relative "jobs"
 
 module Bench
-  class Comparison < Harness
+  class Comparison < DrainHarness
     # Sized so the full default run (5 clients x 4 scenarios x 4
-    # concurrencies, one repetition) takes 15-20 minutes on a 2-core host:
-    # from the rates of reduced runs, about 12 minutes of drains plus 3-4
-    # of seeding, start and stop. Every drain then lasts about a second or
-    # more for the fastest client, long enough that the 5 ms poll, 10 ms
-    # CPU ticks and 50 ms memory samples are noise.
-    DEFAULT_JOBS = {"noop" => 100_000, "process-cpu" => 4000, "process-io" => 4000, "process-mixed" => 4000}.freeze
-    SMOKE_JOBS = {"noop" => 2000, "process-cpu" => 30, "process-io" => 40, "process-mixed" => 40}.freeze
-    JOBS_VARIABLES = {"noop" => "BENCHMARK_NOOP_JOBS", "process-cpu" => "BENCHMARK_CPU_JOBS", "process-io" => "BENCHMARK_IO_JOBS",
-                      "process-mixed" => "BENCHMARK_MIXED_JOBS"}.freeze
-    DEFAULTS = {clients: Clients.names, scenarios: Scenarios.names, concurrencies: [1, 2, 4, 8], repetitions: 1, case_timeout: 300}.freeze
-    SMOKE_DEFAULTS = DEFAULTS.merge(clients: %w[sidekiq solid-jobs solid-jobs-engine], scenarios: %w[noop process-mixed],
-                                    concurrencies: [1], case_timeout: 30).freeze
+    # concurrencies, one repetition) takes 15-20 minutes on a 2-core host.
+    # Every drain then lasts about a second or more for the fastest client,
+    # long enough that the 5 ms poll, 10 ms CPU ticks and 50 ms memory
+    # samples are noise.
+    DEFAULTS = {clients: SYSTEMS.keys, scenarios: SCENARIOS.keys, concurrencies: [1, 2, 4, 8], timeout: 300,
+                jobs: {"noop" => 100_000, "process-cpu" => 4000, "process-io" => 4000, "process-mixed" => 4000}}.freeze
+    SMOKE = {clients: %w[sidekiq solid-jobs solid-jobs-engine], scenarios: %w[noop process-mixed], concurrencies: [1], timeout: 30,
+             jobs: {"noop" => 2000, "process-cpu" => 30, "process-io" => 40, "process-mixed" => 40}}.freeze
+    LEDGER = false
 
-    def self.failure_label = "comparison"
-
-    def self.settings(env)
-      smoke = smoke?(env)
-      sizes = smoke ? SMOKE_JOBS : DEFAULT_JOBS
-      jobs = JOBS_VARIABLES.to_h { |scenario, variable| [scenario, Bench.positive_integer(env, variable, sizes.fetch(scenario))] }
-      Suite.settings(env, prefix: "BENCHMARK_", defaults: smoke ? SMOKE_DEFAULTS : DEFAULTS, jobs: jobs)
-    end
-
-    def run
-      suite = Suite.new(@settings, ledger: false)
-      cases = suite.run
-      publish(suite, cases)
-      cases.all?(&:ok?) ? 0 : 1
-    end
-
-    private
-
-    def publish(suite, cases)
-      report = ComparisonReport.new(cases)
-      tables = report.scenarios.map { |scenario| "### #{scenario}\n\n#{Scenarios.fetch(scenario).description}.\n\n#{report.table(scenario)}" }
-      targets = report.target_lines
-      puts "", suite.environment_line, "", tables.join("\n\n"), "", "Targets:", *targets, *report.notes
-      dir = @settings.output_dir
-      plots = ScalingPlots.new(cases, dir, prefix: "comparison").write
-      ResultsFiles.write_file(File.join(dir, "comparison.csv"), "# #{suite.environment_line}\n#{report.csv}")
-      ResultsFiles.write_file(File.join(dir, "comparison.md"), markdown(suite, tables, targets, report.notes, plots))
-      puts "", "Wrote #{File.join(dir, "comparison.md")}, comparison.csv#{plots.empty? ? "" : " and #{plots.size} plots"} in #{dir}"
-    end
-
-    def markdown(suite, tables, targets, notes, plots)
-      work = suite.work
-      <<~MD
-        # SolidJobs vs Sidekiq: comparison
-
-        #{suite.environment_line}
-
-        Jobs per case: #{@settings.jobs.slice(*@settings.scenarios).map { |s, n| "#{s} #{n}" }.join(", ")}; process-cpu job =
-        #{work.cpu_iterations} iterations of BenchCpu.spin (#{format("%.2f", work.cpu_ms)} ms when calibrated), process-io job =
-        sleep #{(work.io_seconds * 1000).round} ms. #{@settings.repetitions} run(s) per case. Run at #{suite.run_time}.
-        Generated by `bundle exec rake comparison`.
-
-        #{METHOD}
-
-        ## Results
-
-        #{tables.join("\n\n")}
-
-        ## Targets
-
-        #{(targets + notes).map { |l| "- #{l}" }.join("\n")}
-        #{plots.empty? ? "" : "\n## Plots\n\n#{plots.map { |p| "![#{File.basename(p, ".png")}](#{File.basename(p)})" }.join("\n")}\n"}
-      MD
-    end
+    NOOP_TARGET = 10.0
+    CPU_TARGETS = {"sidekiq" => 1.8, "sidekiq-procs" => 1.0}.freeze
+    IO_TARGET = 1.0
+    MEMORY_TARGET = 1.0 / 3
+    CPU_CONCURRENCY = 2
+    LARGE_CONCURRENCY = 8
+    CSV_HEADER = %w[scenario concurrency client jobs runs measured_runs jobs_per_s_median jobs_per_s_min jobs_per_s_max
+                    drain_seconds worker_cpu_percent worker_cpu_s_per_1k_jobs server_cpu_s_per_1k_jobs peak_pss_mb
+                    allocations_per_job redis_commands_per_job errors error_detail].freeze
 
     METHOD = <<~TEXT.strip
       **Method.** Every case starts from a fresh private redis-server (no persistence) and, for the SolidEngine clients, a
@@ -136,7 +80,208 @@ module Bench
       metric:processed/failed, SolidEngine acked/failed/retried totals), and worker processes that did not stop cleanly on TERM
       (needed KILL, exited non-zero, or skipped their exit hooks); a case with errors is flagged in bold and cannot pass a target.
     TEXT
+
+    private
+
+    def report(cases)
+      @cases = cases
+      tables = cases.map(&:scenario).uniq.map do |scenario|
+        "### #{scenario}\n\n#{SCENARIOS.fetch(scenario).description}.\n\n#{table(scenario)}"
+      end
+      targets = target_lines + notes
+      plots = ScalingPlots.new(cases, @settings.output_dir).write if @settings.output_dir
+      plot_lines = plots&.any? ? ["", "## Plots", "", *plots.map { |p| "![#{File.basename(p, ".png")}](#{File.basename(p)})" }] : []
+      publish("comparison", title: "SolidJobs vs Sidekiq: comparison",
+                            intro: "#{sizes_line}\nGenerated by `bundle exec rake benchmark:comparison`.\n\n#{METHOD}",
+                            body: ["## Results", "", tables.join("\n\n"), "", "## Targets", "", *targets.map { |l| "- #{l}" },
+                                   *plot_lines].join("\n"),
+                            csv: Bench.csv(CSV_HEADER, cases.map { |c| csv_row(c) }))
+    end
+
+    def find(client, scenario, concurrency) = @cases.find { |c| c.client == client && c.scenario == scenario && c.concurrency == concurrency }
+    def concurrencies(scenario) = @cases.select { |c| c.scenario == scenario }.map(&:concurrency).uniq.sort
+
+    # One table per scenario: rows by concurrency, then client.
+    def table(scenario)
+      rows = @cases.select { |c| c.scenario == scenario }.sort_by { |c| [c.concurrency, SYSTEMS.keys.index(c.client)] }.map do |c|
+        run = c.median_run
+        flag = c.ok? ? "0" : "**#{c.error_count}**: #{c.error_text}"
+        next [c.concurrency, c.client, "not measured", *Array.new(8, ""), flag] unless run
+
+        sidekiq = find("sidekiq", c.scenario, c.concurrency)
+        versus = sidekiq&.measured? && c.client != "sidekiq" ? format("%.2fx", c.jobs_per_second / sidekiq.jobs_per_second) : ""
+        commands = format("%.2f", run.commands_per_job) + (Bench.system(c.client).uses_redis? ? "" : " (no Redis)")
+        [c.concurrency, c.client, Bench.delimit(c.jobs_per_second), c.rates.size > 1 ? "#{Bench.delimit(c.rates.min)}–#{Bench.delimit(c.rates.max)}" : "",
+         versus, format("%.0f", run.worker_cpu_percent), format("%.2f", run.worker_cpu_per_thousand),
+         format("%.2f", run.server_cpu_per_thousand), format("%.1f", run.peak_pss_mb),
+         run.allocations_per_job ? format("%.1f", run.allocations_per_job) : "n/a", commands, flag]
+      end
+      Bench.table(["c", "Client", "jobs/s", "min–max", "vs sidekiq", "Worker CPU %", "Worker CPU-s/1k jobs",
+                   "Server CPU-s/1k jobs", "Peak PSS MB", "Allocs/job", "Redis cmds/job", "Errors"], rows)
+    end
+
+    def csv_row(c)
+      run = c.median_run
+      measured = if run
+                   [c.jobs_per_second.round(1), c.rates.min.round(1), c.rates.max.round(1), run.seconds.round(4),
+                    run.worker_cpu_percent.round(1), run.worker_cpu_per_thousand.round(4), run.server_cpu_per_thousand.round(4),
+                    run.peak_pss_mb.round(2), run.allocations_per_job&.round(2), run.commands_per_job.round(4)]
+                 else
+                   Array.new(10)
+                 end
+      [c.scenario, c.concurrency, c.client, c.jobs, c.runs.size, c.measured_runs.size, *measured, c.error_count, c.error_text]
+    end
+
+    # "PASS ...", "MISS ..." or "n/a ..." (a case not run or not measured);
+    # a case with errors cannot pass.
+    def target_lines
+      noop = concurrencies("noop").map do |c|
+        ratio_line("solid-jobs", "sidekiq", "noop", c, NOOP_TARGET)
+      end
+      cpu = CPU_TARGETS.map { |other, target| ratio_line("solid-jobs", other, "process-cpu", CPU_CONCURRENCY, target) }
+      io = ratio_line("solid-jobs", "sidekiq", "process-io", LARGE_CONCURRENCY, IO_TARGET)
+      [*noop, *cpu, io, *memory_lines].compact
+    end
+
+    # Engine clients should send Redis no command.
+    def notes
+      engine = @cases.select { |c| !Bench.system(c.client).uses_redis? && c.measured? }
+      return [] if engine.empty?
+
+      stray = engine.reject { |c| c.median_run.commands.empty? }
+      [stray.empty? ? "SolidEngine clients sent no Redis commands in any case (their column reads 0)." :
+        "SolidEngine clients sent Redis commands in: #{stray.map { |c| "#{c.scenario} c=#{c.concurrency} #{c.client}" }.join(", ")}."]
+    end
+
+    def ratio_line(client, other, scenario, concurrency, target)
+      numerator, denominator = find(client, scenario, concurrency), find(other, scenario, concurrency)
+      return nil unless numerator || denominator
+
+      what = "#{scenario} at c=#{concurrency}: #{client} / #{other} jobs/s"
+      return "n/a   #{what} (needs both cases measured)" unless numerator&.measured? && denominator&.measured?
+
+      value = numerator.jobs_per_second / denominator.jobs_per_second
+      verdict(value >= target, [numerator, denominator], format("%s = %.2fx (target >= %.1fx)", what, value, target))
+    end
+
+    def memory_lines
+      @cases.map(&:scenario).uniq.filter_map do |scenario|
+        solid, procs = find("solid-jobs", scenario, LARGE_CONCURRENCY), find("sidekiq-procs", scenario, LARGE_CONCURRENCY)
+        next unless solid || procs
+
+        what = "peak memory (PSS, workers + servers) at c=#{LARGE_CONCURRENCY}, #{scenario}: solid-jobs / sidekiq-procs"
+        next "n/a   #{what} (needs both cases measured)" unless solid&.measured? && procs&.measured?
+
+        value = solid.median_run.peak_pss_kb.fdiv(procs.median_run.peak_pss_kb)
+        verdict(value <= MEMORY_TARGET, [solid, procs], format("%s = %.2f (%.0f MB / %.0f MB; target <= 0.33)", what, value,
+                                                               solid.median_run.peak_pss_mb, procs.median_run.peak_pss_mb))
+      end
+    end
+
+    def verdict(met, cases, text)
+      errors = cases.reject(&:ok?)
+      return "#{(met ? "PASS" : "MISS").ljust(5)} #{text}" if errors.empty?
+
+      "MISS  #{text} -- not a pass: #{errors.map(&:client).join(" and ")} had errors"
+    end
+  end
+
+  # PNG plots of the scaling curves with gnuplot: jobs/s against
+  # concurrency, one line per client, one file per scenario; and peak
+  # memory against concurrency, one panel per scenario, in one file.
+  # Without gnuplot the plots are skipped (a note, not a failure).
+  class ScalingPlots
+    SIZE = "900,560"
+    PANEL = [600, 450].freeze
+
+    def initialize(cases, dir)
+      @cases = cases
+      @dir = dir
+      @scenarios = cases.map(&:scenario).uniq
+      @clients = cases.map(&:client).uniq
+      @concurrencies = cases.map(&:concurrency).uniq.sort
+    end
+
+    # Paths written; [] (with a printed note) when gnuplot is missing or fails.
+    def write
+      terminal = png_terminal or return skip("gnuplot not found; no plots written")
+
+      FileUtils.mkdir_p(@dir)
+      Dir.mktmpdir("plots") do |data_dir|
+        paths = @scenarios.map { |scenario| plot(terminal, "comparison-#{scenario}.png", throughput_script(scenario, data_dir)) }
+        columns = [@scenarios.size, 2].min
+        size = "#{PANEL[0] * columns},#{PANEL[1] * ((@scenarios.size + 1) / 2)}"
+        paths << plot(terminal, "comparison-memory.png", memory_script(data_dir, columns), size: size)
+        paths.compact
+      end
+    end
+
+    private
+
+    # pngcairo draws antialiased lines; Debian's gnuplot-nox has it, other
+    # builds may have only the libgd png terminal.
+    def png_terminal
+      %w[pngcairo png].find { |terminal| Open3.capture2e("gnuplot", "-e", "set terminal #{terminal}").last.success? }
+    rescue SystemCallError
+      nil
+    end
+
+    def skip(note)
+      puts "Plots: #{note}"
+      []
+    end
+
+    def plot(terminal, name, script, size: SIZE)
+      path = File.join(@dir, name)
+      out, status = Open3.capture2e("gnuplot", stdin_data: "set terminal #{terminal} size #{size}\nset output '#{path}'\n#{script}")
+      return path if status.success? && File.exist?(path)
+
+      puts "Plots: gnuplot failed for #{name}: #{out.scrub.lines.last(3).join.strip}"
+      nil
+    end
+
+    # One row per concurrency, one column per client; NaN where a case is
+    # missing or was not measured (gnuplot leaves a gap).
+    def data_file(data_dir, name, scenario)
+      path = File.join(data_dir, name)
+      File.write(path, @concurrencies.map do |c|
+        values = @clients.map do |client|
+          result = @cases.find { |r| r.scenario == scenario && r.client == client && r.concurrency == c }
+          result&.measured? ? yield(result) : "NaN"
+        end
+        [c, *values].join(" ")
+      end.join("\n") + "\n")
+      path
+    end
+
+    def plot_lines(path)
+      @clients.each_with_index.map { |client, i| "'#{path}' using 1:#{i + 2} with linespoints lw 2 pt 7 title '#{client}'" }.join(", ")
+    end
+
+    def axes
+      "set logscale x 2\nset xtics (#{@concurrencies.join(", ")})\nset xrange [#{@concurrencies.first * 0.8}:#{@concurrencies.last * 1.25}]\n" \
+        "set grid\nset key outside right top\nset xlabel 'concurrency (threads, Ractors or processes)'\n"
+    end
+
+    def throughput_script(scenario, data_dir)
+      path = data_file(data_dir, "#{scenario}.dat", scenario, &:jobs_per_second)
+      rates = @cases.select { |r| r.scenario == scenario && r.measured? }.map(&:jobs_per_second)
+      # noop spans an order of magnitude between clients: log scale keeps the
+      # slow lines readable.
+      log = rates.any? && rates.min.positive? && rates.max / rates.min > 10
+      "#{axes}set title '#{scenario}: jobs/s (median) by concurrency'\nset ylabel 'jobs/s#{" (log scale)" if log}'\n" \
+        "#{log ? "set logscale y\n" : "set yrange [0:*]\n"}plot #{plot_lines(path)}\n"
+    end
+
+    def memory_script(data_dir, columns)
+      panels = @scenarios.map do |scenario|
+        path = data_file(data_dir, "#{scenario}-memory.dat", scenario) { |r| r.median_run.peak_pss_mb.round(1) }
+        "set title '#{scenario}: peak PSS, workers + servers (MB)'\nplot #{plot_lines(path)}\n"
+      end
+      "set size 1,1\nset multiplot layout #{(@scenarios.size + 1) / 2},#{columns}\n#{axes}set yrange [0:*]\nset ylabel 'MB'\n" \
+        "set key inside left top\n#{panels.join}unset multiplot\n"
+    end
   end
 end
 
-exit Bench::Comparison.main(ENV) if $PROGRAM_NAME == __FILE__
+exit Bench::Comparison.main if $PROGRAM_NAME == __FILE__

@@ -9,17 +9,14 @@
 #   BENCH_SMOKE=1 bundle exec rake benchmark:enqueue   # seconds, for tests
 #
 # Environment (defaults in parentheses):
-#   BENCH_ENQUEUE_CONCURRENCY (1,2,4,8)  producer threads per case, a list
-#   BENCH_ENQUEUE_SINGLE_JOBS (20000)    jobs per single-enqueue case
-#   BENCH_ENQUEUE_BULK_JOBS (200000)     jobs per bulk case
-#   BENCH_ENQUEUE_BATCH (100)            jobs per enqueue_many / push_bulk call
-#   BENCH_PING_COUNT (20000)             PINGs timed for the round-trip floor,
-#                                        through redis-rb and over a bare socket
-#   BENCH_REPEAT (3)                     runs per case; the median is reported
-#   BENCH_SMOKE=1                        200 single / 2000 bulk jobs, producers
-#                                        1 and 2, one run; writes no results
-#                                        unless BENCH_OUTPUT_DIR is set
-#   BENCH_OUTPUT_DIR (benchmark/results) where enqueue.md and enqueue.csv go
+#   BENCH_CONCURRENCY   producer threads per case, a list (1,2,4,8)
+#   BENCH_JOBS          single=N (20000) and bulk=N (200000) jobs per case
+#   BENCH_BATCH         jobs per enqueue_many / push_bulk call (100)
+#   BENCH_PING_COUNT    PINGs timed for the round-trip floor, through
+#                       redis-rb and over a bare socket (20000)
+#   BENCH_REPETITIONS   runs per case; the median is reported (3)
+#   BENCH_SMOKE=1       200 single / 2000 bulk jobs, producers 1 and 2, one run
+#   BENCH_OUTPUT_DIR    where enqueue.{md,csv} go (benchmark/results; nowhere in a smoke run)
 #
 # The same calls an application makes: SolidJobs `Task.enqueue(i)` and
 # `Task.enqueue_many(lists)`; Sidekiq `Sidekiq::Client.push` (what
@@ -27,98 +24,92 @@
 # argument list [i]. Sidekiq's client takes connections from its pool, sized
 # to the largest producer count, so no thread waits for a connection; the
 # SolidJobs client keeps a connection per concurrent caller (up to 32).
-# Exit status is non-zero only when a case could not be measured; missing
-# a target is a result, not an error.
 
-$LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
-require "solid_jobs"
+require_relative "support/systems"
 require "sidekiq"
-require "redis"
 require "socket"
-require_relative "support/harness"
-require_relative "support/command_stats"
-require_relative "support/producer_threads"
-require_relative "support/enqueue_report"
-require_relative "enqueue_idle_jobs"
+require_relative "jobs"
 
 module Bench
-  EnqueueSettings = Struct.new(:concurrencies, :single_jobs, :bulk_jobs, :batch, :ping_count, :repeat, :output_dir,
-                               keyword_init: true)
-
-  class EnqueueBenchmark < Harness
-    ROOT = File.expand_path("..", __dir__)
-    DEFAULT_OUTPUT_DIR = File.join(ROOT, "benchmark/results")
-    MODES = %i[single bulk].freeze
+  class Enqueue < Harness
+    CLIENTS = %w[sidekiq solid-jobs].freeze
+    MODES = %w[single bulk].freeze
     # Warm-up pushes per system before anything is timed: loads the Lua
     # scripts and opens every pooled connection the largest case will use.
     WARM_UP_BATCHES = 4
+    TARGETS = {"single" => 2.0, "bulk" => 3.0}.freeze
+    SIDEKIQ_CALL = {"single" => "push", "bulk" => "push_bulk"}.freeze
+    CSV_HEADER = %w[mode batch concurrency system jobs_per_case runs median_jobs_per_s min_jobs_per_s max_jobs_per_s
+                    redis_commands_per_job ratio_vs_sidekiq producer_cpu_percent redis_cpu_percent error].freeze
 
-    # What differs between the two systems, in one place. A batch is an
-    # Array of argument lists; a single push takes a batch of one.
-    SYSTEMS = {
-      sidekiq: {
-        list: "queue:bench",
-        single: ->(batch) { Sidekiq::Client.push("class" => NoopSidekiqJob, "args" => batch.first) },
-        bulk: ->(batch) { Sidekiq::Client.push_bulk("class" => NoopSidekiqJob, "args" => batch) }
-      },
-      solid_jobs: {
-        list: "solid_jobs:channel:bench",
-        single: ->(batch) { NoopSolidTask.enqueue(*batch.first) },
-        bulk: ->(batch) { NoopSolidTask.enqueue_many(batch) }
-      }
-    }.freeze
-
-    def self.settings(env)
-      smoke = smoke?(env)
-      EnqueueSettings.new(
-        concurrencies: integer_list(env, "BENCH_ENQUEUE_CONCURRENCY", smoke ? [1, 2] : [1, 2, 4, 8], sort: true),
-        single_jobs: Bench.positive_integer(env, "BENCH_ENQUEUE_SINGLE_JOBS", smoke ? 200 : 20_000),
-        bulk_jobs: Bench.positive_integer(env, "BENCH_ENQUEUE_BULK_JOBS", smoke ? 2_000 : 200_000),
-        batch: Bench.positive_integer(env, "BENCH_ENQUEUE_BATCH", 100),
-        ping_count: Bench.positive_integer(env, "BENCH_PING_COUNT", smoke ? 200 : 20_000),
-        repeat: Bench.positive_integer(env, "BENCH_REPEAT", smoke ? 1 : 3),
-        output_dir: output_setting(env, "BENCH_OUTPUT_DIR", DEFAULT_OUTPUT_DIR, smoke: smoke)
-      )
+    # One timed run: `commands` are the Redis calls it caused;
+    # `producer_cpu` and `redis_cpu` the CPU seconds this process and
+    # redis-server used meanwhile, which show which side limits a rate that
+    # stops growing with producers.
+    Run = Struct.new(:jobs, :seconds, :commands, :producer_cpu, :redis_cpu, :error, keyword_init: true) do
+      def ok? = error.nil?
+      def jobs_per_second = jobs / seconds
+      def commands_per_job = commands.values.sum.fdiv(jobs)
+      def producer_cpu_percent = 100.0 * producer_cpu / seconds
+      def redis_cpu_percent = 100.0 * redis_cpu / seconds
     end
 
-    def run
-      open_lab
-      configure_clients
-      puts results_header, sizes_line
-      warm_up
-      ping_rates = measure_ping
-      puts "PING at 1 producer: " + ping_rates.map { |how, rate| format("%.0f round trips/s (%s)", rate, how) }.join(", ")
-      cases = MODES.product(@settings.concurrencies).flat_map { |mode, concurrency| measure_pair(mode, concurrency) }
-      publish(EnqueueReport.new(cases, batch: @settings.batch, ping_rates: ping_rates))
-      cases.all?(&:ok?) ? 0 : 1
-    ensure
-      @lab&.close
+    # The repetitions of one case, summarised by their median: on a shared
+    # host one slow or fast outlier should move neither rate nor ratio.
+    Case = Struct.new(:mode, :concurrency, :client, :runs, keyword_init: true) do
+      def ok? = runs.all?(&:ok?)
+      def error = runs.find { |r| !r.ok? }&.error
+      def jobs = runs.first.jobs
+      def rates = runs.map(&:jobs_per_second).sort
+      def jobs_per_second = Bench.median(rates)
+      def commands_per_job = Bench.median(runs.map(&:commands_per_job))
+      # The run at the middle of the rates, for figures not averaged.
+      def median_run = runs.sort_by(&:jobs_per_second)[(runs.size - 1) / 2]
+      def label = client == "sidekiq" ? "Sidekiq" : "SolidJobs"
+    end
+
+    def initialize(settings)
+      super
+      @concurrencies = settings.integers("BENCH_CONCURRENCY", @smoke ? [1, 2] : [1, 2, 4, 8]).sort
+      @jobs = settings.per_kind("BENCH_JOBS", @smoke ? {"single" => 200, "bulk" => 2000} : {"single" => 20_000, "bulk" => 200_000})
+      @batch = settings.integer("BENCH_BATCH", 100)
+      @ping_count = settings.integer("BENCH_PING_COUNT", @smoke ? 200 : 20_000)
+      @repetitions = settings.integer("BENCH_REPETITIONS", @smoke ? 1 : 3)
     end
 
     private
 
-    # The pool is as large as the largest producer count, so Sidekiq is
-    # never throttled by waiting for a connection (its default is 5).
-    def configure_clients
-      Sidekiq.configure_client { |config| config.redis = {url: @lab.url, size: pool_size, pool_timeout: 5} }
-      SolidJobs.configure { |config| config.redis_url = @lab.url }
+    def measure
+      @systems = CLIENTS.to_h { |name| [name, Bench.system(name).tap { |s| s.prepare(@lab) }] }
+      # The pool is as large as the largest producer count, so Sidekiq is
+      # never throttled by waiting for a connection (its default is 5).
+      Sidekiq.configure_client { |config| config.redis = {url: @lab.url, size: @concurrencies.max, pool_timeout: 5} }
+      puts sizes_line
+      warm_up
+      @ping_rates = {"redis-rb" => rate_of { @lab.redis.ping }, "raw socket" => raw_ping_rate}
+      puts "PING at 1 producer: " + @ping_rates.map { |how, rate| format("%.0f round trips/s (%s)", rate, how) }.join(", ")
+      @cases = MODES.product(@concurrencies).flat_map { |mode, concurrency| measure_pair(mode, concurrency) }
+      report
+      @cases.all?(&:ok?)
     end
 
-    def pool_size = @settings.concurrencies.max
-
     def sizes_line
-      "Sizes: #{@settings.single_jobs} single / #{@settings.bulk_jobs} bulk jobs per case, batch #{@settings.batch}, " \
-        "producers #{@settings.concurrencies.join(",")}, median of #{@settings.repeat} run(s); " \
-        "Sidekiq client pool size #{pool_size}"
+      "Sizes: #{@jobs["single"]} single / #{@jobs["bulk"]} bulk jobs per case, batch #{@batch}, producers " \
+        "#{@concurrencies.join(",")}, median of #{@repetitions} run(s); Sidekiq client pool size #{@concurrencies.max}"
+    end
+
+    # A batch is an Array of argument lists; a single push takes a batch of one.
+    def push(client, mode)
+      system = @systems.fetch(client)
+      job = system.job("Noop")
+      mode == "single" ? ->(batch) { system.enqueue(job, *batch.first) } : ->(batch) { system.enqueue_many(job, batch) }
     end
 
     def warm_up
-      SYSTEMS.each_key do |system|
-        MODES.each do |mode|
-          shares = Array.new(pool_size) { Array.new(WARM_UP_BATCHES) { Array.new(@settings.batch) { [0] } } }
-          outcome = ProducerThreads.new(shares).run(&SYSTEMS.fetch(system).fetch(mode))
-          raise Failure, "warm-up of #{system} #{mode} failed: #{outcome.first_error.full_message}" if outcome.first_error
-        end
+      CLIENTS.product(MODES).each do |client, mode|
+        shares = Array.new(@concurrencies.max) { Array.new(WARM_UP_BATCHES) { Array.new(@batch) { [0] } } }
+        _, _, failed, error = produce(shares, push(client, mode))
+        raise Failure, "warm-up of #{client} #{mode} failed: #{error.full_message}" if failed.positive?
       end
       @lab.redis.flushall
     end
@@ -127,15 +118,10 @@ module Bench
     # single producer sends its enqueues. Through redis-rb (what Sidekiq's
     # client pays per call) and over a bare socket (little Ruby in the way,
     # so closer to what the native SolidJobs client pays).
-    def measure_ping
-      {"redis-rb" => rate_of(@settings.ping_count) { @lab.redis.ping },
-       "raw socket" => raw_ping_rate}
-    end
-
     def raw_ping_rate
       socket = TCPSocket.new("127.0.0.1", @lab.redis_server.port)
       socket.setsockopt(Socket::IPPROTO_TCP, Socket::TCP_NODELAY, 1)
-      rate_of(@settings.ping_count) do
+      rate_of do
         socket.write("PING\r\n")
         reply = socket.gets
         raise Failure, "unexpected PING reply #{reply.inspect}" unless reply == "+PONG\r\n"
@@ -145,39 +131,41 @@ module Bench
     end
 
     # Calls per second of the block, after one untimed call.
-    def rate_of(count)
+    def rate_of
       yield
       started = Bench.now
-      count.times { yield }
-      count / (Bench.now - started)
+      @ping_count.times { yield }
+      @ping_count / (Bench.now - started)
     end
 
     # The two systems' runs alternate, so a burst of load from other work
     # on the host hits both rather than one.
     def measure_pair(mode, concurrency)
-      runs = Hash.new { |h, k| h[k] = [] }
-      @settings.repeat.times do
-        SYSTEMS.each_key { |system| runs[system] << measure_once(mode, concurrency, system) }
-      end
-      runs.values.map { |list| EnqueueCase.new(list) }
+      runs = Array.new(@repetitions) { CLIENTS.map { |client| measure_once(mode, concurrency, client) } }.transpose
+      CLIENTS.zip(runs).map { |client, list| Case.new(mode: mode, concurrency: concurrency, client: client, runs: list) }
     end
 
-    def measure_once(mode, concurrency, system)
-      jobs = mode == :single ? @settings.single_jobs : @settings.bulk_jobs
-      run = EnqueueRun.new(mode: mode, concurrency: concurrency, system: system, jobs: jobs)
-      print "#{system} #{mode} producers=#{concurrency}: "
+    def measure_once(mode, concurrency, client)
+      jobs = @jobs.fetch(mode)
+      run = Run.new(jobs: jobs)
+      print "#{client} #{mode} producers=#{concurrency}: "
       @lab.redis.flushall
-      shares = shares(jobs, mode == :single ? 1 : @settings.batch, concurrency)
+      # Job i has the argument list [i]; batches are dealt out round-robin,
+      # so every thread has the same amount of work (within one batch).
+      batches = (0...jobs).each_slice(mode == "single" ? 1 : @batch).map { |slice| slice.map { |i| [i] } }
+      shares = batches.each_with_index.group_by { |_, i| i % concurrency }.values.map { |pairs| pairs.map(&:first) }
       before = CommandStats.snapshot(@lab.redis)
       cpu_before = cpu_seconds
-      outcome = ProducerThreads.new(shares).run(&SYSTEMS.fetch(system).fetch(mode))
+      run.seconds, pushed, failed, error = produce(shares, push(client, mode))
       cpu_after = cpu_seconds
-      after = CommandStats.snapshot(@lab.redis)
-      # The INFOs for `before` and the first CPU reading are counted in `after`.
-      run.commands = CommandStats.delta(before, after, {"info" => 2})
+      # The INFOs for `before` and the first CPU reading are counted here.
+      run.commands = CommandStats.delta(before, CommandStats.snapshot(@lab.redis), {"info" => 2})
       run.producer_cpu, run.redis_cpu = cpu_after.zip(cpu_before).map { |a, b| a - b }
-      run.seconds = outcome.seconds
-      run.error = check(outcome, system, jobs)
+      queued = @systems.fetch(client).waiting
+      unless failed.zero? && pushed == jobs && queued == jobs
+        run.error = "#{failed} of #{jobs} jobs failed to push, #{queued} queued (expected #{pushed})"
+        run.error += "; first error: #{error.class}: #{error.message}" if error
+      end
       puts run.ok? ? format("%.0f jobs/s (%.3f s)", run.jobs_per_second, run.seconds) : "ERROR #{run.error}"
       run
     end
@@ -189,45 +177,107 @@ module Bench
       [Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID), Float(redis["used_cpu_user"]) + Float(redis["used_cpu_sys"])]
     end
 
-    # Job i has the argument list [i]; batches are dealt out round-robin, so
-    # every thread has the same amount of work (within one batch).
-    def shares(jobs, batch, concurrency)
-      batches = (0...jobs).each_slice(batch).map { |slice| slice.map { |i| [i] } }
-      batches.each_with_index.group_by { |_, i| i % concurrency }.values.map { |pairs| pairs.map(&:first) }
+    # One producer thread per share (an Array of batches), timed together
+    # from the moment all are started and waiting at a gate to the moment
+    # the last one finished, so thread creation is outside the window. A
+    # push that raises is counted (its jobs as failed) and the thread goes
+    # on: an error rate is a result. [seconds, pushed, failed, first error]
+    def produce(shares, push)
+      ready = Queue.new
+      gate = Queue.new
+      threads = shares.map do |share|
+        Thread.new do
+          ready << true
+          gate.pop
+          share.each_with_object([0, 0, nil]) do |batch, tally|
+            push.call(batch)
+            tally[0] += batch.size
+          rescue StandardError => e
+            tally[1] += batch.size
+            tally[2] ||= e
+          end
+        end
+      end
+      shares.size.times { ready.pop }
+      started = Bench.now
+      shares.size.times { gate << true }
+      tallies = threads.map(&:value)
+      [Bench.now - started, tallies.sum { |t| t[0] }, tallies.sum { |t| t[1] }, tallies.filter_map { |t| t[2] }.first]
     end
 
-    # nil when every job was pushed and is in the queue; otherwise what went
-    # wrong, so the run is reported as an error rather than a rate.
-    def check(outcome, system, jobs)
-      queued = @lab.redis.llen(SYSTEMS.fetch(system).fetch(:list))
-      return nil if outcome.failed.zero? && outcome.pushed == jobs && queued == jobs
+    def find(client, mode, concurrency) = @cases.find { |c| c.client == client && c.mode == mode && c.concurrency == concurrency }
+    def batch_of(mode) = mode == "bulk" ? @batch : 1
+    def rate(c) = c.nil? ? "n/a" : (c.ok? ? Bench.delimit(c.jobs_per_second) : "error")
+    def per_job(c) = c&.ok? ? format("%.2f", c.commands_per_job) : "n/a"
+    def times(value) = value ? format("%.2fx", value) : "n/a"
 
-      problem = "#{outcome.failed} of #{jobs} jobs failed to push, #{queued} queued (expected #{outcome.pushed})"
-      outcome.first_error ? "#{problem}; first error: #{outcome.first_error.class}: #{outcome.first_error.message}" : problem
+    # This case's rate over the same system and mode at one producer.
+    def scaling(c) = c && Bench.ratio(c, find(c.client, c.mode, 1))
+
+    def report
+      cases = MODES.product(@concurrencies)
+      rows = cases.map do |mode, concurrency|
+        sidekiq, solid = CLIENTS.map { |client| find(client, mode, concurrency) }
+        [mode, batch_of(mode), concurrency, Bench.delimit((sidekiq || solid).jobs), rate(sidekiq), rate(solid),
+         times(Bench.ratio(solid, sidekiq)), times(scaling(sidekiq)), times(scaling(solid)), per_job(sidekiq), per_job(solid)]
+      end
+      table = Bench.table(["Mode", "Batch", "Producers", "Jobs/case", "Sidekiq jobs/s", "SolidJobs jobs/s", "SolidJobs/Sidekiq",
+                           "Sidekiq vs 1 producer", "SolidJobs vs 1 producer", "Sidekiq cmds/job", "SolidJobs cmds/job"], rows)
+      targets = cases.map do |mode, concurrency|
+        Bench.ratio_target(Bench.ratio(find("solid-jobs", mode, concurrency), find("sidekiq", mode, concurrency)), TARGETS.fetch(mode),
+                           "#{mode} enqueue#{mode == "bulk" ? " (batch #{@batch})" : ""} at #{concurrency} producer(s): " \
+                           "SolidJobs/Sidekiq #{SIDEKIQ_CALL.fetch(mode)}")
+      end
+      body = ["Round-trip floor:", *floor_lines, "", "CPU during each case's median run (% of one core; #{Host.nproc} cores here):",
+              "", cpu_table, "", "Targets:", *targets.map { |l| "- #{l}" }]
+      errors = @cases.reject(&:ok?).map { |c| "- #{c.label} #{c.mode} at #{c.concurrency}: #{c.error}" }
+      publish("enqueue", title: "Enqueue: SolidJobs vs Sidekiq", body: with_errors([table, "", *body], errors), csv: csv,
+                         intro: "#{sizes_line}. #{METHOD} Run at #{run_time}; generated by `bundle exec rake benchmark:enqueue`.")
     end
 
-    def publish(report)
-      body = [report.table, "", "Round-trip floor:", *report.floor_lines, "",
-              "CPU during each case's median run (% of one core; #{Environment.nproc} cores here):", "", report.cpu_table, "",
-              "Targets:", *report.target_lines.map { |l| "- #{l}" }]
-      body = with_errors(body, report)
-      puts "", body
-      return unless @settings.output_dir
+    METHOD = "Producer threads in one process push to a private redis-server (no persistence); no worker runs. Each run " \
+             "starts from FLUSHALL and is timed from releasing the already-started threads to the last one finishing; " \
+             "the queue length is then checked against the jobs pushed. SolidJobs: `Task.enqueue(i)` / " \
+             "`Task.enqueue_many`; Sidekiq: `Sidekiq::Client.push` / `push_bulk`. Redis commands per job count those run " \
+             "inside Lua scripts too."
 
-      markdown = "# Enqueue: SolidJobs vs Sidekiq\n\n#{results_header}\n\n#{sizes_line}. " \
-                 "#{method_note}\n\n#{body}\n"
-      write_results(@settings.output_dir, "enqueue", markdown, report)
+    # How close single enqueue at one producer comes to one round trip per
+    # job. The redis-rb PING includes the Ruby client's own cost per call,
+    # which the native SolidJobs client does not pay, so SolidJobs can pass
+    # it; the raw-socket PING is the closer bound.
+    def floor_lines
+      lines = @ping_rates.map { |how, rate| "- PING round trips at 1 producer (#{how}, one connection): #{Bench.delimit(rate)}/s" }
+      CLIENTS.filter_map { |client| find(client, "single", 1) }.select(&:ok?).each do |c|
+        shares = @ping_rates.map { |how, rate| format("%.0f%% of the %s PING rate", 100.0 * c.jobs_per_second / rate, how) }
+        lines << "- #{c.label} single enqueue at 1 producer: #{Bench.delimit(c.jobs_per_second)} jobs/s = #{shares.join(", ")}"
+      end
+      lines
     end
 
-    def method_note
-      "Producer threads in one process push to a private redis-server (no persistence); no worker runs. Each run " \
-        "starts from FLUSHALL and is timed from releasing the already-started threads to the last one finishing; " \
-        "the queue length is then checked against the jobs pushed. SolidJobs: `Task.enqueue(i)` / " \
-        "`Task.enqueue_many`; Sidekiq: `Sidekiq::Client.push` / `push_bulk`. Redis commands per job count those run " \
-        "inside Lua scripts too. Run at #{Time.now.utc.strftime("%Y-%m-%d %H:%M UTC")}; generated by " \
-        "`bundle exec rake benchmark:enqueue`."
+    # Where the time of each case's median run went: CPU of this process
+    # (the producers and the client libraries) and of redis-server, each as
+    # a share of one core. Either near 100% means that side is the limit;
+    # together near the core count means the host is.
+    def cpu_table
+      rows = @cases.select(&:ok?).map do |c|
+        run = c.median_run
+        [c.mode, c.concurrency, c.label, Bench.delimit(run.jobs_per_second), format("%.0f", run.producer_cpu_percent),
+         format("%.0f", run.redis_cpu_percent)]
+      end
+      Bench.table(["Mode", "Producers", "System", "Jobs/s (median run)", "Producer process CPU %", "redis-server CPU %"], rows)
+    end
+
+    def csv
+      rows = @cases.map do |c|
+        run = c.ok? ? c.median_run : nil
+        other = c.client == "solid-jobs" ? find("sidekiq", c.mode, c.concurrency) : nil
+        [c.mode, batch_of(c.mode), c.concurrency, c.client, c.jobs, c.runs.size, run && c.jobs_per_second.round,
+         run && c.rates.first.round, run && c.rates.last.round, run && c.commands_per_job.round(3), Bench.ratio(c, other)&.round(3),
+         run&.producer_cpu_percent&.round(1), run&.redis_cpu_percent&.round(1), c.error]
+      end
+      Bench.csv(CSV_HEADER, rows + @ping_rates.map { |how, rate| ["ping", 1, 1, "PING via #{how}", nil, 1, rate.round, nil, nil, 1, nil, nil, nil, nil] })
     end
   end
 end
 
-exit Bench::EnqueueBenchmark.main(ENV) if $PROGRAM_NAME == __FILE__
+exit Bench::Enqueue.main if $PROGRAM_NAME == __FILE__

@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
-# The hybrid benchmark's tasks (benchmark/hybrid.rb). Loaded by the
+# The hybrid benchmark's tasks (benchmark/hybrid.rb), on the benchmarks'
+# one channel. Loaded by the
 # `solid-jobs` worker (--require), by the warm workers (through their app's
 # config/environment.rb) and by the benchmark itself, which enqueues.
 require "json"
@@ -32,7 +33,7 @@ end
 # Ractor-safe: runs in a worker Ractor.
 class HybridRactorTask
   include SolidJobs::Task
-  task_options channel: "hybrid", max_failures: 1
+  task_options channel: "bench", max_failures: 1
 
   def execute_task(seq, enqueued_ms, work_ms, dir)
     HybridWork.spin(work_ms)
@@ -44,7 +45,7 @@ end
 # the benchmark) and a non-shareable argument, its jobs go to the warm pool.
 class HybridWarmTask
   include SolidJobs::Task
-  task_options channel: "hybrid", max_failures: 1
+  task_options channel: "bench", max_failures: 1
 
   @lock = Mutex.new
   class << self
@@ -71,7 +72,7 @@ HybridWarmTask.for_workers(Integer(ENV.fetch("SOLID_JOBS_WARM_WORKERS", "1")))
 
 # In the worker process: hand the executor's round-trip times to the
 # benchmark when the node stops.
-if (file = ENV["HYBRID_ROUNDTRIPS_FILE"])
+if (file = ENV["BENCH_ROUNDTRIPS_FILE"])
   at_exit do
     keeper = SolidJobs::WarmPool.stats_keeper
     File.write(file, JSON.generate("samples_ms" => keeper.samples.map { |s| (s * 1000).round(3) }, "stats" => keeper.to_h))

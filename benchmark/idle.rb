@@ -2,137 +2,122 @@
 
 # What an idle worker costs: CPU of the worker process and Redis commands
 # per second while it has nothing to do, for SolidJobs (its CLI, Redis
-# backend) and Sidekiq (its CLI), both at concurrency 8, one after the
-# other against one private redis-server.
+# backend) and Sidekiq (its CLI), one after the other against one private
+# redis-server.
 #
 #   bundle exec rake benchmark:idle
 #   BENCH_SMOKE=1 bundle exec rake benchmark:idle   # seconds, for tests
 #
 # Environment (defaults in parentheses):
-#   BENCH_IDLE_SECONDS (10)         length of the measured idle window
-#   BENCH_IDLE_SETTLE_SECONDS (2)   wait after the warm-up jobs, before it
-#   BENCH_IDLE_WARMUP_JOBS (50)     no-op jobs processed first, so the worker
-#                                   is booted and has done real work
-#   BENCH_IDLE_CONCURRENCY (8)      worker concurrency (threads / Ractors)
-#   BENCH_SMOKE=1                   1 s window, 1 s settle, 10 jobs; writes no
-#                                   results unless BENCH_OUTPUT_DIR is set
-#   BENCH_OUTPUT_DIR (benchmark/results)  where idle.md and idle.csv go
+#   BENCH_SECONDS         length of the measured idle window (10)
+#   BENCH_SETTLE_SECONDS  wait after the warm-up jobs, before it (2)
+#   BENCH_WARMUP_JOBS     no-op jobs processed first, so the worker is booted
+#                         and has done real work (50)
+#   BENCH_CONCURRENCY     worker concurrency (threads / Ractors), a list (8)
+#   BENCH_SMOKE=1         1 s window, 1 s settle, 10 jobs
+#   BENCH_OUTPUT_DIR      where idle.{md,csv} go (benchmark/results; nowhere in a smoke run)
 #
 # Per system: FLUSHALL, start the worker, push the warm-up jobs, wait until
 # they are processed, settle, then over the window read the worker's CPU
 # time (/proc/<pid>/stat utime+stime, all threads; and the scheduler runtime
-# of its threads, which resolves wake-ups shorter than a clock tick) and the server's INFO
-# commandstats at both ends, less the one INFO of the harness's own inside
-# the window. A MONITOR connection records the same window so SolidJobs'
-# commands can be split into its heartbeat (an EVALSHA of the heartbeat
-# script, known by its SHA1, and the commands that script runs) and
-# anything else. Exit status is non-zero only when a case could not be
-# measured; missing a target is a result, not an error.
+# of its threads, which resolves wake-ups shorter than a clock tick) and the
+# server's INFO commandstats at both ends, less the one INFO of the
+# harness's own inside the window. A MONITOR connection records the same
+# window so SolidJobs' commands can be split into its heartbeat tick and
+# anything else.
 
-$LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
-require "solid_jobs"
+require_relative "support/systems"
 require "sidekiq"
-require "redis"
-require "fileutils"
-require "tmpdir"
-require_relative "support/harness"
-require_relative "support/worker_process"
-require_relative "support/command_stats"
-require_relative "support/proc_facts"
-require_relative "support/redis_monitor"
-require_relative "support/heartbeat_attribution"
-require_relative "support/idle_report"
-require_relative "enqueue_idle_jobs"
+require "digest"
+require_relative "../test/support/command_meter"
+require_relative "jobs"
 
 module Bench
-  IdleSettings = Struct.new(:seconds, :settle_seconds, :warmup_jobs, :concurrency, :output_dir, keyword_init: true)
-
-  class IdleBenchmark < Harness
-    ROOT = File.expand_path("..", __dir__)
-    DEFAULT_OUTPUT_DIR = File.join(ROOT, "benchmark/results")
-    JOBS_FILE = "./benchmark/enqueue_idle_jobs.rb"
+  class Idle < Harness
+    CLIENTS = %w[sidekiq solid-jobs].freeze
     WARM_UP_TIMEOUT = 60
     # How long MONITOR may lag behind the window's closing INFO.
     MONITOR_LAG = 5
+    LUA_DIR = File.join(ROOT, "crates/solid_core/lua")
+    CSV_HEADER = %w[system row command calls per_second heartbeat_calls concurrency window_seconds cpu_seconds cpu_percent
+                    scheduler_cpu_seconds scheduler_cpu_percent error].freeze
 
-    # What differs between the two systems, in one place. The keys name the
-    # WorkerProcess factory methods; `warmed_up` is true once the warm-up
-    # jobs are done. Sidekiq writes its processed counter only every few
-    # seconds, so for it an empty queue has to do (the no-op jobs still
-    # held by its threads finish long before the settle time is over).
-    SYSTEMS = {
-      sidekiq: {
-        push: ->(lists) { Sidekiq::Client.push_bulk("class" => NoopSidekiqJob, "args" => lists) },
-        warmed_up: ->(redis, _jobs) { redis.llen("queue:bench").zero? }
-      },
-      solid_jobs: {
-        push: ->(lists) { NoopSolidTask.enqueue_many(lists) },
-        warmed_up: ->(redis, jobs) { redis.get("solid_jobs:metric:processed").to_i >= jobs }
-      }
-    }.freeze
+    # One idle worker over a window of `seconds`: CPU its process used, from
+    # /proc/<pid>/stat and from the scheduler's runtime (nil where
+    # unavailable); the Redis calls in the window ({name => calls}); and
+    # for SolidJobs `heartbeat`, those that were its heartbeat tick (nil
+    # when not attributed).
+    Result = Struct.new(:client, :concurrency, :seconds, :cpu_seconds, :scheduler_cpu_seconds, :commands, :heartbeat, :error,
+                        keyword_init: true) do
+      def ok? = error.nil?
+      def label = client == "sidekiq" ? "Sidekiq" : "SolidJobs"
+      def cpu_percent = 100.0 * cpu_seconds / seconds
+      def scheduler_cpu_percent = scheduler_cpu_seconds && 100.0 * scheduler_cpu_seconds / seconds
+      def total_commands = commands.values.sum
+      def commands_per_second = total_commands / seconds
+      def heartbeat_total = heartbeat&.values&.sum
 
-    def self.settings(env)
-      smoke = smoke?(env)
-      IdleSettings.new(
-        seconds: Bench.positive_integer(env, "BENCH_IDLE_SECONDS", smoke ? 1 : 10),
-        settle_seconds: Bench.positive_integer(env, "BENCH_IDLE_SETTLE_SECONDS", smoke ? 1 : 2),
-        warmup_jobs: Bench.positive_integer(env, "BENCH_IDLE_WARMUP_JOBS", smoke ? 10 : 50),
-        concurrency: Bench.positive_integer(env, "BENCH_IDLE_CONCURRENCY", 8),
-        output_dir: output_setting(env, "BENCH_OUTPUT_DIR", DEFAULT_OUTPUT_DIR, smoke: smoke)
-      )
+      # Calls of `name` not explained by the heartbeat (all of them when
+      # nothing was attributed). Counted from commandstats, so a command
+      # MONITOR did not show still counts here.
+      def beyond_heartbeat(name) = [commands.fetch(name, 0) - (heartbeat&.fetch(name, 0) || 0), 0].max
+      def beyond_heartbeat_total = commands.keys.sum { |name| beyond_heartbeat(name) }
     end
 
     def initialize(settings)
       super
-      @attribution = HeartbeatAttribution.new
-    end
-
-    def run
-      open_lab(tmpdir: "solid-jobs-bench-idle")
-      Sidekiq.configure_client { |config| config.redis = {url: @lab.url} }
-      SolidJobs.configure { |config| config.redis_url = @lab.url }
-      puts results_header, settings_line
-      results = SYSTEMS.keys.map { |system| measure(system) }
-      publish(IdleReport.new(results))
-      results.all?(&:ok?) ? 0 : 1
-    ensure
-      @lab&.close
+      @seconds = settings.integer("BENCH_SECONDS", @smoke ? 1 : 10)
+      @settle = settings.integer("BENCH_SETTLE_SECONDS", @smoke ? 1 : 2)
+      @warmup = settings.integer("BENCH_WARMUP_JOBS", @smoke ? 10 : 50)
+      @concurrencies = settings.integers("BENCH_CONCURRENCY", [8])
+      # The heartbeat is one EVALSHA of heartbeat.lua, which the node loads
+      # with the Lua prelude prepended (see scripts.rs); Redis names a
+      # loaded script by its SHA1.
+      body = File.read(File.join(LUA_DIR, "heartbeat.lua"))
+      @shas = [body, "#{File.read(File.join(LUA_DIR, "prelude.lua"))}\n#{body}"].map { |source| Digest::SHA1.hexdigest(source) }
     end
 
     private
 
-    def settings_line
-      "Idle window #{@settings.seconds} s after #{@settings.warmup_jobs} warm-up jobs and #{@settings.settle_seconds} s " \
-        "settle; worker concurrency #{@settings.concurrency} (SolidJobs: default execution mode, Ractors)"
+    def measure
+      puts settings_line
+      @results = @concurrencies.product(CLIENTS).map { |concurrency, client| measure_case(Bench.system(client), concurrency) }
+      report
+      @results.all?(&:ok?)
     end
 
-    def measure(system)
-      print "#{system} c=#{@settings.concurrency}: "
-      result = IdleResult.new(system: system, concurrency: @settings.concurrency)
-      @lab.redis.flushall
-      worker = WorkerProcess.public_send(system, @lab.children, @lab.url, @settings.concurrency,
-                                         File.join(@lab.dir, "#{system}.log"), jobs_file: JOBS_FILE).start
-      warm_up(system, worker)
-      sleep @settings.settle_seconds
-      observe_idle(system, worker, result)
+    def settings_line
+      "Idle window #{@seconds} s after #{@warmup} warm-up jobs and #{@settle} s settle; worker concurrency " \
+        "#{@concurrencies.join(", ")} (SolidJobs: default execution mode, Ractors)"
+    end
+
+    def measure_case(system, concurrency)
+      print "#{system.name} c=#{concurrency}: "
+      result = Result.new(client: system.name, concurrency: concurrency)
+      system.prepare(@lab)
+      workers = system.start_workers(concurrency)
+      warm_up(system, workers)
+      sleep @settle
+      observe_idle(system, workers, result)
       puts format("%.2f%% CPU (/proc stat), %s%% (scheduler), %.2f Redis cmds/s", result.cpu_percent,
                   result.scheduler_cpu_percent ? format("%.3f", result.scheduler_cpu_percent) : "n/a", result.commands_per_second)
       result
-    rescue Failure, Redis::BaseError, SystemCallError => e
+    rescue Failure, ProcessError, CommandCounts::Error, Redis::BaseError, SystemCallError => e
       puts "ERROR"
-      result.error = "#{e.class}: #{e.message}#{worker && "\nworker output (last lines):\n#{worker.log_tail}"}"
-      warn "  #{result.error.gsub("\n", "\n  ")}"
+      result.error = failure_text(e, workers)
       result
     ensure
-      worker&.stop
+      workers&.stop
     end
 
-    def warm_up(system, worker)
-      jobs = @settings.warmup_jobs
-      SYSTEMS.fetch(system).fetch(:push).call(Array.new(jobs) { |i| [i] })
+    # Sidekiq writes its processed counter only every few seconds, so for it
+    # an empty queue has to do (the no-op jobs still held by its threads
+    # finish long before the settle time is over).
+    def warm_up(system, workers)
+      system.enqueue_many(system.job("Noop"), Array.new(@warmup) { |i| [i] })
       deadline = Bench.now + WARM_UP_TIMEOUT
-      until SYSTEMS.fetch(system).fetch(:warmed_up).call(@lab.redis, jobs)
-        raise Failure, "worker exited (#{worker.exit_status}) during warm-up" if worker.exited?
+      until system.family == :sidekiq ? system.waiting.zero? : system.counts[:processed] >= @warmup
+        raise Failure, "worker exited (#{workers.exit_status}) during warm-up" if workers.exited?
         raise Failure, "warm-up jobs not processed within #{WARM_UP_TIMEOUT}s" if Bench.now > deadline
 
         sleep 0.05
@@ -142,72 +127,152 @@ module Bench
     # The window is bounded by two INFO commandstats calls on a connection
     # of its own; in the MONITOR stream those two calls mark the same window,
     # so both counts cover exactly the same commands.
-    def observe_idle(system, worker, result)
+    def observe_idle(system, workers, result)
       probe = Redis.new(url: @lab.url)
       probe_address = probe.call("client", "info")[/\baddr=(\S+)/, 1]
-      monitor = RedisMonitor.new(@lab.redis_server.port).start
+      monitor = CommandCounts::Monitor.new(@lab.redis_server.port)
+      pid = workers.pids.first
       before = CommandStats.snapshot(probe)
-      cpu_before = ProcFacts.cpu_seconds!(worker.pid)
-      scheduler_before = ProcFacts.scheduler_seconds(worker.pid)
+      cpu_before, scheduler_before = ProcFacts.cpu_seconds(pid), ProcFacts.scheduler_seconds(pid)
       started = Bench.now
-      sleep @settings.seconds
-      cpu_after = ProcFacts.cpu_seconds!(worker.pid)
-      scheduler_after = ProcFacts.scheduler_seconds(worker.pid)
+      sleep @seconds
+      cpu_after, scheduler_after = ProcFacts.cpu_seconds(pid), ProcFacts.scheduler_seconds(pid)
       result.seconds = Bench.now - started
       after = CommandStats.snapshot(probe)
-      raise Failure, "worker exited (#{worker.exit_status}) during the idle window" if worker.exited?
+      raise Failure, "worker exited (#{workers.exit_status}) during the idle window" if workers.exited?
 
       result.cpu_seconds = cpu_after - cpu_before
       result.scheduler_cpu_seconds = scheduler_after - scheduler_before if scheduler_before && scheduler_after
       result.commands = CommandStats.delta(before, after, {"info" => 1})
-      result.heartbeat = heartbeat_calls(monitor, probe_address) if system == :solid_jobs
+      result.heartbeat = heartbeat_calls(monitor, probe_address) if system.family == :solid
     ensure
       monitor&.stop
       probe&.close
     end
 
-    # nil (not attributed) when MONITOR did not deliver the window's end in
-    # time; every command then counts as beyond the heartbeat.
+    # {command name => calls} of the heartbeat ticks in the window: the
+    # EVALSHA of the heartbeat script, the commands the script runs (they
+    # follow it with source "lua"), and what the heartbeat thread sends in
+    # the same pipelined round trip on its connection (the telemetry
+    # journal and observations). nil (not attributed) when MONITOR did not
+    # deliver the window's end in time; every command then counts as
+    # beyond the heartbeat.
     def heartbeat_calls(monitor, probe_address)
       own = ->(entry) { entry.source == probe_address }
-      complete = monitor.wait_for(MONITOR_LAG) { |entries| entries.count(&own) >= 2 }
-      return nil unless complete
+      return nil unless monitor.wait_for(MONITOR_LAG) { |entries| entries.count(&own) >= 2 }
 
       entries = monitor.entries
       first, last = entries.each_index.select { |i| own.(entries[i]) }.first(2)
-      @attribution.heartbeat_calls(entries[(first + 1)...last])
+      window = entries[(first + 1)...last]
+      # The node loads its scripts once and then calls them by SHA, so in an
+      # idle window the heartbeat only ever arrives as EVALSHA.
+      tick = ->(e) { %w[evalsha evalsha_ro].include?(e.name) && @shas.any? { |sha| e.args.first.to_s.casecmp?(sha) } }
+      tick_sources = window.select(&tick).map(&:source).uniq
+      in_heartbeat = false
+      window.each_with_object(Hash.new(0)) do |entry, calls|
+        in_heartbeat = tick.(entry) unless entry.lua?
+        calls[entry.name] += 1 if in_heartbeat || tick_sources.include?(entry.source)
+      end
     end
 
-    def publish(report)
-      body = [report.summary_table, "", "Redis commands in the idle window:", "", report.command_table, "",
-              heartbeat_line, "", "Targets:", *report.target_lines.map { |l| "- #{l}" }]
-      body = with_errors(body, report)
-      puts "", body
-      return unless @settings.output_dir
+    def report
+      summary = Bench.table(["System", "Concurrency", "Idle window s", "Worker CPU % (/proc stat)", "Worker CPU % (scheduler)",
+                             "Redis cmds", "Redis cmds/s", "Of which"], @results.map do |r|
+        next [r.label, r.concurrency, "error", "", "", "", "", ""] unless r.ok?
 
-      markdown = "# Idle cost: SolidJobs vs Sidekiq\n\n#{results_header}\n\n#{settings_line}. " \
-                 "#{method_note}\n\n#{body}\n"
-      write_results(@settings.output_dir, "idle", markdown, report)
+        [r.label, r.concurrency, format("%.1f", r.seconds), format("%.2f", r.cpu_percent), percent(r.scheduler_cpu_percent),
+         r.total_commands, format("%.2f", r.commands_per_second), split_of(r)]
+      end)
+      commands = Bench.table(["System", "Command", "Calls", "Calls/s", "Counted as"], @results.select(&:ok?).flat_map do |r|
+        r.commands.sort_by { |name, calls| [-calls, name] }.map { |name, calls| [r.label, name, calls, format("%.2f", calls / r.seconds), attribution(r, name)] }
+      end)
+      loaded = @shas.zip(Array(@lab.redis.script(:exists, @shas))).select(&:last).map(&:first)
+      heartbeat = "Heartbeat script: SHA1 #{loaded.first || @shas.join(" or ")} of crates/solid_core/lua/heartbeat.lua with the Lua " \
+                  "prelude (#{loaded.any? ? "loaded in this redis-server" : "NOT loaded in this redis-server: attribution by SHA found nothing"}); " \
+                  "the heartbeat tick also counts what the heartbeat thread's connection sends with it (the telemetry flush)."
+      targets = @concurrencies.flat_map { |c| target_lines(c) }
+      errors = @results.reject(&:ok?).map { |r| "- #{r.label} c=#{r.concurrency}: #{r.error}" }
+      body = with_errors([summary, "", "Redis commands in the idle window:", "", commands, "", heartbeat, "", "Targets:",
+                          *targets.map { |l| "- #{l}" }], errors)
+      publish("idle", title: "Idle cost: SolidJobs vs Sidekiq", body: body, csv: csv,
+                      intro: "#{settings_line}. #{METHOD} Run at #{run_time}; generated by `bundle exec rake benchmark:idle`.")
     end
 
-    # Says whether the SHA the attribution looks for is the script the
-    # worker actually loaded into this server.
-    def heartbeat_line
-      loaded = @attribution.shas.zip(Array(@lab.redis.script(:exists, @attribution.shas))).select(&:last).map(&:first)
-      "Heartbeat script: SHA1 #{loaded.first || @attribution.sha} of crates/solid_core/lua/heartbeat.lua with the Lua prelude " \
-        "(#{loaded.any? ? "loaded in this redis-server" : "NOT loaded in this redis-server: attribution by SHA found nothing"}); " \
-        "the heartbeat tick also counts what the heartbeat thread's connection sends with it (the telemetry flush)."
+    METHOD = "Worker CPU: /proc/<pid>/stat utime+stime of the worker process (all threads) over the window, as a share of " \
+             "one core (clock-tick resolution); also the scheduler's runtime of its threads (se.sum_exec_runtime in " \
+             "/proc/<pid>/task/*/sched), which sees wake-ups too short for a tick. Redis commands: INFO commandstats delta " \
+             "over the same window (less the harness's own INFO), commands run inside Lua scripts included. SolidJobs' " \
+             "heartbeat: EVALSHA of the heartbeat script and the commands it runs, attributed through MONITOR."
+
+    def percent(value) = value ? format("%.3f", value) : "n/a"
+
+    def split_of(result)
+      return "-" unless result.client == "solid-jobs"
+      return "not attributed" unless result.heartbeat
+
+      "#{result.heartbeat_total} heartbeat, #{result.beyond_heartbeat_total} other"
     end
 
-    def method_note
-      "Worker CPU: /proc/<pid>/stat utime+stime of the worker process (all threads) over the window, as a share of " \
-        "one core (clock-tick resolution); also the scheduler's runtime of its threads (se.sum_exec_runtime in " \
-        "/proc/<pid>/task/*/sched), which sees wake-ups too short for a tick. Redis commands: INFO commandstats delta over the same window (less the harness's own INFO), " \
-        "commands run inside Lua scripts included. SolidJobs' heartbeat: EVALSHA of the heartbeat script and the " \
-        "commands it runs, attributed through MONITOR. Run at #{Time.now.utc.strftime("%Y-%m-%d %H:%M UTC")}; " \
-        "generated by `bundle exec rake benchmark:idle`."
+    def attribution(result, name)
+      return "-" unless result.heartbeat
+
+      beyond = result.beyond_heartbeat(name)
+      return "heartbeat" if beyond.zero?
+      return "beyond heartbeat" if beyond == result.commands.fetch(name)
+
+      "heartbeat #{result.commands.fetch(name) - beyond}, beyond #{beyond}"
+    end
+
+    # "PASS ..." / "MISS ..."; "n/a" when a case could not be measured.
+    def target_lines(concurrency)
+      solid, sidekiq = CLIENTS.reverse.map { |client| @results.find { |r| r.client == client && r.concurrency == concurrency } }
+      [cpu_line(solid, sidekiq), commands_line(solid)]
+    end
+
+    def cpu_line(solid, sidekiq)
+      what = "idle worker CPU: SolidJobs <= Sidekiq"
+      return "n/a   #{what} (needs both measured)" unless solid&.ok? && sidekiq&.ok?
+
+      line = format("%-5s %s: %.2f%% vs %.2f%% of one core (/proc stat)", solid.cpu_percent <= sidekiq.cpu_percent ? "PASS" : "MISS",
+                    what, solid.cpu_percent, sidekiq.cpu_percent)
+      # /proc stat counts clock ticks: a difference of at most one tick over
+      # the window says nothing about which worker is cheaper.
+      if (solid.cpu_seconds - sidekiq.cpu_seconds).abs <= ProcFacts::RESOLUTION
+        line += format(" (%s: /proc stat resolves %.0f ms, %.2f%% of this window)",
+                       solid.cpu_seconds == sidekiq.cpu_seconds ? "equal" : "differ by one clock tick",
+                       ProcFacts::RESOLUTION * 1000, 100.0 * ProcFacts::RESOLUTION / solid.seconds)
+      end
+      return line unless solid.scheduler_cpu_percent && sidekiq.scheduler_cpu_percent
+
+      line + format("; scheduler runtime %.3f%% vs %.3f%%", solid.scheduler_cpu_percent, sidekiq.scheduler_cpu_percent)
+    end
+
+    def commands_line(solid)
+      what = "SolidJobs idle Redis commands beyond the heartbeat"
+      return "n/a   #{what} (not measured)" unless solid&.ok?
+      return "n/a   #{what} (heartbeat not attributed: MONITOR failed)" unless solid.heartbeat
+
+      beyond = solid.beyond_heartbeat_total
+      evalsha = solid.heartbeat.fetch("evalsha", 0)
+      format("%-5s %s = %d (target 0); heartbeat ticks: %d EVALSHA + %d more (run by the script, or the telemetry " \
+             "flush pipelined with it) = %.2f cmds/s",
+             beyond.zero? ? "PASS" : "MISS", what, beyond, evalsha, solid.heartbeat_total - evalsha, solid.heartbeat_total / solid.seconds)
+    end
+
+    def csv
+      Bench.csv(CSV_HEADER, @results.flat_map do |r|
+        next [[r.client, "summary", nil, nil, nil, nil, r.concurrency, nil, nil, nil, nil, nil, r.error]] unless r.ok?
+
+        summary = [r.client, "summary", "ALL", r.total_commands, r.commands_per_second.round(3), r.heartbeat_total, r.concurrency,
+                   r.seconds.round(3), r.cpu_seconds.round(3), r.cpu_percent.round(3), r.scheduler_cpu_seconds&.round(6),
+                   r.scheduler_cpu_percent&.round(4), nil]
+        [summary, *r.commands.sort.map do |name, calls|
+          [r.client, "command", name, calls, (calls / r.seconds).round(3), r.heartbeat&.fetch(name, 0), r.concurrency, r.seconds.round(3),
+           nil, nil, nil, nil, nil]
+        end]
+      end)
     end
   end
 end
 
-exit Bench::IdleBenchmark.main(ENV) if $PROGRAM_NAME == __FILE__
+exit Bench::Idle.main if $PROGRAM_NAME == __FILE__

@@ -1,108 +1,274 @@
 # frozen_string_literal: true
 
-# Jobs for the benchmarks (throughput.rb, engine.rb, comparison.rb,
-# stress.rb), loaded three ways:
+# The jobs of every benchmark but hybrid.rb, loaded three ways:
 #
-#   * by `sidekiq -r ./benchmark/jobs.rb`      -> Sidekiq workers only
+#   * by `sidekiq -r ./benchmark/jobs.rb`           -> Sidekiq workers only
 #   * by `solid-jobs --require ./benchmark/jobs.rb` -> SolidJobs tasks only
-#   * by a benchmark itself (both libraries loaded) -> both, to enqueue
+#   * by a harness (both libraries loaded)          -> both, to enqueue
 #
 # The solid-jobs CLI loads solid_jobs before this file, so a process without
-# SolidJobs is the Sidekiq one; each worker process then loads only its own
-# library and the comparison is not skewed by the other's code.
+# SolidJobs::Task is the Sidekiq one; each worker process then loads only
+# its own library and the comparison is not skewed by the other's code.
+# (SolidJobs itself exists in every process under Bundler: the gemspec
+# loads solid_jobs/version.)
 #
-# The checks look for SolidJobs::Task, not SolidJobs: under Bundler the
-# gemspec loads solid_jobs/version, so `SolidJobs` exists in every process,
-# the Sidekiq one included.
+# Every Sidekiq worker and its SolidJobs twin (SidekiqNoop / SolidNoop...)
+# call the same body. Nothing here touches mutable shared state, so it runs
+# in worker Ractors unchanged.
 #
-# Every Sidekiq worker and its SolidJobs twin call the same body in
-# support/job_bodies.rb. The trailing `n` (job number) is optional so
-# throughput.rb's argument lists still fit.
-#
-# Worker-process environment read here (set by comparison.rb / stress.rb):
-#   BENCH_STATS_DIR       record allocations (support/worker_stats.rb)
-#   BENCH_LEDGER_DIR      record each job number (support/job_ledger.rb)
-#   BENCH_EXECUTION_MODE  SolidJobs execution mode, for a worker started
-#                         through a factory that has no such flag
+# What a worker records for the harness, each half of the protocol beside
+# the other, reaches it through the environment the harness sets:
+#   BENCH_STATS_DIR   allocations of the process (WorkerStats)
+#   BENCH_LEDGER_DIR  every job number it completed (JobLedger, stress)
+#   BENCH_START_LOG   when each job started (StartLog, latency and soak)
+#   BENCH_ENGINE_URL  work on this SolidEngine server instead of Redis
 
-require_relative "support/job_bodies"
-require_relative "support/worker_stats"
-
+require "set"
 require "sidekiq" unless defined?(SolidJobs::Task)
 
-# Only worker processes get the variable; the benchmark process never does.
+module Bench
+  # Integer arithmetic only: no allocation, so GC does not blur the timing.
+  # Returns the result so the loop cannot be optimised away.
+  def self.spin(iterations)
+    acc = 0
+    i = 0
+    while i < iterations
+      acc = (acc * 31 + i) & 0xFFFFF
+      i += 1
+    end
+    acc
+  end
+
+  # Allocations inside a worker process, for the comparison. The jobs file
+  # (loaded after the job library, before any worker starts) records
+  # GC.stat(:total_allocated_objects), and the process writes "<baseline>
+  # <final>" to <dir>/alloc-<pid> at exit: worker start, every job,
+  # heartbeats and the graceful stop, process-wide, Ractors included. A
+  # process that exits without at_exit (KILL, Kernel.exit!) writes nothing;
+  # the harness reports that as an unclean stop.
+  module WorkerStats
+    module_function
+
+    def install(dir)
+      baseline = GC.stat(:total_allocated_objects)
+      at_exit { File.write(File.join(dir, "alloc-#{Process.pid}"), "#{baseline} #{GC.stat(:total_allocated_objects)}\n") }
+    end
+
+    # {pid => allocations} of every worker process that wrote its file.
+    def read(dir)
+      Dir[File.join(dir, "alloc-*")].to_h do |path|
+        baseline, final = File.read(path).split.map { |v| Integer(v) }
+        [Integer(File.basename(path).delete_prefix("alloc-")), final - baseline]
+      end
+    end
+  end
+
+  # Proof that every job ran exactly once, for the stress drain; off unless
+  # BENCH_LEDGER_DIR is set, so the comparison's timings never include it.
+  # Each worker thread (or Ractor: each has its own thread) appends job
+  # numbers to its own file, unbuffered, so nothing is lost to a buffer at
+  # exit and no two writers share a file.
+  module JobLedger
+    # A frozen String (or nil), hence shareable: worker Ractors read it.
+    DIR = ENV["BENCH_LEDGER_DIR"]&.dup&.freeze
+
+    Tally = Struct.new(:exactly_once, :missing, :duplicates, :unexpected, keyword_init: true)
+
+    module_function
+
+    def record(n)
+      return unless DIR && n
+
+      file = Thread.current[:bench_job_ledger] ||=
+        File.open(File.join(DIR, "#{Process.pid}-#{Thread.current.object_id}.ids"), "a").tap { |f| f.sync = true }
+      file.write("#{n}\n")
+    end
+
+    # Jobs 0...jobs each expected exactly once.
+    def tally(dir, jobs)
+      seen = Hash.new(0)
+      Dir[File.join(dir, "*.ids")].each { |path| File.foreach(path) { |line| seen[Integer(line)] += 1 } }
+      expected = 0...jobs
+      Tally.new(exactly_once: seen.count { |n, times| expected.cover?(n) && times == 1 },
+                missing: jobs - seen.count { |n, _| expected.cover?(n) },
+                duplicates: seen.sum { |n, times| expected.cover?(n) ? times - 1 : 0 },
+                unexpected: seen.sum { |n, times| expected.cover?(n) ? 0 : times })
+    end
+  end
+
+  # Enqueue→start latency, stamped by the job itself: the producer reads
+  # the clock right before the enqueue call and passes the reading as the
+  # job's first argument; the job, first thing, appends "enqueued started"
+  # to one file, which the harness reads. It never talks to the worker, so
+  # it works alike for Sidekiq threads, worker Ractors and any number of
+  # processes.
+  #
+  # CLOCK_MONOTONIC in nanoseconds: one system-wide clock on Linux,
+  # comparable across processes, and never stepped (NTP), which over a long
+  # soak could make latencies negative or inflated. Each line is one
+  # write(2) on a file opened O_APPEND, which the kernel appends whole even
+  # with several writers at once: no lock, nothing a Ractor may not touch.
+  module StartLog
+    # Read here, at load time in the main Ractor, into a frozen constant:
+    # worker Ractors read the constant, never ENV.
+    PATH = ENV["BENCH_START_LOG"]&.dup&.freeze
+    # How often a waiting harness looks for a new line: only its reaction
+    # time depends on it, never a latency (both stamps come from the jobs).
+    POLL_INTERVAL = 0.0003
+
+    Start = Struct.new(:enqueued_ns, :started_ns) do
+      def latency_ms = (started_ns - enqueued_ns) / 1_000_000.0
+    end
+
+    def self.now_ns = Process.clock_gettime(Process::CLOCK_MONOTONIC, :nanosecond)
+
+    def self.record(enqueued_ns)
+      started = now_ns
+      raise ArgumentError, "BENCH_START_LOG was not set when the jobs file was loaded" unless PATH
+
+      File.open(PATH, "a") { |f| f.write("#{enqueued_ns} #{started}\n") }
+    end
+
+    # The harness's side: the starts appended since the last read, and
+    # which jobs started, by their enqueue stamp (unique: one producer, a
+    # monotonic clock), so a job that never starts, or starts twice, is
+    # caught at the end of a long run.
+    class Reader
+      attr_reader :duplicates
+
+      def initialize(path)
+        @path = path
+        @partial = +""
+        @seen = Set.new
+        @duplicates = 0
+      end
+
+      def started = @seen.size
+
+      # A line still being written (no newline yet) waits for the next call.
+      def read_new
+        @file ||= File.exist?(@path) ? File.open(@path, "r") : nil # the first start creates it
+        return [] unless @file
+
+        lines = (@partial + @file.read).split("\n", -1)
+        @partial = lines.pop || +""
+        lines.map { |line| parse(line) }.each { |s| @duplicates += 1 unless @seen.add?(s.enqueued_ns) }
+      end
+
+      # Blocks until `n` new starts were read, and returns them. Fails after
+      # `timeout` seconds, or at once when the workers exited.
+      def wait_for(n, timeout:, workers:)
+        starts = []
+        deadline = Bench.now + timeout
+        loop do
+          starts.concat(read_new)
+          return starts if starts.size >= n
+          raise Failure, "the worker exited (#{workers.exit_status.inspect}) before #{n} job(s) started" if workers.exited?
+          raise Failure, "only #{starts.size} of #{n} job(s) started within #{timeout}s" if Bench.now > deadline
+
+          sleep POLL_INTERVAL
+        end
+      end
+
+      def close = @file&.close
+
+      private
+
+      def parse(line)
+        enqueued, started = line.split(" ", 2)
+        Start.new(Integer(enqueued), Integer(started))
+      rescue ArgumentError, TypeError
+        raise Failure, "malformed line in the start log #{@path}: #{line.inspect}"
+      end
+    end
+  end
+
+  # What a benchmark job does. `n` is the job's number (nil where jobs are
+  # not numbered); it only matters to the ledger.
+  module JobBodies
+    module_function
+
+    def noop(n) = JobLedger.record(n)
+
+    def cpu(iterations, n)
+      Bench.spin(iterations)
+      JobLedger.record(n)
+    end
+
+    # Stands in for waiting on a database or an HTTP call: the worker is
+    # blocked but uses no CPU.
+    def io(seconds, n)
+      sleep(seconds)
+      JobLedger.record(n)
+    end
+
+    # Even-numbered jobs compute, odd-numbered ones wait, so a backlog
+    # seeded in order alternates the two and every worker sees both.
+    def mixed(iterations, seconds, n) = n.even? ? cpu(iterations, n) : io(seconds, n)
+
+    def latency(enqueued_ns) = StartLog.record(enqueued_ns)
+
+    # The soak's mix: a short CPU burst, and nested arguments (converted to
+    # Ruby objects in the worker, so a leak on that path shows in its RSS).
+    def latency_cpu(enqueued_ns, iterations)
+      StartLog.record(enqueued_ns)
+      Bench.spin(iterations)
+    end
+
+    def latency_payload(enqueued_ns, payload)
+      StartLog.record(enqueued_ns)
+      payload.fetch("tags").size + payload.fetch("note").size
+    end
+  end
+
+  # Twin name => the job body's parameters (the trailing job number is
+  # optional where a harness does not number its jobs). Each twin is a
+  # Sidekiq worker and a SolidJobs task of that name calling the same body.
+  TWINS = {"Noop" => "n", "Cpu" => "iterations, n = nil", "Io" => "seconds, n = nil", "Mixed" => "iterations, seconds, n",
+           "Latency" => "enqueued_ns", "LatencyCpu" => "enqueued_ns, iterations", "LatencyPayload" => "enqueued_ns, payload"}.freeze
+
+  # Defined from source text, not define_method: a method whose body is a
+  # Proc of the main Ractor cannot be called from a worker Ractor.
+  def self.define_twins(prefix, preamble, method)
+    TWINS.each do |twin, parameters|
+      body = twin.gsub(/(?<=[a-z])(?=[A-Z])/, "_").downcase
+      Object.class_eval(<<~RUBY, __FILE__, __LINE__ + 1)
+        class #{prefix}#{twin}
+          #{preamble}
+          def #{method}(#{parameters}) = Bench::JobBodies.#{body}(#{parameters.gsub(" = nil", "")})
+        end
+      RUBY
+    end
+  end
+end
+
+# Only worker processes get the variable; the harness process never does.
 Bench::WorkerStats.install(ENV["BENCH_STATS_DIR"]) if ENV["BENCH_STATS_DIR"]
 
 if defined?(Sidekiq)
-  # Sidekiq logs every job at INFO; at 20k jobs that is a benchmark of the
+  # Sidekiq logs every job at INFO; at 100k jobs that is a benchmark of the
   # logger, not of the job system.
   Sidekiq.configure_server { |config| config.logger.level = Logger::WARN }
   # Sidekiq 6.4.1 passes BRPOP's timeout positionally, and redis-rb 4.8
   # (Debian pairs the two) prints a two-line deprecation warning on every
-  # fetch, i.e. on every job, and another on every push (SADD's return
-  # type). Writing them out would slow Sidekiq down for a reason that has
-  # nothing to do with its design, and bury the benchmark's output.
+  # fetch, i.e. on every job, and another on every push. Writing them out
+  # would slow Sidekiq down for a reason unrelated to its design.
   Redis.silence_deprecations = true
 
-  class SidekiqNoop
-    include Sidekiq::Worker
-    sidekiq_options queue: "bench", retry: false
-
-    def perform(n) = Bench::JobBodies.noop(n)
-  end
-
-  class SidekiqCpu
-    include Sidekiq::Worker
-    sidekiq_options queue: "bench", retry: false
-
-    def perform(iterations, n = nil) = Bench::JobBodies.cpu(iterations, n)
-  end
-
-  class SidekiqIo
-    include Sidekiq::Worker
-    sidekiq_options queue: "bench", retry: false
-
-    def perform(seconds, n = nil) = Bench::JobBodies.io(seconds, n)
-  end
-
-  class SidekiqMixed
-    include Sidekiq::Worker
-    sidekiq_options queue: "bench", retry: false
-
-    def perform(iterations, seconds, n) = Bench::JobBodies.mixed(iterations, seconds, n)
-  end
+  Bench.define_twins("Sidekiq", "include Sidekiq::Worker; sidekiq_options queue: \"bench\", retry: false", "perform")
 end
 
 if defined?(SolidJobs::Task)
-  # The CLI applies its flags after loading this file, and sets the
-  # execution mode only when --execution-mode is given, so this stands.
-  SolidJobs.configure { |c| c.execution_mode = ENV["BENCH_EXECUTION_MODE"] } if ENV["BENCH_EXECUTION_MODE"]
-
-  class SolidNoop
-    include SolidJobs::Task
-    task_options channel: "bench"
-
-    def execute_task(n) = Bench::JobBodies.noop(n)
+  # Every channel on one SolidEngine server: the worker's routing here, the
+  # producer's in SolidEngineSystem.
+  def Bench.use_engine(url)
+    SolidJobs.configure do |c|
+      c.backend = :solid_engine
+      c.url = url
+      c.backends = {solid_engine: {adapter: :solid_engine, url: url}}
+    end
   end
 
-  class SolidCpu
-    include SolidJobs::Task
-    task_options channel: "bench"
-
-    def execute_task(iterations, n = nil) = Bench::JobBodies.cpu(iterations, n)
-  end
-
-  class SolidIo
-    include SolidJobs::Task
-    task_options channel: "bench"
-
-    def execute_task(seconds, n = nil) = Bench::JobBodies.io(seconds, n)
-  end
-
-  class SolidMixed
-    include SolidJobs::Task
-    task_options channel: "bench"
-
-    def execute_task(iterations, seconds, n) = Bench::JobBodies.mixed(iterations, seconds, n)
-  end
+  Bench.use_engine(ENV["BENCH_ENGINE_URL"]) if ENV["BENCH_ENGINE_URL"]
+  Bench.define_twins("Solid", "include SolidJobs::Task; task_options channel: \"bench\"", "execute_task")
 end

@@ -2,92 +2,77 @@
 
 # Stress: drains a pre-seeded backlog per workload and concurrency with the
 # SolidJobs clients, and checks that every job completed exactly once and
-# nothing failed. Uses the comparison machinery (support/suite.rb); each
-# worker also writes every job number it completes to a ledger
-# (support/job_ledger.rb), read back after the workers stopped.
+# nothing failed. The comparison's cases (support/drain.rb), with each
+# worker also writing every job number it completes to a ledger
+# (JobLedger in benchmark/jobs.rb), read back after the workers stopped.
 #
-#   STRESS_JOBS=10000 bundle exec rake stress
-#   BENCH_SMOKE=1 bundle exec rake stress   # seconds, for tests
+#   BENCH_JOBS=10000 bundle exec rake benchmark:stress
+#   BENCH_SMOKE=1 bundle exec rake benchmark:stress   # seconds, for tests
 #
 # Environment (defaults in parentheses):
-#   STRESS_JOBS          jobs per case, every scenario (10000)
-#   STRESS_CLIENTS       comma list (solid-jobs,solid-jobs-engine,
-#                        solid-jobs-engine-threads); add sidekiq or
-#                        sidekiq-procs for reference
-#   STRESS_SCENARIOS     comma list (noop,process-cpu,process-io,process-mixed)
-#   STRESS_CONCURRENCY   comma list (2,8)
-#   STRESS_REPETITIONS   runs per case (1)
-#   BENCH_CASE_TIMEOUT   seconds a drain may take (600; 30 in smoke mode)
-#   BENCH_SMOKE=1        200 jobs, c=2, two clients, two scenarios; results
-#                        go to a temporary directory
-#   BENCH_OUTPUT_DIR     where stress.{md,csv} go (benchmark/results)
+#   BENCH_JOBS          jobs per case: one number, or scenario=number pairs (10000)
+#   BENCH_CLIENTS       comma list (solid-jobs,solid-jobs-engine,solid-jobs-engine-threads);
+#                       add sidekiq or sidekiq-procs for reference
+#   BENCH_SCENARIOS     comma list (noop,process-cpu,process-io,process-mixed)
+#   BENCH_CONCURRENCY   comma list (2,8)
+#   BENCH_REPETITIONS   runs per case (1)
+#   BENCH_CASE_TIMEOUT  seconds a drain may take (600)
+#   BENCH_SMOKE=1       200 jobs, c=2, two clients, two scenarios
+#   BENCH_OUTPUT_DIR    where stress.{md,csv} go (benchmark/results; nowhere in a smoke run)
 #
 # Exit status is non-zero when any job was lost, ran twice or failed, or a
 # worker did not stop cleanly.
 
-$LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
-require "solid_jobs"
+require_relative "support/drain"
 require "sidekiq"
-require "redis"
-require_relative "support/harness"
-require_relative "support/suite"
-require_relative "support/stress_report"
 require_relative "jobs"
 
 module Bench
-  class Stress < Harness
-    DEFAULTS = {clients: %w[solid-jobs solid-jobs-engine solid-jobs-engine-threads], scenarios: Scenarios.names,
-                concurrencies: [2, 8], repetitions: 1, case_timeout: 600}.freeze
-    SMOKE_DEFAULTS = DEFAULTS.merge(clients: %w[solid-jobs solid-jobs-engine], scenarios: %w[noop process-mixed], concurrencies: [2],
-                                    case_timeout: 30).freeze
-    DEFAULT_JOBS = 10_000
-    SMOKE_JOBS = 200
+  class Stress < DrainHarness
+    DEFAULTS = {clients: %w[solid-jobs solid-jobs-engine solid-jobs-engine-threads], scenarios: SCENARIOS.keys,
+                concurrencies: [2, 8], timeout: 600, jobs: SCENARIOS.keys.to_h { |s| [s, 10_000] }}.freeze
+    SMOKE = {clients: %w[solid-jobs solid-jobs-engine], scenarios: %w[noop process-mixed], concurrencies: [2], timeout: 30,
+             jobs: SCENARIOS.keys.to_h { |s| [s, 200] }}.freeze
+    LEDGER = true
+    CSV_HEADER = %w[scenario concurrency client runs jobs_per_run exactly_once errors error_detail jobs_per_s_median result].freeze
 
-    def self.failure_label = "stress"
-
-    def self.settings(env)
-      smoke = smoke?(env)
-      jobs = Bench.positive_integer(env, "STRESS_JOBS", smoke ? SMOKE_JOBS : DEFAULT_JOBS)
-      Suite.settings(env, prefix: "STRESS_", defaults: smoke ? SMOKE_DEFAULTS : DEFAULTS, jobs: Scenarios.names.to_h { |s| [s, jobs] })
-    end
-
-    def run
-      suite = Suite.new(@settings, ledger: true)
-      cases = suite.run
-      report = StressReport.new(cases)
-      puts "", suite.environment_line, "", report.table, "", report.summary
-      write(suite, report)
-      cases.all?(&:ok?) ? 0 : 1
-    end
+    METHOD = <<~TEXT.strip
+      **Method.** Each case is a comparison case (benchmark/support/drain.rb): a fresh redis-server (and SolidEngine server),
+      the whole backlog pre-seeded, the worker started through its CLI, the drain watched until nothing is waiting or held,
+      then a graceful stop (TERM). Every job carries its number, and the worker appends each number it completes to a
+      per-thread ledger file. A case passes when the ledger holds every number exactly once, the system's own counters
+      agree (processed = jobs, failed = 0; SolidEngine: acked_total = jobs, failed and retried 0) and every worker process
+      stopped cleanly. *Ran exactly once* is summed over runs.
+    TEXT
 
     private
 
-    def write(suite, report)
-      dir = @settings.output_dir
-      ResultsFiles.write_file(File.join(dir, "stress.csv"), "# #{suite.environment_line}\n#{report.csv}")
-      ResultsFiles.write_file(File.join(dir, "stress.md"), <<~MD)
-        # Stress: every job exactly once
+    def report(cases)
+      sorted = cases.sort_by { |c| [c.scenario, c.concurrency, c.client] }
+      rows = sorted.map do |c|
+        [c.scenario, c.concurrency, c.client, c.runs.size, c.jobs, "#{exactly_once(c)}/#{c.runs.size * c.jobs}", c.error_count,
+         c.error_text, c.measured? ? c.jobs_per_second.round : "n/a", c.ok? ? "OK" : "**FAIL**"]
+      end
+      csv = sorted.map do |c|
+        [c.scenario, c.concurrency, c.client, c.runs.size, c.jobs, exactly_once(c), c.error_count, c.error_text,
+         c.measured? ? c.jobs_per_second.round(1) : nil, c.ok? ? "OK" : "**FAIL**"]
+      end
+      table = Bench.table(["Scenario", "c", "Client", "Runs", "Jobs/run", "Ran exactly once", "Errors", "Error detail", "jobs/s", "Result"], rows)
+      publish("stress", title: "Stress: every job exactly once", body: "#{table}\n\n#{summary(cases)}", csv: Bench.csv(CSV_HEADER, csv),
+                        intro: "#{sizes_line}\nGenerated by `bundle exec rake benchmark:stress`.\n\n#{METHOD}")
+    end
 
-        #{suite.environment_line}
+    def exactly_once(result) = result.runs.sum { |r| r.exactly_once || 0 }
 
-        #{@settings.jobs.values.first} jobs per case, #{@settings.repetitions} run(s) per case; scenarios as in comparison.md
-        (process-cpu #{format("%.2f", suite.work.cpu_ms)} ms, process-io #{(suite.work.io_seconds * 1000).round} ms). Run at #{suite.run_time}.
-        Generated by `bundle exec rake stress`.
+    def summary(cases)
+      failed = cases.reject(&:ok?)
+      runs = cases.sum { |c| c.runs.size }
+      jobs = cases.sum { |c| c.runs.size * c.jobs }
+      return "PASS  all #{runs} runs (#{jobs} jobs): every job completed exactly once, none failed, every worker stopped cleanly" if failed.empty?
 
-        **Method.** Each case is a comparison case (support/case_runner.rb): a fresh redis-server (and SolidEngine server),
-        the whole backlog pre-seeded, the worker started through its CLI, the drain watched until nothing is waiting or held,
-        then a graceful stop (TERM). Every job carries its number, and the worker appends each number it completes to a
-        per-thread ledger file. A case passes when the ledger holds every number exactly once, the system's own counters
-        agree (processed = jobs, failed = 0; SolidEngine: acked_total = jobs, failed and retried 0) and every worker process
-        stopped cleanly. *Ran exactly once* is summed over runs.
-
-        #{report.table}
-
-        #{report.summary}
-      MD
-      puts "", "Wrote #{File.join(dir, "stress.md")} and stress.csv"
+      "FAIL  #{failed.size} of #{cases.size} cases had errors: #{failed.map { |c| "#{c.scenario} c=#{c.concurrency} #{c.client}" }.join(", ")}"
     end
   end
 end
 
-exit Bench::Stress.main(ENV) if $PROGRAM_NAME == __FILE__
+exit Bench::Stress.main if $PROGRAM_NAME == __FILE__

@@ -2,9 +2,9 @@
 
 # The full torture run (see test/support/torture.rb):
 #
-#   SOLID_JOBS_TORTURE=1 STRESS_JOBS=100000 bundle exec rake torture
+#   SOLID_JOBS_TORTURE=1 TORTURE_JOBS=100000 bundle exec rake torture
 #
-# Environment: STRESS_JOBS (100000), TORTURE_WORKERS (4), TORTURE_CONCURRENCY (2),
+# Environment: TORTURE_JOBS (100000), TORTURE_WORKERS (4), TORTURE_CONCURRENCY (2),
 # TORTURE_KILLS (12), TORTURE_REDIS_RESTARTS (2), TORTURE_WORK_MS (1),
 # TORTURE_TIMEOUT (1800), TORTURE_SEED (random). Exits 1 when a job was lost
 # or left behind.
@@ -20,7 +20,7 @@ Warning[:experimental] = false
 
 env = ->(name, default) { Integer(ENV.fetch(name, default)) }
 result = Torture.new(
-  jobs: env.("STRESS_JOBS", 100_000), workers: env.("TORTURE_WORKERS", 4), concurrency: env.("TORTURE_CONCURRENCY", 2),
+  jobs: env.("TORTURE_JOBS", 100_000), workers: env.("TORTURE_WORKERS", 4), concurrency: env.("TORTURE_CONCURRENCY", 2),
   kills: env.("TORTURE_KILLS", 12), redis_restarts: env.("TORTURE_REDIS_RESTARTS", 2), work_ms: env.("TORTURE_WORK_MS", 1),
   timeout: env.("TORTURE_TIMEOUT", 1800), seed: ENV["TORTURE_SEED"] ? Integer(ENV["TORTURE_SEED"]) : Random.new_seed
 ).run

@@ -1,7 +1,6 @@
 # frozen_string_literal: true
 
 require_relative "test_helper"
-require_relative "support/engine_server"
 
 # The adapter API, the same calls on both backends: claim, ack, retry_job,
 # fail_job, fencing of late settles, get_job and recover.

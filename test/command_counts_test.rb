@@ -1,13 +1,12 @@
 # frozen_string_literal: true
 
 require_relative "test_helper"
-require_relative "../benchmark/support/common"
-require_relative "../benchmark/support/solid_jobs_command_scenarios"
+require_relative "support/command_scenarios"
 
 # The Redis commands and round trips of each SolidJobs operation, exactly:
 # a change that adds a round trip (or a command) to the hot path fails here
-# with the new breakdown. Measured like `rake benchmark:commands` (see
-# benchmark/support/command_meter.rb): counts, never times, so they do not
+# with the new breakdown. Measured as `rake benchmark:commands` measures
+# (test/support/command_meter.rb): counts, never times, so they do not
 # depend on the host or on how busy it is.
 class CommandCountsTest < SolidJobsTest
   # commands: sent by clients (EVALSHA is one); lua: run inside the
@@ -47,9 +46,9 @@ class CommandCountsTest < SolidJobsTest
     @telemetry_env ? ENV["SOLID_JOBS_TELEMETRY"] = @telemetry_env : ENV.delete("SOLID_JOBS_TELEMETRY")
   end
 
-  Bench::SolidJobsCommandScenarios::OPERATIONS.each do |operation|
+  CommandCounts::SolidJobsScenarios::OPERATIONS.each do |operation|
     define_method(:"test_#{operation}_commands_and_round_trips") do
-      count = Bench::SolidJobsCommandScenarios.new(REDIS.port, quiet: QUIET).run([operation]).first
+      count = CommandCounts::SolidJobsScenarios.new(REDIS.port, quiet: QUIET).run([operation]).first
       assert_equal EXPECTED.fetch(operation), count.figures,
                    "#{count.title} now costs #{count.summary}. If the change is intended, update EXPECTED here " \
                    "and regenerate benchmark/results/commands.md with `bundle exec rake benchmark:commands`"

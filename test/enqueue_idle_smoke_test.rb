@@ -10,10 +10,8 @@ require_relative "support/benchmark_smoke"
 class EnqueueIdleSmokeTest < Minitest::Test
   include BenchmarkSmoke
 
-  def run_harness(script) = run_benchmark(script, SMOKE_ENV.merge("BENCH_OUTPUT_DIR" => output_dir))
-
   def test_enqueue_harness_runs
-    out, status = run_harness("enqueue.rb")
+    out, status = run_benchmark("enqueue.rb")
     assert status.success?, out
     assert_match(/\| single\s+\| 1\s+\| 1\s+\|/, out)
     assert_match(/\| bulk\s+\| 100\s+\| 2\s+\|/, out)
@@ -23,7 +21,7 @@ class EnqueueIdleSmokeTest < Minitest::Test
   end
 
   def test_idle_harness_runs
-    out, status = run_harness("idle.rb")
+    out, status = run_benchmark("idle.rb")
     assert status.success?, out
     assert_match(/\| Sidekiq\s+\| 8\s+\|/, out)
     assert_match(/\| SolidJobs\s+\| 8\s+\|/, out)

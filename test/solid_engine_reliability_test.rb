@@ -1,7 +1,6 @@
 # frozen_string_literal: true
 
 require_relative "test_helper"
-require_relative "support/engine_server"
 
 # The SolidEngine backend with a real server process and real worker
 # processes: leases, fencing, connection errors, graceful stop, durability.
@@ -185,7 +184,7 @@ class SolidEngineReliabilityTest < SolidJobsTest
     route_to(server)
     ids = LedgerTask.enqueue_many(Array.new(300) { |i| ["/dev/null", "d#{i}"] })
     planned = LedgerTask.enqueue_after(3600, "/dev/null", "planned")
-    server.kill
+    server.kill!
     server.start
     states = ids.map { |id| backend.get_job(id)&.fetch("state") }
     assert_equal ["ready"], states.uniq

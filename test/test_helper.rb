@@ -7,9 +7,8 @@ require "json"
 require "securerandom"
 require "tmpdir"
 require "solid_jobs"
-require_relative "support/redis_server"
+require_relative "support/processes"
 require_relative "support/tasks"
-require_relative "support/worker_process"
 
 Warning[:experimental] = false
 ENV["SOLID_JOBS_LOG_LEVEL"] ||= "none"

@@ -1,7 +1,6 @@
 # frozen_string_literal: true
 
 require_relative "test_helper"
-require_relative "support/web_server_process"
 require_relative "support/headless_chromium"
 require "cgi"
 

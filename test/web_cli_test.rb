@@ -1,7 +1,6 @@
 # frozen_string_literal: true
 
 require_relative "test_helper"
-require_relative "support/web_server_process"
 require "open3"
 
 # `solid-jobs web` as a real process: it serves the dashboard on the port it

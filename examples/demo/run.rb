@@ -7,7 +7,7 @@ $LOAD_PATH.unshift(File.expand_path("../../lib", __dir__))
 require "solid_jobs"
 require "tmpdir"
 require_relative "tasks"
-require_relative "../../test/support/redis_server"
+require_relative "../../test/support/processes/redis_server"
 
 NOOP_JOBS = Integer(ENV.fetch("DEMO_NOOP_JOBS", 20_000))
 CPU_JOBS = Integer(ENV.fetch("DEMO_CPU_JOBS", 400))

@@ -3,8 +3,7 @@
 require "redis"
 require "tmpdir"
 require "fileutils"
-require_relative "redis_server"
-require_relative "worker_process"
+require_relative "processes"
 
 # The torture driver: several worker processes over several channels work
 # through a backlog while the driver SIGKILLs random workers at random
@@ -12,7 +11,7 @@ require_relative "worker_process"
 # the end it checks, from the ledger the tasks write, that every job
 # completed at least once and nothing is left claimed or ready.
 #
-# Used by `SOLID_JOBS_TORTURE=1 STRESS_JOBS=100000 bundle exec rake torture`
+# Used by `SOLID_JOBS_TORTURE=1 TORTURE_JOBS=100000 bundle exec rake torture`
 # and, small, by test/torture_test.rb.
 class Torture
   CHANNELS = %w[alpha beta gamma].freeze
@@ -62,6 +61,7 @@ class Torture
     @workers = Array.new(@worker_count) { |i| spawn_worker(i) }
     @recoveries = []
     drive
+    await_recoveries
     stop_workers
     verify
   ensure
@@ -182,13 +182,19 @@ class Torture
   # any other reason is started again, and the exit is reported.
   def replace_exited_workers
     @workers.each_with_index do |w, i|
-      _, status = Process.wait2(w.pid, Process::WNOHANG)
-      next unless status
+      next unless w.exited?
 
-      log("worker #{i} exited on its own (#{status.inspect}); restarting it:\n#{File.read(w.log).lines.last(5).join}")
+      log("worker #{i} exited on its own (#{w.exit_status.inspect}); restarting it:\n#{w.log_tail(5)}")
       @workers[i] = spawn_worker(i)
-    rescue Errno::ECHILD
-      nil
+    end
+  end
+
+  # A node killed near the end may still hold claims when the last job
+  # completes; only live workers recover it, so they are stopped after.
+  def await_recoveries
+    @recoveries.each do |watcher|
+      remaining = @timeout - (monotonic - @started)
+      raise "torture timed out after #{@timeout}s waiting for a killed node to be recovered" unless watcher.join([remaining, 0].max)
     end
   end
 

@@ -1,0 +1,300 @@
+# frozen_string_literal: true
+
+require "securerandom"
+require_relative "command_meter"
+
+module CommandCounts
+  # The SolidJobs tasks whose Redis traffic is counted. They do nothing but
+  # raise or return, so every command measured is SolidJobs' own.
+  module Tasks
+    # The channel the measured node serves.
+    CHANNEL = "bench"
+
+    class Noop
+      include SolidJobs::Task
+      task_options channel: CHANNEL
+
+      def execute_task(*) = nil
+    end
+
+    # Warms a producer's connection on a channel of its own, so the measured
+    # enqueue still finds its channel empty (and rings the doorbell).
+    class Warmup
+      include SolidJobs::Task
+      task_options channel: "warmup"
+
+      def execute_task(*) = nil
+    end
+
+    # Fails every time; the retry is due long after the measurement ends,
+    # so the only promotion in the window is the one the `planned` doorbell
+    # triggers at once, which finds nothing due.
+    class Failing
+      include SolidJobs::Task
+      task_options channel: CHANNEL
+      retry_delay { 600 }
+
+      def execute_task(*) = raise(ArgumentError, "failing on purpose, to count a retry")
+    end
+
+    # Scheduled onto a channel no measured node serves: a promotion ends with
+    # the job ready in its list, not run.
+    class Later
+      include SolidJobs::Task
+      task_options channel: "later"
+
+      def execute_task(*) = nil
+    end
+  end
+
+  # The six SolidJobs operations whose commands and round trips
+  # test/command_counts_test.rb asserts and `rake benchmark:commands` prints.
+  #
+  # Every operation runs in a namespace of its own, on connections that are
+  # already open and scripts already loaded: the steady state, not a first
+  # call's connect (redis-rs's CLIENT SETINFO) or script load.
+  #
+  # A node is a SolidJobs::Conductor in this process with one worker thread
+  # and a fixed prefetch window of 2, the adaptive window's starting size
+  # for one worker. Any window of 2 or more costs the same here (the claim's
+  # second RPOP finds the list empty), but the adaptive one shrinks to 1
+  # after a job slower than 10 ms, as a warm-up job on a busy machine can
+  # be, and the claim then pops once: fixed, the count cannot vary. Its
+  # heartbeat interval is an hour unless the operation needs a heartbeat, so
+  # an idle node sends nothing: its fetcher waits for the doorbell, its
+  # heartbeat thread for the next due job.
+  class SolidJobsScenarios
+    OPERATIONS = %i[enqueue enqueue_many worker_turn retry scheduled_promotion recovery].freeze
+    TITLES = {
+      enqueue: "Task.enqueue (one job, empty channel)",
+      enqueue_many: "Task.enqueue_many (100 jobs)",
+      worker_turn: "worker turn: idle node takes, runs and acks one job",
+      retry: "retry: the job raises and is scheduled for retry",
+      scheduled_promotion: "scheduled promotion: enqueue_after, then the job becomes ready",
+      recovery: "recovery: a live node requeues a dead node's claim and runs it"
+    }.freeze
+    # What each connection of a producer or a node sends first.
+    ROLES = {
+      "enqueue" => "producer", "schedule" => "producer", "claim" => "fetcher", "ack" => "acker",
+      "promote" => "heartbeat thread", "heartbeat" => "node pool", "SUBSCRIBE" => "subscriber"
+    }.freeze
+    IDLE_HEARTBEAT = 3600
+    # Recovery needs one heartbeat of the live node inside the window: long
+    # enough for the node to boot and warm up before it, short for the run.
+    RECOVERY_HEARTBEAT = 3.0
+    # A dead node's heartbeat key lives this long after its claim.
+    DEAD_NODE_TTL = 0.3
+    ATTEMPTS = 3
+    # enqueue_after delay of the timer-path runs: long enough that the
+    # promote the `planned` doorbell triggers at once never finds it due.
+    TIMER_DELAY = 1.0
+
+    def initialize(redis_port, quiet: 0.5)
+      @redis_port = redis_port
+      @quiet = quiet
+    end
+
+    # [OperationCount] for `operations`, in order.
+    def run(operations = OPERATIONS)
+      unknown = operations - OPERATIONS
+      raise Error, "unknown operation(s) #{unknown.inspect}; known: #{OPERATIONS.inspect}" unless unknown.empty?
+
+      metered { operations.map { |operation| send(operation) } }
+    end
+
+    # The scheduled promotion left to the heartbeat thread's own timer,
+    # `runs` times: how many promote calls the due time costs, which the
+    # timer's slack makes vary (see #scheduled_promotion).
+    def timer_promotions(runs, delay: TIMER_DELAY)
+      metered { Array.new(runs) { timer_promotion(delay) } }
+    end
+
+    private
+
+    def metered
+      Meter.open(@redis_port, roles: ROLES, quiet: @quiet) do |meter|
+        @meter = meter
+        @control = meter.control
+        yield
+      end
+    end
+
+    def measure(key, &block)
+      @meter.measure(key, TITLES.fetch(key), &block).tap { |count| refuse_unknown_scripts(count) }
+    end
+
+    # A script Redis knows by a SHA that no file under crates/solid_core/lua
+    # gives (or a SCRIPT LOAD inside a window) means the extension was built
+    # from other sources than the ones read here: its counts would describe
+    # code that is not in the tree.
+    def refuse_unknown_scripts(count)
+      unknown = count.links.flat_map(&:calls).map(&:first).grep(/\A(EVALSHA|EVAL|SCRIPT)\b/)
+      return if unknown.empty?
+
+      raise Error, "#{count.title} ran #{unknown.uniq.join(", ")}, unknown to crates/solid_core/lua: " \
+                   "lib/solid_jobs/solid_jobs.so is not built from these sources (run `bundle exec rake compile`)"
+    end
+
+    # --- the operations ---------------------------------------------------
+
+    # One enqueue.lua call; its channel starts empty, so it rings `ready`.
+    def enqueue
+      producer
+      measure(:enqueue) { Tasks::Noop.enqueue(1) && nil }
+    end
+
+    def enqueue_many
+      producer
+      measure(:enqueue_many) { Tasks::Noop.enqueue_many(Array.new(100) { |i| [i] }) && nil }
+    end
+
+    # The job is pushed on a direct connection (not counted); its doorbell
+    # wakes the node: claim (the job; fewer than asked for, so the fetcher
+    # then waits), ack.
+    def worker_turn
+      with_node do
+        measure(:worker_turn) do
+          push_directly(Tasks::Noop)
+          processed(2)
+        end
+      end
+    end
+
+    # claim, record_failure, retry (its `planned` doorbell wakes the
+    # heartbeat thread: one promote, nothing due yet).
+    def retry
+      with_node do
+        measure(:retry) do
+          push_directly(Tasks::Failing)
+          -> { @control.get(key("metric:failed")).to_i == 1 && @control.zcard(key("retrying")) == 1 }
+        end
+      end
+    end
+
+    # enqueue_after (schedule.lua) rings `planned`; the node's heartbeat
+    # thread promotes at once, finding nothing due, and sleeps until the due
+    # time, an hour away. Time is then moved forward: the member's score is
+    # set to now and `planned` is rung again on a direct connection, which
+    # wakes the heartbeat thread exactly as its timer would, minus the
+    # timer's slack (it can fire a promote-duration early and then promote
+    # twice). The promote moves the job and rings `ready`, which wakes the
+    # node's fetcher for one claim that finds its own channel empty.
+    def scheduled_promotion
+      with_node(producer: true) do
+        measure(:scheduled_promotion) do
+          Tasks::Later.enqueue_after(3600, 1)
+          @meter.wait_until_quiet
+          bring_planned_jobs_forward
+          -> { @control.llen(key("channel:later")) == 1 }
+        end
+      end
+    end
+
+    def timer_promotion(delay)
+      with_node(producer: true) do
+        measure(:scheduled_promotion) do
+          Tasks::Later.enqueue_after(delay, 1)
+          -> { @control.llen(key("channel:later")) == 1 }
+        end
+      end
+    end
+
+    # A dead node (an adapter claim whose heartbeat key expired) holds a
+    # job; the live node's next heartbeat finds it dead and requeues its
+    # claim, the doorbell wakes the fetcher, the job runs and is acked.
+    # The window must hold exactly one heartbeat of the live node; a run in
+    # which the machine was too slow for that is measured again.
+    def recovery
+      count = nil
+      ATTEMPTS.times do
+        fresh_namespace
+        leave_a_dead_claim
+        count = with_node(heartbeat: RECOVERY_HEARTBEAT, fresh: false) { measure(:recovery) { processed(2) } }
+        return count if count.script_calls("heartbeat") == 1
+      end
+      count
+    end
+
+    # --- scene setting ----------------------------------------------------
+
+    def fresh_namespace
+      @meter.ignore_existing_connections
+      @namespace = "cmd#{SecureRandom.hex(4)}"
+      SolidJobs.configure do |c|
+        c.redis_url = @meter.proxy.url
+        c.namespace = @namespace
+      end
+    end
+
+    def key(suffix) = "#{@namespace}:#{suffix}"
+
+    # A fresh namespace and a producer whose pooled connection is open.
+    def producer
+      fresh_namespace
+      Tasks::Warmup.enqueue(0)
+    end
+
+    # Runs the block with a node serving CHANNEL, after one warm-up job has
+    # opened every connection the node uses; stops the node after.
+    # `fresh: false` keeps the namespace the caller has set a scene in.
+    def with_node(heartbeat: IDLE_HEARTBEAT, producer: false, fresh: true)
+      if producer
+        self.producer
+      elsif fresh
+        fresh_namespace
+      end
+      node = SolidJobs::Conductor.new(node_config(heartbeat)).start
+      push_directly(Tasks::Noop)
+      @meter.wait_until("the warm-up job", &processed(1))
+      yield
+    ensure
+      node&.stop(timeout: 5)
+    end
+
+    def node_config(heartbeat)
+      SolidJobs::Configuration.new.tap do |c|
+        c.redis_url = @meter.proxy.url
+        c.namespace = @namespace
+        c.channels = [Tasks::CHANNEL]
+        c.concurrency = 1
+        c.prefetch = 2
+        c.execution_mode = :thread
+        c.heartbeat_interval = heartbeat
+        c.recovery_delay = heartbeat * 2
+        c.shutdown_timeout = 5
+      end
+    end
+
+    # Pushes a job on a connection that bypasses the proxy: setting the
+    # scene, not part of what is measured.
+    def push_directly(task)
+      client = (@direct_clients ||= {})[@namespace] ||= SolidJobs::Native::Client.new(@meter.direct_url, @namespace)
+      options = task.solid_jobs_options
+      client.push(task.name, [], options.fetch(:channel), options.fetch(:max_failures), nil)
+    end
+
+    def processed(count) = -> { @control.get(key("metric:processed")).to_i >= count }
+
+    # Moves every planned job's due time to now, and rings the doorbell the
+    # way schedule.lua does for a new earliest due time.
+    def bring_planned_jobs_forward
+      now_ms = Process.clock_gettime(Process::CLOCK_REALTIME, :millisecond)
+      @control.zrange(key("planned"), 0, -1).each { |member| @control.zadd(key("planned"), now_ms, member, xx: true) }
+      @control.publish(key("doorbell"), "planned")
+    end
+
+    # Claims a job for a node that then dies: the adapter API registers a
+    # node of its own for DEAD_NODE_TTL at each claim, and this one never
+    # settles or heartbeats again.
+    def leave_a_dead_claim
+      push_directly(Tasks::Noop)
+      config = SolidJobs::Configuration.new.tap do |c|
+        c.namespace = @namespace
+        c.recovery_delay = DEAD_NODE_TTL
+      end
+      dead = SolidJobs::Backends::Redis.new(:dead_node, {adapter: :solid_redis, url: @meter.direct_url}, config)
+      claim = dead.claim(Tasks::CHANNEL) or raise Error, "the dead node found no job to claim"
+      @meter.wait_until("the dead node's heartbeat to expire") { !@control.exists?(key("node:#{claim.reservation}")) }
+    end
+  end
+end
