@@ -54,9 +54,9 @@ module SolidJobs
     rescue JSON::ParserError => e
       error("JSON::ParserError", "malformed request: #{e.message[0, 200]}")
     rescue Exception => e # rubocop:disable Lint/RescueException -- any task failure is a reply, never the end of the worker
-      raise if e.is_a?(SystemExit) || e.is_a?(SignalException)
+      raise if SystemExit === e || SignalException === e
 
-      error(e.class.name, e.message)
+      error(Reflection.class_name(e), e.message)
     end
 
     private
@@ -123,10 +123,12 @@ module SolidJobs
 
     def run_task(name, arguments)
       klass = Object.const_get(name)
-      run = lambda do
-        task = klass.new
-        task.respond_to?(:execute_task) ? task.execute_task(*arguments) : task.perform(*arguments)
-      end
+      raise TypeError, "#{name} is not a class" unless Class === klass
+
+      # Asked of the class's method table, not of the instance, which may
+      # answer respond_to? its own way.
+      method = Reflection.method_defined?(klass, :execute_task) ? :execute_task : :perform
+      run = -> { klass.new.public_send(method, *arguments) }
       # Under Rails, each request is a unit of work: connections go back to
       # their pools and code reloads happen between requests.
       if defined?(::Rails) && ::Rails.respond_to?(:application) && ::Rails.application.respond_to?(:executor)
