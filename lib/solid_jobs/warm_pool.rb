@@ -5,7 +5,7 @@ require "zlib"
 module SolidJobs
   # The warm pool: tasks that hold non-shareable state (a Mutex, a Thread, a
   # connection pool in a class-level instance variable) in a Rails app run in
-  # a persistent warm process (script/warm_worker.rb) instead of a Ractor.
+  # a persistent warm process (`solid-jobs warm ID`) instead of a Ractor.
   #
   # At enqueue, such a job becomes a SolidJobsGenericExecutor job on the
   # task's channel, whose arguments are the task name and its arguments as

@@ -5,8 +5,9 @@ require "socket"
 require "io/wait"
 
 module SolidJobs
-  # A persistent warm process for the warm pool (script/warm_worker.rb ID).
-  # Loads the app once (`config/environment.rb` of its working directory),
+  # A persistent warm process for the warm pool (`solid-jobs warm ID`).
+  # Loads the app once (`config/environment.rb` of its working directory,
+  # or the file given as `environment:`),
   # listens on WarmPool.socket_path(ID) (mode 0600, removed on INT/TERM),
   # and serves one request at a time: a JSON line
   # {"target_class": "...", "arguments": [...]} is answered with
@@ -16,9 +17,10 @@ module SolidJobs
   class WarmWorker
     attr_reader :path
 
-    def initialize(id, root: Dir.pwd, request_timeout: WarmPool.timeout)
+    def initialize(id, root: Dir.pwd, environment: nil, request_timeout: WarmPool.timeout)
       @id = id
       @root = root
+      @environment = environment
       @path = WarmPool.socket_path(id)
       @request_timeout = request_timeout
     end
@@ -62,7 +64,7 @@ module SolidJobs
     private
 
     def load_app
-      environment = File.join(@root, "config", "environment.rb")
+      environment = @environment || File.join(@root, "config", "environment.rb")
       raise ArgumentError, "no #{environment}: run the warm worker from the app's root" unless File.file?(environment)
 
       require environment

@@ -1,13 +1,13 @@
 # frozen_string_literal: true
 
-require "rbconfig"
 require "json"
+require_relative "solid_jobs_command"
 
 # A `solid-jobs` worker as a real child process, for tests and the torture
-# driver: started with the test app, stopped with real signals.
+# driver: started with the test app the way users start one (`bundle exec
+# solid-jobs`, see SolidJobsCommand), stopped with real signals.
 class WorkerProcess
   ROOT = File.expand_path("../..", __dir__)
-  EXE = File.join(ROOT, "exe", "solid-jobs")
   APP = File.join(ROOT, "test", "support", "cli_app.rb")
 
   attr_reader :pid, :log
@@ -21,8 +21,8 @@ class WorkerProcess
   end
 
   def start
-    @pid = Process.spawn(@env, RbConfig.ruby, EXE, "--require", APP, "--redis-url", @redis_url, *@args,
-                         out: [@log, "a"], err: [@log, "a"])
+    @pid = SolidJobsCommand.spawn(@env, "--require", APP, "--redis-url", @redis_url, *@args,
+                                  out: [@log, "a"], err: [@log, "a"])
     self
   end
 

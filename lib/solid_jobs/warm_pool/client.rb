@@ -49,7 +49,7 @@ module SolidJobs
           raise
         rescue Errno::ENOENT, Errno::ECONNREFUSED, Errno::EACCES, Errno::ENOTSOCK => e
           outcome = "refused"
-          raise Refused, "warm worker #{worker} refused the connection at #{path} (#{e.class}); is `script/warm_worker.rb #{worker}` running?"
+          raise Refused, "warm worker #{worker} refused the connection at #{path} (#{e.class}); is `solid-jobs warm #{worker}` running?"
         rescue Errno::EPIPE, Errno::ECONNRESET, EOFError, IOError => e
           raise RemoteError.new("warm worker #{worker} closed the connection (#{e.class}: #{e.message})", e.class.name)
         ensure
