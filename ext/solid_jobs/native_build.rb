@@ -48,6 +48,7 @@ module SolidJobsNativeBuild
   def missing
     missing = []
     missing << "cargo and rustc (Rust, https://rustup.rs)" unless which("cargo") && which("rustc")
+    missing << "Ruby's headers (Debian/Ubuntu: apt-get install ruby-dev)" unless File.file?(File.join(RbConfig::CONFIG["rubyhdrdir"].to_s, "ruby.h"))
     missing << "libclang (Debian/Ubuntu: apt-get install libclang-dev; Fedora: dnf install clang-devel; macOS: xcode-select --install)" unless libclang?
     missing
   end
