@@ -161,6 +161,7 @@ class UserPathTest < SolidJobsTest
     refute_match(/^PATH$/, lock, "not a path gem")
 
     drains_jobs_from_redis(app, env)
+    runs_from_the_rubygems_binstub(app, env, gem_home)
     serves_jobs_with_the_engine(app, env)
     answers_a_warm_pool_request(app, env, socket_dir)
     serves_the_dashboard(app, env)
@@ -175,6 +176,15 @@ class UserPathTest < SolidJobsTest
     assert_equal [worker.to_s], File.readlines(ledger).map { |l| l.split.last }.uniq
     stop(worker, app, "worker")
     assert_equal 0, redis.llen(key("channel:default"))
+  end
+
+  # `solid-jobs` without Bundler: the binstub `gem install` wrote.
+  def runs_from_the_rubygems_binstub(app, env, gem_home)
+    ledger = ledger_path("binstub")
+    run!(env, "bundle", "exec", "ruby", "enqueue.rb", ledger, "3", chdir: app)
+    worker = start(app, env, "binstub-worker", File.join(gem_home, "bin", "solid-jobs"), "--require", "./config/environment")
+    eventually("3 tasks and an Active Job job ran") { File.exist?(ledger) && File.readlines(ledger).size == 4 }
+    stop(worker, app, "binstub-worker")
   end
 
   def serves_jobs_with_the_engine(app, env)
