@@ -2,6 +2,7 @@
 
 require "solid_jobs/version"
 require "solid_jobs/errors"
+require "solid_jobs/reflection"
 require "solid_jobs/native"
 require "solid_jobs/clock"
 require "solid_jobs/scan"
@@ -107,16 +108,48 @@ module SolidJobs
 end
 
 module SolidJobs
-  # Active Job finds `queue_adapter = :solid_jobs` by constant; under Rails
-  # the railtie loads the adapter when Active Job loads, elsewhere it
-  # autoloads. Without Active Job nothing of it is loaded (activejob is not a
-  # dependency). Runs when SolidJobs is required and again when Bundler
-  # requires the gem by name ("solid-jobs"), which in a process that loaded
-  # SolidJobs before the app (`solid-jobs`, script/warm_worker.rb) is the
-  # first time Rails is there. Idempotent.
+  # Active Job finds `queue_adapter = :solid_jobs` by constant
+  # (`ActiveJob::QueueAdapters.lookup` is a const_get of
+  # "SolidJobsAdapter"), so the constant must be there whatever was
+  # required first. Under Rails the railtie loads the adapter when Active
+  # Job loads; elsewhere an autoload on ActiveJob::QueueAdapters does:
+  # registered now if Active Job is loaded, else the moment Active Job
+  # defines that module (the `solid-jobs` command loads SolidJobs before the
+  # app's `--require` file loads Active Job). Without Active Job nothing of
+  # it is loaded (activejob is not a dependency). Runs when SolidJobs is
+  # required and again when Bundler requires the gem by name
+  # ("solid-jobs"), which in a process that loaded SolidJobs before the app
+  # is the first time Rails is there. Idempotent.
   def self.integrate_frameworks
     require "solid_jobs/railtie" if defined?(::Rails::Railtie)
-    ::ActiveJob::QueueAdapters.autoload(:SolidJobsAdapter, "solid_jobs/active_job") if defined?(::ActiveJob)
+    if defined?(::ActiveJob::QueueAdapters)
+      register_active_job_adapter(::ActiveJob::QueueAdapters)
+    else
+      watch_for_active_job
+    end
   end
+
+  # Module#autoload through the core method: ActiveSupport::Autoload
+  # replaces `autoload` on Active Job's modules with its own signature.
+  def self.register_active_job_adapter(queue_adapters)
+    @active_job_watch&.disable
+    Module.instance_method(:autoload).bind_call(queue_adapters, :SolidJobsAdapter, "solid_jobs/active_job")
+  end
+  private_class_method :register_active_job_adapter
+
+  # A TracePoint on class/module bodies, until the body of
+  # ActiveJob::QueueAdapters opens; it then registers the autoload and
+  # turns itself off. TracePoints are per Ractor: worker Ractors never see
+  # it. Main Ractor only, like the app's loading.
+  def self.watch_for_active_job
+    return if @active_job_watch&.enabled? || Ractor.current != Ractor.main
+
+    @active_job_watch ||= TracePoint.new(:class) do |tp|
+      mod = tp.self
+      register_active_job_adapter(mod) if Reflection.name(mod) == "ActiveJob::QueueAdapters"
+    end
+    @active_job_watch.enable
+  end
+  private_class_method :watch_for_active_job
 end
 SolidJobs.integrate_frameworks

@@ -1,7 +1,9 @@
 #!/usr/bin/env ruby
 # frozen_string_literal: true
 
-# A warm worker for SolidJobs' warm pool. Run it from the app's root:
+# A warm worker for SolidJobs' warm pool, from a checkout: the same as
+# `solid-jobs warm ID`, which is how an installed gem runs it. From the
+# app's root:
 #
 #   script/warm_worker.rb 0       # listens on /tmp/solid_jobs_rails_0.sock
 #
@@ -13,11 +15,6 @@
 
 $LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
 require "solid_jobs"
-require "solid_jobs/warm_worker"
+require "solid_jobs/cli"
 
-id = Integer(ARGV.fetch(0, ""), exception: false)
-unless id && id >= 0 && ARGV.size == 1
-  warn "usage: script/warm_worker.rb ID   (ID: 0 to SOLID_JOBS_WARM_WORKERS - 1)"
-  exit 64
-end
-exit SolidJobs::WarmWorker.new(id).run
+exit SolidJobs::CLI.new(["warm", *ARGV]).run

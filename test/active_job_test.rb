@@ -25,6 +25,21 @@ class ActiveJobTest < SolidJobsTest
     assert_equal 0, worker.wait.exitstatus, File.read(log)
   end
 
+  # Issue 11, failure 2: `queue_adapter = :solid_jobs` raised NameError
+  # when SolidJobs was loaded before Active Job (as `solid-jobs --require`
+  # does), and worked only the other way round.
+  def test_the_adapter_is_found_by_name_whatever_was_required_first
+    ['require "solid_jobs"; require "active_job"', 'require "solid-jobs"; require "active_job"',
+     'require "active_job"; require "solid_jobs"', 'require "active_job"; ActiveJob::Base; require "solid-jobs"'].each do |order|
+      script = "#{order}; " \
+               "ActiveJob::Base.queue_adapter = :solid_jobs; print ActiveJob::Base.queue_adapter.class.name; " \
+               "ActiveJob::Base.queue_adapter = :inline; print ' ', ActiveJob::Base.queue_adapter.class.name"
+      out, err, status = SolidJobsCommand.ruby3({}, "-e", script)
+      assert status.success?, "#{order}: #{err}"
+      assert_equal "ActiveJob::QueueAdapters::SolidJobsAdapter ActiveJob::QueueAdapters::InlineAdapter", out, order
+    end
+  end
+
   def test_the_adapter_is_found_by_name
     assert_instance_of ActiveJob::QueueAdapters::SolidJobsAdapter, ActiveJob::Base.queue_adapter
     assert_equal "SolidJobs::ActiveJobWrapper", SolidJobs::Lanes.thread_task_names.find { |n| n.include?("ActiveJob") }

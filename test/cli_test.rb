@@ -5,10 +5,8 @@ require "open3"
 
 # `solid-jobs` as a real process.
 class CLITest < SolidJobsTest
-  EXE = WorkerProcess::EXE
-
   def run_cli(*args)
-    Open3.capture3({"SOLID_JOBS_TEST_NAMESPACE" => @namespace}, RbConfig.ruby, EXE, *args)
+    SolidJobsCommand.capture3({"SOLID_JOBS_TEST_NAMESPACE" => @namespace}, *args)
   end
 
   def spawn_worker(*args)
@@ -43,6 +41,45 @@ class CLITest < SolidJobsTest
       assert_match pattern, err, args.join(" ")
       assert_empty out
     end
+  end
+
+  # Issue 11, failure 3: the job server had to be built with rake from a
+  # checkout; `solid-jobs engine` runs the binary that comes with the gem.
+  def test_solid_jobs_engine_serves_jobs_and_stops_on_term
+    dir = Dir.mktmpdir("sje") # short: Unix socket paths are limited to about 100 bytes
+    url = "unix://#{File.join(dir, "engine.sock")}"
+    log = File.join(@ledger_dir, "engine.log")
+    engine = SolidJobsCommand.spawn({}, "engine", "--listen", url, "--durability", "memory", out: [log, "a"], err: [log, "a"])
+    configure_solid_jobs(backend: :solid_engine, url: url, backends: {solid_engine: {adapter: :solid_engine, url: url}})
+    path = ledger_path
+    eventually("the engine accepts jobs") { (CpuTask.enqueue(path, "engine-0", 1_000) rescue nil) }
+    CpuTask.enqueue_many(Array.new(9) { |i| [path, "engine-#{i + 1}", 1_000] })
+    # Redis is never touched: a closed port proves the jobs came from the engine.
+    worker = WorkerProcess.new(redis_url: "redis://127.0.0.1:#{RedisServer.free_port}/0", namespace: @namespace,
+                               log: File.join(@ledger_dir, "worker.log"), args: %w[--concurrency 1],
+                               env: {"SOLID_JOBS_TEST_ENGINE_URL" => url}).start
+    eventually("10 jobs ran") { ledger_lines.size == 10 }
+    worker.signal("TERM")
+    assert_equal 0, worker.wait.exitstatus, File.read(worker.log)
+    Process.kill("TERM", engine)
+    _, status = Process.wait2(engine)
+    assert_equal 0, status.exitstatus, File.read(log)
+    engine = nil
+  ensure
+    if engine
+      Process.kill("KILL", engine)
+      Process.wait(engine)
+    end
+    FileUtils.rm_rf(dir) if dir
+  end
+
+  def test_solid_jobs_engine_passes_its_arguments_to_the_server
+    out, err, status = run_cli("engine", "--version")
+    assert status.success?, err
+    assert_equal "solid-engine-server #{SolidJobs::VERSION}\n", out
+    out, = run_cli("--help")
+    assert_match(/solid-jobs engine \[options\]/, out)
+    assert_match(/solid-jobs warm ID/, out)
   end
 
   def test_runs_jobs_and_stops_gracefully_on_term

@@ -6,9 +6,9 @@ require "active_support/notifications"
 require "socket"
 
 # The warm pool: the routing rule, the executor's round trip, and real warm
-# worker processes (script/warm_worker.rb) serving a temporary app.
+# worker processes (`bundle exec solid-jobs warm ID`, as users start them:
+# issue 11, failure 4) serving a temporary app.
 class WarmPoolTest < SolidJobsTest
-  SCRIPT = File.join(ROOT, "script", "warm_worker.rb")
   WarmPool = SolidJobs::WarmPool
 
   class FakeConnectionPool; end
@@ -44,7 +44,7 @@ class WarmPoolTest < SolidJobsTest
 
   def start_warm_worker(id = 0)
     env = {"SOLID_JOBS_WARM_SOCKET_DIR" => @socket_dir, "SOLID_JOBS_LOG_LEVEL" => "info"}
-    pid = Process.spawn(env, RbConfig.ruby, SCRIPT, id.to_s, chdir: @app_root, out: [warm_log, "a"], err: [warm_log, "a"])
+    pid = SolidJobsCommand.spawn(env, "warm", id.to_s, chdir: @app_root, out: [warm_log, "a"], err: [warm_log, "a"])
     @warm_workers << pid
     eventually("warm worker #{id} listening") { File.exist?(warm_log) && File.read(warm_log).include?("warm worker #{id} ready") }
     pid
@@ -166,8 +166,8 @@ class WarmPoolTest < SolidJobsTest
     UNIXServer.new(WarmPool.socket_path(0)).close # left by a killed worker
     first = start_warm_worker(0)
     second_log = File.join(@ledger_dir, "second.log")
-    second = Process.spawn({"SOLID_JOBS_WARM_SOCKET_DIR" => @socket_dir}, RbConfig.ruby, SCRIPT, "0",
-                           chdir: @app_root, out: second_log, err: second_log)
+    second = SolidJobsCommand.spawn({"SOLID_JOBS_WARM_SOCKET_DIR" => @socket_dir}, "warm", "0",
+                                    chdir: @app_root, out: second_log, err: second_log)
     _, status = Process.wait2(second)
     refute status.success?
     assert_match(/already running/, File.read(second_log))
@@ -188,7 +188,7 @@ class WarmPoolTest < SolidJobsTest
 
   def test_a_refused_connection_is_counted
     error = assert_raises(SolidJobsGenericExecutor::Refused) { WarmPool.call("WarmLedgerTask", ["/dev/null", "x"]) }
-    assert_match(%r{is `script/warm_worker.rb 0` running\?}, error.message)
+    assert_match(/is `solid-jobs warm 0` running\?/, error.message)
     UNIXServer.new(WarmPool.socket_path(0)).close # a socket file nobody listens on
     assert_raises(SolidJobsGenericExecutor::Refused) { WarmPool.call("WarmLedgerTask", ["/dev/null", "x"]) }
     assert_equal [2, 2], WarmPool.stats.values_at("refused", "exhausted")

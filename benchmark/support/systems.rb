@@ -159,7 +159,8 @@ module Bench
 
     # `args`: more CLI flags (the hybrid harness's thread workers).
     def start_workers(concurrency, jobs_file: JOBS_FILE, env: {}, args: [])
-      worker = WorkerProcess.new(redis_url: @lab.url, namespace: nil, log: log_path, app: jobs_file, children: @lab.children,
+      worker = WorkerProcess.new(redis_url: @lab.url, namespace: nil, log: log_path, app: jobs_file,
+                                 children: @lab.children, bundled: false,
                                  args: ["--concurrency", concurrency.to_s, "--channel", CHANNEL, *@args, *args],
                                  env: {"SOLID_JOBS_LOG_LEVEL" => ENV.fetch("SOLID_JOBS_LOG_LEVEL", "info")}.merge(worker_env, env))
       WorkerSet.new([worker.start])

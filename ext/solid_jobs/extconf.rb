@@ -1,21 +1,34 @@
 # frozen_string_literal: true
 
-# Builds the extension on `gem install` without the rb_sys gem: cargo does
-# the work (rb-sys-env in build.rs finds this Ruby), and a generated Makefile
-# copies the library where `require "solid_jobs/solid_jobs"` finds it.
+# `gem install` runs this, then `make`: the Makefile runs native_build.rb,
+# which builds the extension and solid-engine-server with cargo outside the
+# gem directory and installs the two stripped files into lib/solid_jobs
+# (no rb_sys gem: rb-sys-env in build.rs finds this Ruby through $RUBY).
+# What cargo needs is checked first, so a machine without it gets one line
+# saying what to install instead of a failed make.
 require "rbconfig"
+require "shellwords"
+require_relative "native_build"
 
-root = File.expand_path("../..", __dir__)
-dlext = RbConfig::CONFIG["DLEXT"]
-target = File.join(root, "target", "release")
-dest = File.join(root, "lib", "solid_jobs", "solid_jobs.#{dlext}")
+missing = SolidJobsNativeBuild.missing
+abort SolidJobsNativeBuild.prerequisites_message(missing) unless missing.empty?
 
+lib = File.join(SolidJobsNativeBuild::ROOT, "lib", "solid_jobs")
+so = File.join(lib, "solid_jobs.#{RbConfig::CONFIG["DLEXT"]}")
+engine = File.join(lib, SolidJobsNativeBuild::ENGINE)
+
+# `make install` runs after `make`: the extension is the target (one build
+# writes both files), so the build (minutes, in a temporary directory)
+# runs once.
 File.write("Makefile", <<~MAKE)
-  RUBY := #{RbConfig.ruby}
-  all:
-  \tcd #{root} && RUBY=$(RUBY) cargo build --release -p solid_jobs
-  \tcp #{target}/libsolid_jobs.$(if $(filter bundle,#{dlext}),dylib,so) #{dest}
+  RUBY := #{RbConfig.ruby.shellescape}
+  SO := #{so.shellescape}
+  ENGINE := #{engine.shellescape}
+  all: $(SO)
+  $(SO):
+  \t$(RUBY) #{File.join(__dir__, "native_build.rb").shellescape} $(SO) $(ENGINE)
   install: all
   clean:
-  \tcd #{root} && cargo clean -p solid_jobs
+  \trm -f $(SO) $(ENGINE)
+  .PHONY: all install clean
 MAKE

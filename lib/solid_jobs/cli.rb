@@ -1,12 +1,15 @@
 # frozen_string_literal: true
 
 require "optparse"
+require "solid_jobs/engine_server"
 
 module SolidJobs
   # `solid-jobs`: parses flags into the configuration and runs a Conductor.
   # Bad flags exit 64 (EX_USAGE) with a message; no worker starts.
   class CLI
     USAGE_ERROR = 64
+    # EX_UNAVAILABLE: `solid-jobs engine` without a solid-engine-server binary.
+    UNAVAILABLE = 69
 
     def initialize(argv, out: $stdout, err: $stderr)
       @argv = argv.dup
@@ -15,7 +18,11 @@ module SolidJobs
     end
 
     def run
-      return run_web if @argv.first == "web"
+      case @argv.first
+      when "web" then return run_web
+      when "engine" then return run_engine
+      when "warm" then return run_warm
+      end
 
       options = parse
       return 0 if options == :exit
@@ -36,10 +43,13 @@ module SolidJobs
     def self.load_app(path)
       return unless path
 
+      require app_file(path)
+    end
+
+    def self.app_file(path)
       full = File.expand_path(path)
       candidates = [full, "#{full}.rb", File.join(full, "config", "environment.rb")]
-      file = candidates.find { |f| File.file?(f) } or raise UsageError, "--require #{path}: no such file"
-      require file
+      candidates.find { |f| File.file?(f) } or raise UsageError, "--require #{path}: no such file"
     end
 
     private
@@ -50,6 +60,39 @@ module SolidJobs
       require "solid_jobs/web"
       require "solid_jobs/web/command"
       Web::Command.new(@argv.drop(1), out: @out, err: @err).run
+    end
+
+    # `solid-jobs engine ...`: becomes solid-engine-server (exec, so signals
+    # and the exit status are the server's own) with the remaining
+    # arguments. The binary is the one `gem install` built beside the
+    # extension (or the platform gem shipped); in a checkout, cargo's.
+    def run_engine
+      binary = EngineServer.binary or begin
+        @err.puts("solid-jobs engine: #{EngineServer.missing_message}")
+        return UNAVAILABLE
+      end
+      Kernel.exec(binary, *@argv.drop(1))
+    end
+
+    # `solid-jobs warm ID [--require PATH]`: a warm-pool worker (see
+    # SolidJobs::WarmWorker) loading the app's config/environment.rb.
+    def run_warm
+      require "solid_jobs/warm_worker"
+      options = {}
+      parser = OptionParser.new do |o|
+        o.banner = "Usage: solid-jobs warm ID [options]   a warm-pool worker (ID: 0 to SOLID_JOBS_WARM_WORKERS - 1)"
+        o.on("-r", "--require PATH", "The app to load (default ./config/environment.rb)") { |v| options[:require] = v }
+        o.on("-h", "--help", "Show this help") do
+          @out.puts(o)
+          return 0
+        end
+      end
+      rest = parser.parse(@argv.drop(1))
+      id = rest.size == 1 ? Integer(rest.first, exception: false) : nil
+      raise UsageError, "warm needs one worker ID, an Integer from 0 (got #{rest.join(" ").inspect})" unless id && id >= 0
+
+      environment = options[:require] && self.class.app_file(options[:require])
+      WarmWorker.new(id, environment: environment).run
     end
 
     # Tasks may still be running (timeout or second signal): their claims
@@ -64,7 +107,10 @@ module SolidJobs
       options = {channels: []}
       parser = OptionParser.new do |o|
         o.banner = "Usage: solid-jobs [options]         run a worker node\n" \
-                   "       solid-jobs web [options]     serve the dashboard (solid-jobs web --help)"
+                   "       solid-jobs web [options]     serve the dashboard (solid-jobs web --help)\n" \
+                   "       solid-jobs engine [options]  run solid-engine-server, the SolidEngine job server " \
+                   "(solid-jobs engine --help)\n" \
+                   "       solid-jobs warm ID           run warm-pool worker ID from the app's root (solid-jobs warm --help)"
         o.separator ""
         o.on("-r", "--require PATH", "File to require before starting (e.g. ./config/environment)") { |v| options[:require] = v }
         o.on("-c", "--concurrency N", Integer,

@@ -33,7 +33,9 @@ module SolidJobs
     # The task class named in an envelope, or a reason it cannot run.
     def resolve(name)
       klass = Object.const_get(name)
-      return [klass, nil] if klass.is_a?(Class) && klass.respond_to?(:solid_jobs_task?)
+      # Asked of Class and Task's module, never of the class itself (which
+      # may redefine is_a? or respond_to?).
+      return [klass, nil] if klass.is_a?(Class) && klass.is_a?(Task::ClassMethods)
 
       [nil, "#{name} is not a SolidJobs::Task (include SolidJobs::Task)"]
     rescue NameError => e

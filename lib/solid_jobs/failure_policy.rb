@@ -20,8 +20,8 @@ module SolidJobs
 
     def decide(task_class, job, error, failures, first_failure_ms, now_ms: Clock.now_ms)
       choice = ask_retry_delay(task_class, job, error, failures)
-      return Decision.new(:drop, nil, "retry_delay returned :drop") if choice == :drop
-      return Decision.new(:archive, nil, "retry_delay returned :archive") if choice == :archive
+      return Decision.new(:drop, nil, "retry_delay returned :drop") if :drop == choice
+      return Decision.new(:archive, nil, "retry_delay returned :archive") if :archive == choice
 
       if failures >= job.max_failures
         return Decision.new(:archive, nil, "failed #{failures} time(s), reaching max_failures #{job.max_failures}")
@@ -36,17 +36,21 @@ module SolidJobs
       Decision.new(:retry, choice || Native.default_backoff(failures), nil)
     end
 
+    # The block's value is the app's: compared from our side (`:drop ==`,
+    # `Numeric ===`), so its own == or is_a? is not what decides; the task
+    # is named through Module#name (its to_s is the class's to answer).
     def ask_retry_delay(task_class, job, error, failures)
       block = task_class.solid_jobs_hook(:retry_delay) or return nil
       choice = block.call(failures, error, job.envelope)
-      return choice if choice.nil? || %i[drop archive].include?(choice)
+      return choice if choice.is_a?(NilClass) || :drop == choice || :archive == choice
       return choice.to_f if choice.is_a?(Numeric) && choice.finite? && choice >= 0
 
-      Log.warn("#{task_class}.retry_delay returned #{choice.inspect}; " \
+      Log.warn("#{Reflection.name(task_class)}.retry_delay returned #{choice.inspect}; " \
                "expected seconds, :drop, :archive or nil; using the default")
       nil
     rescue Exception => e # rubocop:disable Lint/RescueException -- a broken policy must not lose the job
-      Log.error("#{task_class}.retry_delay raised #{e.class}: #{e.message}; using the default policy")
+      Log.error("#{Reflection.name(task_class)}.retry_delay raised #{Reflection.class_name(e)}: #{e.message}; " \
+                "using the default policy")
       nil
     end
 
@@ -55,7 +59,8 @@ module SolidJobs
       block = task_class.solid_jobs_hook(:after_final_failure) or return
       block.call(job.envelope, error)
     rescue Exception => e # rubocop:disable Lint/RescueException -- a broken hook must not kill the worker
-      Log.error("#{task_class}.after_final_failure raised #{e.class}: #{e.message} for job #{job.id}")
+      Log.error("#{Reflection.name(task_class)}.after_final_failure raised #{Reflection.class_name(e)}: " \
+                "#{e.message} for job #{job.id}")
     end
   end
 end

@@ -11,8 +11,9 @@ module SolidJobs
     end
 
     def use(klass, *args)
-      unless klass.is_a?(Class) && klass.method_defined?(:around)
-        raise ConfigurationError, "interceptor #{klass.inspect} must be a class with an instance method around(context)"
+      unless klass.is_a?(Class) && Reflection.method_defined?(klass, :around)
+        shown = klass.is_a?(Class) ? Reflection.name(klass) || "an anonymous class" : klass.inspect
+        raise ConfigurationError, "interceptor #{shown} must be a class with an instance method around(context)"
       end
 
       @entries << [klass, args.freeze].freeze

@@ -33,13 +33,14 @@ module SolidJobs
       task_class.solid_jobs_options[:execution] == :thread
     end
 
-    # Names of the loaded task classes that must run in a thread.
+    # Names of the loaded task classes that must run in a thread. From
+    # Task's registry, not an ObjectSpace scan: asking every class in the
+    # process (`include?`, `respond_to?`, `name`) runs whatever those
+    # classes redefined; one that does `extend Enumerable` answers
+    # `include?` by calling `each`, and a Railtie answers `respond_to?` by
+    # building an instance.
     def thread_task_names
-      # Module#include?, not respond_to?: some classes answer respond_to? by
-      # building an instance (Rails::Railtie), which an abstract one refuses.
-      ObjectSpace.each_object(Class).select do |klass|
-        !klass.singleton_class? && klass.include?(Task) && klass.name.is_a?(String) && thread_only?(klass)
-      end.map(&:name).sort
+      Task.classes.filter_map { |klass| Reflection.name(klass) if thread_only?(klass) }.uniq.sort
     end
 
     # Thread workers for a node: none in :thread mode (every worker is a

@@ -34,7 +34,7 @@ module SolidJobs
     # `channel` replaces the task's own (Active Job's queue_name, the warm
     # pool's target task), `max_failures` likewise.
     def publish(task_class, argument_lists, due_ms: nil, channel: nil, max_failures: nil)
-      task = task_class.name or raise ArgumentError, "an anonymous class cannot be a task: give it a constant name"
+      task = Reflection.name(task_class) or raise ArgumentError, "an anonymous class cannot be a task: give it a constant name"
       options = task_class.solid_jobs_options
       channel ||= options.fetch(:channel)
       max_failures ||= options.fetch(:max_failures)

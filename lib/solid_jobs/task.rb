@@ -13,6 +13,35 @@ module SolidJobs
   module Task
     def self.included(base)
       base.extend(ClassMethods)
+      register(base)
+    end
+
+    # The classes that included Task, so a node finds its task classes
+    # without scanning ObjectSpace and calling methods on every class there
+    # (any of which may redefine them). Written and read in the main Ractor
+    # only (Lanes reads it when a node starts): a class defined inside a
+    # worker Ractor is not recorded. Held weakly, so a class replaced by a
+    # code reload is not kept alive by it.
+    def self.register(base)
+      return unless Ractor.current == Ractor.main
+
+      (@registry ||= ObjectSpace::WeakMap.new)[base] = true
+    end
+
+    # Every task class loaded in this process: the registered ones and all
+    # their subclasses (which inherit Task without calling `included`).
+    # Main Ractor only.
+    def self.classes
+      found = {}.compare_by_identity # never calls the classes' own hash or eql?
+      pending = @registry ? @registry.keys.select { |k| k.is_a?(Class) } : []
+      until pending.empty?
+        klass = pending.shift
+        next if found.key?(klass)
+
+        found[klass] = true
+        pending.concat(Reflection.subclasses(klass))
+      end
+      found.keys
     end
 
     # Freezes a DSL block into a Ractor-shareable proc at class-definition
@@ -37,11 +66,8 @@ module SolidJobs
 
       # Options in effect: configured defaults, then superclasses, then own.
       def solid_jobs_options
-        inherited = if superclass.respond_to?(:solid_jobs_options)
-                      superclass.solid_jobs_options
-                    else
-                      SolidJobs.config.default_task_options
-                    end
+        parent = Reflection.superclass(self)
+        inherited = parent.is_a?(ClassMethods) ? parent.solid_jobs_options : SolidJobs.config.default_task_options
         own = instance_variable_defined?(:@solid_jobs_task_options) ? @solid_jobs_task_options : nil
         own ? inherited.merge(own) : inherited
       end
@@ -71,7 +97,8 @@ module SolidJobs
         ivar = :"@solid_jobs_#{name}"
         return instance_variable_get(ivar) if instance_variable_defined?(ivar)
 
-        superclass.respond_to?(:solid_jobs_hook) ? superclass.solid_jobs_hook(name) : nil
+        parent = Reflection.superclass(self)
+        parent.is_a?(ClassMethods) ? parent.solid_jobs_hook(name) : nil
       end
 
       # Enqueues one job; returns its id.

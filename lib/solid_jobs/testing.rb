@@ -40,7 +40,7 @@ module SolidJobs
 
     def publish(task_class, argument_lists, channel, max_failures, due_ms)
       argument_lists.map do |args|
-        envelope = Native::Client.build(task_class.name, args, channel, max_failures, due_ms)
+        envelope = Native::Client.build(Reflection.name(task_class), args, channel, max_failures, due_ms)
         publication = Publisher::Publication.new(task_class, envelope, due_ms)
         written = nil
         SolidJobs.config.publish_interceptors.invoke(publication) { written = publication.envelope }
@@ -68,7 +68,8 @@ module SolidJobs
     module ClassMethods
       # Envelopes of this task captured in `testing!(:capture)`.
       def captured
-        Testing.captured.select { |envelope| envelope["task"] == name }
+        task = Reflection.name(self)
+        Testing.captured.select { |envelope| envelope["task"] == task }
       end
     end
   end

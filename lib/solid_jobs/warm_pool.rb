@@ -5,7 +5,7 @@ require "zlib"
 module SolidJobs
   # The warm pool: tasks that hold non-shareable state (a Mutex, a Thread, a
   # connection pool in a class-level instance variable) in a Rails app run in
-  # a persistent warm process (script/warm_worker.rb) instead of a Ractor.
+  # a persistent warm process (`solid-jobs warm ID`) instead of a Ractor.
   #
   # At enqueue, such a job becomes a SolidJobsGenericExecutor job on the
   # task's channel, whose arguments are the task name and its arguments as
@@ -47,11 +47,15 @@ module SolidJobs
       end
 
       def holds_thread_state?(task_class)
+        # Through Reflection: the classes and the values they hold are the
+        # app's, and may redefine any of these methods (or be BasicObjects).
         klass = task_class
-        while klass.is_a?(Class) && klass != Object
-          return true if klass.instance_variables.any? { |ivar| thread_state?(klass.instance_variable_get(ivar)) }
+        while klass.is_a?(Class) && !Object.equal?(klass)
+          return true if Reflection.instance_variables(klass).any? do |ivar|
+                           thread_state?(Reflection.instance_variable_get(klass, ivar))
+                         end
 
-          klass = klass.superclass
+          klass = Reflection.superclass(klass)
         end
         false
       rescue Ractor::IsolationError
@@ -59,20 +63,21 @@ module SolidJobs
       end
 
       def thread_state?(value)
-        value.is_a?(Thread::Mutex) || value.is_a?(Thread) || value.is_a?(Fiber) || value.class.name.to_s.include?("Pool")
+        value.is_a?(Thread::Mutex) || value.is_a?(Thread) || value.is_a?(Fiber) || Reflection.class_name(value).include?("Pool")
       end
 
       # Task.enqueue and friends come here: argument lists that need the
       # warm pool become executor jobs, the rest are published as they are.
       # Every list is checked before anything is written.
       def publish(task_class, argument_lists, due_ms: nil)
-        direct = Testing.active? || task_class.name == EXECUTOR || !rails?
+        task_name = Reflection.name(task_class)
+        direct = Testing.active? || task_name == EXECUTOR || !rails?
         warm = direct ? [] : argument_lists.map { |arguments| requires_warm_pool?(task_class, arguments, rails: true) }
         return Publisher.publish(task_class, argument_lists, due_ms: due_ms) unless warm.any?
 
         options = task_class.solid_jobs_options
         executor_lists = argument_lists.each_with_index.filter_map do |arguments, i|
-          [task_class.name, plain_json(task_class, arguments)] if warm[i]
+          [task_name, plain_json(task_class, arguments)] if warm[i]
         end
         plain = argument_lists.each_with_index.reject { |_, i| warm[i] }.map(&:first)
         plain_ids = plain.empty? ? [] : Publisher.publish(task_class, plain, due_ms: due_ms)
@@ -85,7 +90,7 @@ module SolidJobs
       # naming the path of a value that is not JSON-native), deep-copied and
       # frozen.
       def plain_json(task_class, arguments)
-        copy = Native::Client.build(task_class.name, arguments, "default", 1, nil).fetch("arguments")
+        copy = Native::Client.build(Reflection.name(task_class), arguments, "default", 1, nil).fetch("arguments")
         Ractor.make_shareable(copy)
       end
     end

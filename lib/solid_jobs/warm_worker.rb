@@ -5,8 +5,9 @@ require "socket"
 require "io/wait"
 
 module SolidJobs
-  # A persistent warm process for the warm pool (script/warm_worker.rb ID).
-  # Loads the app once (`config/environment.rb` of its working directory),
+  # A persistent warm process for the warm pool (`solid-jobs warm ID`).
+  # Loads the app once (`config/environment.rb` of its working directory,
+  # or the file given as `environment:`),
   # listens on WarmPool.socket_path(ID) (mode 0600, removed on INT/TERM),
   # and serves one request at a time: a JSON line
   # {"target_class": "...", "arguments": [...]} is answered with
@@ -16,9 +17,10 @@ module SolidJobs
   class WarmWorker
     attr_reader :path
 
-    def initialize(id, root: Dir.pwd, request_timeout: WarmPool.timeout)
+    def initialize(id, root: Dir.pwd, environment: nil, request_timeout: WarmPool.timeout)
       @id = id
       @root = root
+      @environment = environment
       @path = WarmPool.socket_path(id)
       @request_timeout = request_timeout
     end
@@ -56,13 +58,13 @@ module SolidJobs
     rescue Exception => e # rubocop:disable Lint/RescueException -- any task failure is a reply, never the end of the worker
       raise if e.is_a?(SystemExit) || e.is_a?(SignalException)
 
-      error(e.class.name, e.message)
+      error(Reflection.class_name(e), e.message)
     end
 
     private
 
     def load_app
-      environment = File.join(@root, "config", "environment.rb")
+      environment = @environment || File.join(@root, "config", "environment.rb")
       raise ArgumentError, "no #{environment}: run the warm worker from the app's root" unless File.file?(environment)
 
       require environment
@@ -124,10 +126,12 @@ module SolidJobs
 
     def run_task(name, arguments)
       klass = Object.const_get(name)
-      run = lambda do
-        task = klass.new
-        task.respond_to?(:execute_task) ? task.execute_task(*arguments) : task.perform(*arguments)
-      end
+      raise TypeError, "#{name} is not a class" unless klass.is_a?(Class)
+
+      # Asked of the class's method table, not of the instance, which may
+      # answer respond_to? its own way.
+      method = Reflection.method_defined?(klass, :execute_task) ? :execute_task : :perform
+      run = -> { klass.new.public_send(method, *arguments) }
       # Under Rails, each request is a unit of work: connections go back to
       # their pools and code reloads happen between requests.
       if defined?(::Rails) && ::Rails.respond_to?(:application) && ::Rails.application.respond_to?(:executor)

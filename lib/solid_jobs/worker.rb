@@ -77,30 +77,32 @@ module SolidJobs
     def handle_failure(job, task_class, error, started = nil)
       message = FailureMessage.for(error, job.task)
       location = Instrumentation.location(error).to_s
-      failures, first_ms = with_redis(job) { @dispatcher.record_failure(job, error.class.name.to_s, message, location) }
+      # The error's class is the app's: its name is read through Module#name.
+      error_class = Reflection.class_name(error)
+      failures, first_ms = with_redis(job) { @dispatcher.record_failure(job, error_class, message, location) }
       return unless failures
 
       if @instrumented
-        emit("job.failed", job, attempt: job.attempt || failures, failures: failures, error_class: error.class.name.to_s,
+        emit("job.failed", job, attempt: job.attempt || failures, failures: failures, error_class: error_class,
                                 error_location: location.empty? ? nil : location, duration_ms: since(started))
       end
       decision = FailurePolicy.decide(task_class, job, error, failures, first_ms)
       if decision.final?
         written = with_redis(job) do
-          @dispatcher.discard(job, decision.reason, error.class.name.to_s, message, Array(error.backtrace).first(20), failures,
+          @dispatcher.discard(job, decision.reason, error_class, message, Array(error.backtrace).first(20), failures,
                               decision.action == :archive)
         end
         return unless written
 
         emit("job.dead", job, failures: failures, reason: decision.action == :archive ? "archived" : "dropped") if @instrumented
-        Log.error("#{job.task} #{job.id} given up after #{failures} failure(s): #{decision.reason} (#{error.class}: #{message})")
+        Log.error("#{job.task} #{job.id} given up after #{failures} failure(s): #{decision.reason} (#{error_class}: #{message})")
         FailurePolicy.after_final_failure(task_class, job, error)
       else
         written = with_redis(job) { @dispatcher.retry(job, decision.delay) }
         if written && @instrumented
           emit("job.retry_scheduled", job, failures: failures, retry_at_ms: Clock.now_ms + (decision.delay * 1000).round)
         end
-        Log.warn("#{job.task} #{job.id} failed (#{error.class}: #{message}); failure #{failures}/#{job.max_failures}, " \
+        Log.warn("#{job.task} #{job.id} failed (#{error_class}: #{message}); failure #{failures}/#{job.max_failures}, " \
                  "retry in #{decision.delay.round(1)}s")
       end
     rescue StaleClaimError => e
@@ -175,7 +177,7 @@ module SolidJobs
       when StandardError
         message
       else
-        "#{message} (#{error.class} is not a StandardError; the job was still recorded as failed)"
+        "#{message} (#{Reflection.class_name(error)} is not a StandardError; the job was still recorded as failed)"
       end
     end
   end

@@ -3,9 +3,11 @@
 # Active Job jobs used by the adapter tests, in-process and by spawned
 # `solid-jobs` processes (test/support/active_job_app.rb). They write to a
 # ledger file named in their arguments, like the SolidJobs test tasks.
+#
+# As a worker's --require file loads it: SolidJobs first (the CLI), Active
+# Job after, and the adapter named, never required by path.
 require "logger"
 require "active_job"
-require "solid_jobs/active_job"
 
 ActiveJob::Base.queue_adapter = :solid_jobs
 ActiveJob::Base.logger = Logger.new(nil)

@@ -5,6 +5,16 @@
 # tests never share keys; short heartbeat and recovery delays).
 require_relative "tasks"
 
+# An app class that does `extend Enumerable` with `each` on its instances
+# (as RubyGems' resolver log does, which Bundler loads): its `include?` is
+# Enumerable's and raises NoMethodError. A worker must start without
+# calling methods of classes it did not define.
+class AppEventLog
+  extend Enumerable
+
+  def each(&) = [].each(&)
+end
+
 SolidJobs.configure do |c|
   c.namespace = ENV.fetch("SOLID_JOBS_TEST_NAMESPACE")
   c.heartbeat_interval = Float(ENV.fetch("SOLID_JOBS_TEST_HEARTBEAT", "0.5"))

@@ -50,7 +50,7 @@ module SolidJobs
         rescue Errno::ENOENT, Errno::ECONNREFUSED, Errno::EACCES, Errno::ENOTSOCK => e
           outcome = "refused"
           raise Refused, "warm worker #{worker} refused the connection at #{path} (#{e.class}); " \
-                         "is `script/warm_worker.rb #{worker}` running?"
+                         "is `solid-jobs warm #{worker}` running?"
         rescue Errno::EPIPE, Errno::ECONNRESET, IOError => e # IOError includes EOFError
           raise RemoteError.new("warm worker #{worker} closed the connection (#{e.class}: #{e.message})", e.class.name)
         ensure

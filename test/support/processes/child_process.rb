@@ -23,18 +23,21 @@ class ChildProcess
   attr_reader :pid, :log, :exit_status, :command
 
   # `children`: a ChildGroup to start the process in (benchmarks), or nil.
-  def initialize(command, log:, env: {}, children: nil, chdir: ROOT)
+  # `spawn_options`: more Process.spawn options (unsetenv_others: true for
+  # a process whose whole environment is `env`).
+  def initialize(command, log:, env: {}, children: nil, chdir: ROOT, spawn_options: {})
     @command = command
     @log = log
     @env = env
     @children = children
     @chdir = chdir
+    @spawn_options = spawn_options
   end
 
   def start
     @exit_status = nil
     @reaped = false
-    options = {chdir: @chdir, in: File::NULL, out: [@log, "a"], err: [:child, :out]}
+    options = {chdir: @chdir, in: File::NULL, out: [@log, "a"], err: [:child, :out], **@spawn_options}
     @pid = @children ? @children.spawn(@env, *@command, **options) : Process.spawn(@env, *@command, **options)
     self
   end

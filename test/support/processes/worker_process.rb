@@ -2,19 +2,31 @@
 
 require "json"
 require_relative "child_process"
+require_relative "solid_jobs_command"
 
 # A `solid-jobs` worker as a real child process, for tests, the torture
 # driver and the benchmarks: started with an app file (the test app unless
 # told otherwise), stopped with real signals.
+#
+# Tests start it the way users do, `bundle exec solid-jobs` through the
+# gem's binstub (SolidJobsCommand). Benchmarks pass `bundled: false` and run
+# exe/solid-jobs directly, so Bundler's memory and start-up are not counted
+# in their figures.
 class WorkerProcess < ChildProcess
   EXE = File.join(ROOT, "exe", "solid-jobs")
   APP = File.join(ROOT, "test", "support", "cli_app.rb")
 
   # `app`: the file `--require` loads; `children`: see ChildProcess.
-  def initialize(redis_url:, namespace:, log:, args: [], env: {}, app: APP, children: nil)
+  def initialize(redis_url:, namespace:, log:, args: [], env: {}, app: APP, children: nil, bundled: true)
     @namespace = namespace
-    super([RbConfig.ruby, EXE, "--require", app, "--redis-url", redis_url, *args], log: log,
-          env: {"SOLID_JOBS_TEST_NAMESPACE" => namespace, "SOLID_JOBS_LOG_LEVEL" => "info"}.merge(env), children: children)
+    args = ["--require", app, "--redis-url", redis_url, *args]
+    env = {"SOLID_JOBS_TEST_NAMESPACE" => namespace, "SOLID_JOBS_LOG_LEVEL" => "info"}.merge(env)
+    if bundled
+      super(SolidJobsCommand.argv(*args), log: log, env: SolidJobsCommand.env(env), children: children,
+                                          spawn_options: {unsetenv_others: true})
+    else
+      super([RbConfig.ruby, EXE, *args], log: log, env: env, children: children)
+    end
   end
 
   # The node id this process registered, read from its heartbeat record.

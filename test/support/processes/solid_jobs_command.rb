@@ -1,0 +1,75 @@
+# frozen_string_literal: true
+
+require "fileutils"
+require "open3"
+
+# How the suite starts `solid-jobs` processes (workers, the engine, warm
+# workers): the way the README tells users to, `bundle exec solid-jobs ...`
+# in an app whose Gemfile has the gem, so each start goes through Bundler
+# and the gem's executable (the RubyGems binstub Bundler installs), not
+# `ruby -Ilib exe/solid-jobs`.
+#
+# The app bundle is tmp/test-bundle: a Gemfile with `gem "solid-jobs",
+# path: <checkout>` (the code under test, with the extension `rake compile`
+# built) plus the gems the test apps load (activejob), resolved with
+# `bundle install --local` once per test process. Its GEM_HOME is private,
+# so the binstub is written there and not into the system's bin directory.
+module SolidJobsCommand
+  ROOT = File.expand_path("../../..", __dir__)
+  DIR = File.join(ROOT, "tmp", "test-bundle")
+  GEMFILE = File.join(DIR, "Gemfile")
+  GEM_HOME = File.join(DIR, "gems")
+  GEMS = <<~RUBY
+    source "https://rubygems.org"
+    gem "solid-jobs", path: #{ROOT.inspect}
+    gem "activejob", "~> 6.1" # test/support/active_jobs.rb
+  RUBY
+  LOCK = Mutex.new
+
+  module_function
+
+  # argv for Process.spawn / Open3: `bundle exec solid-jobs ARGS`.
+  def argv(*args) = ["bundle", "exec", "solid-jobs", *args]
+
+  # The environment of a process in the app bundle: this process's
+  # environment without the suite's own Bundler settings, plus `extra`.
+  # Pass it with `unsetenv_others: true`.
+  def env(extra = {})
+    prepare
+    bundle_env.merge(extra.transform_values { |v| v&.to_s })
+  end
+
+  def bundle_env
+    base = defined?(Bundler) ? Bundler.unbundled_env : ENV.to_h
+    base.merge("BUNDLE_GEMFILE" => GEMFILE, "GEM_HOME" => GEM_HOME,
+               "GEM_PATH" => [GEM_HOME, *Gem.path].uniq.join(File::PATH_SEPARATOR),
+               "BUNDLE_SILENCE_ROOT_WARNING" => "1")
+  end
+
+  def spawn(extra_env, *args, **options)
+    Process.spawn(env(extra_env), *argv(*args), unsetenv_others: true, **options)
+  end
+
+  def capture3(extra_env, *args, **options)
+    Open3.capture3(env(extra_env), *argv(*args), unsetenv_others: true, **options)
+  end
+
+  # `bundle exec ruby ARGS` in the app bundle: a producer or a script.
+  def ruby3(extra_env, *args, **options)
+    Open3.capture3(env(extra_env), "bundle", "exec", "ruby", *args, unsetenv_others: true, **options)
+  end
+
+  def prepare
+    LOCK.synchronize do
+      return if @prepared
+
+      FileUtils.mkdir_p(DIR)
+      File.write(GEMFILE, GEMS) unless File.exist?(GEMFILE) && File.read(GEMFILE) == GEMS
+      out, status = Open3.capture2e(bundle_env, "bundle", "install", "--local", "--quiet", unsetenv_others: true, chdir: DIR)
+      raise "bundle install --local for the test app failed:\n#{out}" unless status.success?
+      raise "bundle install wrote no solid-jobs binstub in #{GEM_HOME}/bin" unless File.exist?(File.join(GEM_HOME, "bin", "solid-jobs"))
+
+      @prepared = true
+    end
+  end
+end
