@@ -35,7 +35,7 @@ module SolidJobs
       klass = Object.const_get(name)
       # Asked of Class and Task's module, never of the class itself (which
       # may redefine is_a? or respond_to?).
-      return [klass, nil] if klass.is_a?(Class) && klass.is_a?(Task::ClassMethods)
+      return [klass, nil] if Class === klass && Task::ClassMethods === klass
 
       [nil, "#{name} is not a SolidJobs::Task (include SolidJobs::Task)"]
     rescue NameError => e

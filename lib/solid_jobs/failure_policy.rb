@@ -42,8 +42,8 @@ module SolidJobs
     def ask_retry_delay(task_class, job, error, failures)
       block = task_class.solid_jobs_hook(:retry_delay) or return nil
       choice = block.call(failures, error, job.envelope)
-      return choice if choice.is_a?(NilClass) || :drop == choice || :archive == choice
-      return choice.to_f if choice.is_a?(Numeric) && choice.finite? && choice >= 0
+      return choice if NilClass === choice || :drop == choice || :archive == choice
+      return choice.to_f if Numeric === choice && choice.finite? && choice >= 0
 
       Log.warn("#{Reflection.name(task_class)}.retry_delay returned #{choice.inspect}; " \
                "expected seconds, :drop, :archive or nil; using the default")

@@ -11,8 +11,8 @@ module SolidJobs
     end
 
     def use(klass, *args)
-      unless klass.is_a?(Class) && Reflection.method_defined?(klass, :around)
-        shown = klass.is_a?(Class) ? Reflection.name(klass) || "an anonymous class" : klass.inspect
+      unless Class === klass && Reflection.method_defined?(klass, :around)
+        shown = Class === klass ? Reflection.name(klass) || "an anonymous class" : klass.inspect
         raise ConfigurationError, "interceptor #{shown} must be a class with an instance method around(context)"
       end
 

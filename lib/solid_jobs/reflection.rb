@@ -26,7 +26,7 @@ module SolidJobs
 
     # The object's class; nil for a BasicObject, which has no Kernel#class.
     def class_of(object)
-      object.is_a?(Kernel) ? Kernel.instance_method(:class).bind_call(object) : nil
+      Kernel === object ? Kernel.instance_method(:class).bind_call(object) : nil
     end
 
     # The name of the object's class ("" when it has none), e.g. for an error.

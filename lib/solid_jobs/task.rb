@@ -33,7 +33,7 @@ module SolidJobs
     # Main Ractor only.
     def self.classes
       found = {}.compare_by_identity # never calls the classes' own hash or eql?
-      pending = @registry ? @registry.keys.select { |k| k.is_a?(Class) } : []
+      pending = @registry ? @registry.keys.select { |k| Class === k } : []
       until pending.empty?
         klass = pending.shift
         next if found.key?(klass)
@@ -67,7 +67,7 @@ module SolidJobs
       # Options in effect: configured defaults, then superclasses, then own.
       def solid_jobs_options
         parent = Reflection.superclass(self)
-        inherited = parent.is_a?(ClassMethods) ? parent.solid_jobs_options : SolidJobs.config.default_task_options
+        inherited = ClassMethods === parent ? parent.solid_jobs_options : SolidJobs.config.default_task_options
         own = instance_variable_defined?(:@solid_jobs_task_options) ? @solid_jobs_task_options : nil
         own ? inherited.merge(own) : inherited
       end
@@ -98,7 +98,7 @@ module SolidJobs
         return instance_variable_get(ivar) if instance_variable_defined?(ivar)
 
         parent = Reflection.superclass(self)
-        parent.is_a?(ClassMethods) ? parent.solid_jobs_hook(name) : nil
+        ClassMethods === parent ? parent.solid_jobs_hook(name) : nil
       end
 
       # Enqueues one job; returns its id.

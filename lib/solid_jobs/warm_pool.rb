@@ -50,10 +50,9 @@ module SolidJobs
         # Through Reflection: the classes and the values they hold are the
         # app's, and may redefine any of these methods (or be BasicObjects).
         klass = task_class
-        while klass.is_a?(Class) && !Object.equal?(klass)
-          return true if Reflection.instance_variables(klass).any? do |ivar|
-                           thread_state?(Reflection.instance_variable_get(klass, ivar))
-                         end
+        while Class === klass && !Object.equal?(klass)
+          held = Reflection.instance_variables(klass).any? { |ivar| thread_state?(Reflection.instance_variable_get(klass, ivar)) }
+          return true if held
 
           klass = Reflection.superclass(klass)
         end
@@ -63,7 +62,7 @@ module SolidJobs
       end
 
       def thread_state?(value)
-        value.is_a?(Thread::Mutex) || value.is_a?(Thread) || value.is_a?(Fiber) || Reflection.class_name(value).include?("Pool")
+        Thread::Mutex === value || Thread === value || Fiber === value || Reflection.class_name(value).include?("Pool")
       end
 
       # Task.enqueue and friends come here: argument lists that need the

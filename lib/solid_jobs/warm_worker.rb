@@ -56,7 +56,7 @@ module SolidJobs
     rescue JSON::ParserError => e
       error("JSON::ParserError", "malformed request: #{e.message[0, 200]}")
     rescue Exception => e # rubocop:disable Lint/RescueException -- any task failure is a reply, never the end of the worker
-      raise if e.is_a?(SystemExit) || e.is_a?(SignalException)
+      raise if SystemExit === e || SignalException === e
 
       error(Reflection.class_name(e), e.message)
     end
@@ -126,7 +126,7 @@ module SolidJobs
 
     def run_task(name, arguments)
       klass = Object.const_get(name)
-      raise TypeError, "#{name} is not a class" unless klass.is_a?(Class)
+      raise TypeError, "#{name} is not a class" unless Class === klass
 
       # Asked of the class's method table, not of the instance, which may
       # answer respond_to? its own way.
