@@ -34,8 +34,9 @@ module SolidJobs
       heartbeat_interval: 5,
       # A node silent this long is dead; its claims are recovered by others.
       recovery_delay: 30,
-      archive_max_entries: 10_000,
-      archive_max_age: 30 * 24 * 3600,
+      # The archive's limits (entries, seconds): solid_core's defaults.
+      archive_max_entries: Native::ARCHIVE_MAX_ENTRIES,
+      archive_max_age: Native::ARCHIVE_MAX_AGE,
       # Which backend serves channels not listed in channel_backends.
       backend: :redis,
       # Named backend specs: {name => {adapter: :solid_redis | :solid_engine, url:, ...}}.

@@ -13,10 +13,9 @@ use crate::now_ms;
 use crate::redis::keyspace::Keyspace;
 use crate::redis::scripts::Scripts;
 
-/// Default limits of the archive. The Ruby side has its own defaults
-/// (`archive_max_entries`, `archive_max_age` in
-/// `lib/solid_jobs/configuration.rb`) and always passes them; keep the two
-/// in step.
+/// Default limits of the archive, the one definition: the glue exposes them
+/// as `SolidJobs::Native::ARCHIVE_MAX_ENTRIES` / `ARCHIVE_MAX_AGE` (seconds),
+/// which `lib/solid_jobs/configuration.rb` uses as its defaults.
 pub const ARCHIVE_MAX_ENTRIES: u64 = 10_000;
 pub const ARCHIVE_MAX_AGE: Duration = Duration::from_secs(30 * 24 * 3600);
 
