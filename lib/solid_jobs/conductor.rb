@@ -127,7 +127,7 @@ module SolidJobs
       rescue ConnectionError => e
         raise unless block_given?
 
-        Log.warn("waiting for Redis (#{e.message}); retrying in #{delay.round(1)}s")
+        Log.warn("waiting for the backend (#{e.message}); retrying in #{delay.round(1)}s")
         return nil if yield(delay)
 
         delay = [delay * 2, REDIS_WAIT_MAX].min
@@ -135,11 +135,12 @@ module SolidJobs
       end
     end
 
+    # Checked before anything is frozen: a configuration that cannot be
+    # shared (an interceptor argument holding a Mutex) raises and leaves
+    # every object, the caller's included, as it was.
     def share_config
-      Ractor.make_shareable(@config)
-    rescue Ractor::Error, TypeError => e
-      raise ConfigurationError, "the configuration must be Ractor-shareable once workers start " \
-                                "(interceptor arguments and default task options are frozen deeply): #{e.message}"
+      Shareable.share!(@config, "the configuration", "worker Ractors read it once workers start " \
+                                                     "(interceptor arguments are frozen deeply)")
     end
 
     def build_dispatcher
