@@ -19,17 +19,20 @@ class RedisServer
     server&.close
   end
 
-  def initialize(port: self.class.free_port, appendonly: false, dir: nil)
+  # password: the server requires it (requirepass), and url carries it.
+  def initialize(port: self.class.free_port, appendonly: false, dir: nil, password: nil)
     @port = port
     @appendonly = appendonly
     @dir = dir || Dir.mktmpdir("solid-jobs-redis")
+    @password = password
   end
 
-  def url(db = 0) = "redis://127.0.0.1:#{port}/#{db}"
+  def url(db = 0) = "redis://#{":#{@password}@" if @password}127.0.0.1:#{port}/#{db}"
 
   def start
     args = ["redis-server", "--port", port.to_s, "--bind", "127.0.0.1", "--save", "", "--dir", dir,
             "--appendonly", @appendonly ? "yes" : "no", "--appendfsync", "always"]
+    args += ["--requirepass", @password] if @password
     @pid = Process.spawn(*args, out: File::NULL, err: File::NULL)
     wait_until_ready
     self
@@ -56,6 +59,10 @@ class RedisServer
 
   def ping
     socket = TCPSocket.new("127.0.0.1", port)
+    if @password
+      socket.write("AUTH #{@password}\r\n")
+      return nil unless socket.gets&.chomp == "+OK"
+    end
     socket.write("PING\r\n")
     socket.gets&.chomp
   rescue SystemCallError, IOError
