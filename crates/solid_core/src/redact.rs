@@ -45,7 +45,9 @@ fn redact_userinfo(text: &str) -> String {
         // A later "://" inside the token starts another URL: the authority of
         // this one ends where that URL's scheme begins.
         let token_end = if end < bytes.len() && text[end..].starts_with("://") {
-            text[start..end].rfind(|c: char| !(c.is_ascii_alphanumeric() || "+-.".contains(c))).map_or(start, |i| start + i + 1)
+            text[start..end]
+                .rfind(|c: char| !(c.is_ascii_alphanumeric() || "+-.".contains(c)))
+                .map_or(start, |i| start + i + 1)
         } else {
             end
         };
@@ -169,7 +171,10 @@ mod tests {
             redact("Connection refused (os error 111) (redis://:s3cr/t)x@10.0.0.1:1/0)"),
             "Connection refused (os error 111) (redis://:***@10.0.0.1:1/0)"
         );
-        assert_eq!(redact("redis://127.0.0.1:6379/0 and unix:///tmp/r.sock"), "redis://127.0.0.1:6379/0 and unix:///tmp/r.sock");
+        assert_eq!(
+            redact("redis://127.0.0.1:6379/0 and unix:///tmp/r.sock"),
+            "redis://127.0.0.1:6379/0 and unix:///tmp/r.sock"
+        );
         assert_eq!(
             redact(r#"["redis://:a@h/0", "tcp://u:b@e:1", "x@y"]"#),
             r#"["redis://:***@h/0", "tcp://u:***@e:1", "x@y"]"#

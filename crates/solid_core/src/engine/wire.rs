@@ -24,7 +24,8 @@ pub fn connector(url: &str, password: Option<&str>) -> Result<Connector> {
             "invalid SolidEngine URL {url:?}: use unix:///path/to.sock or tcp://host:port"
         ))));
     };
-    let connector = Connector::new(&converted).map_err(|_| Error::Invalid(redact(&format!("invalid SolidEngine URL {url:?}"))))?;
+    let connector =
+        Connector::new(&converted).map_err(|_| Error::Invalid(redact(&format!("invalid SolidEngine URL {url:?}"))))?;
     Ok(connector.for_engine(url))
 }
 

@@ -37,8 +37,8 @@ pub struct Connector {
 
 impl Connector {
     pub fn new(url: &str) -> Result<Self> {
-        let client = Client::open(url)
-            .map_err(|e| Error::Invalid(redact(&format!("invalid Redis URL {url:?}: {e}"))))?;
+        let client =
+            Client::open(url).map_err(|e| Error::Invalid(redact(&format!("invalid Redis URL {url:?}: {e}"))))?;
         Ok(Connector { client, url: url.to_owned(), display: redact(url), backend: Backend::Redis })
     }
 

@@ -24,7 +24,9 @@ pub fn kind(obj: Value) -> Symbol {
         } else if rb_sys::TEST(rb_sys::rb_obj_is_proc(raw)) {
             "proc"
         } else if rb_sys::RTYPEDDATA_P(raw)
-            && ((*rb_sys::RTYPEDDATA_TYPE(raw)).flags & rb_sys::rbimpl_typeddata_flags::RUBY_TYPED_FROZEN_SHAREABLE as VALUE) != 0
+            && ((*rb_sys::RTYPEDDATA_TYPE(raw)).flags
+                & rb_sys::rbimpl_typeddata_flags::RUBY_TYPED_FROZEN_SHAREABLE as VALUE)
+                != 0
         {
             "frozen_data"
         } else {
