@@ -96,7 +96,7 @@ class ConfigurationTest < SolidJobsTest
                                 %r{backends\[:jobs\]\[:url\] "redis://h:port/0"}],
       "leas:" => [->(c) { c.backends = {jobs: engine.merge(leas: 5)} },
                   /unknown key\(s\) :leas in backends\[:jobs\].*did you mean :lease\?/],
-      "lease: -1" => [->(c) { c.backends = {jobs: engine.merge(lease: -1)} }, /backends\[:jobs\]\[:lease\] -1: expected a positive/],
+      "lease: -1" => [->(c) { c.backends = {jobs: engine.merge(lease: -1)} }, /backends\[:jobs\]\[:lease\] -1: expected a number of seconds >= 0/],
       "lease: nil" => [->(c) { c.backends = {jobs: engine.merge(lease: nil)} }, /backends\[:jobs\]\[:lease\] nil/],
       "password: 42" => [->(c) { c.backends = {jobs: engine.merge(password: 42)} }, /backends\[:jobs\]\[:password\]/],
       "channel_ids" => [->(c) { c.backends = {jobs: engine.merge(channel_ids: {"a b" => 1})} }, /"a b" in backends\[:jobs\]\[:channel_ids\]/],

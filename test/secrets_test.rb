@@ -27,7 +27,7 @@ class SecretsTest < SolidJobsTest
     text = read_log(log)
     refute_includes text, SECRET
     waiting = text.lines.grep(/waiting for/).first
-    assert_includes waiting, "Redis connection failed: "
+    assert_includes waiting, "waiting for Redis (Redis connection failed: "
     assert_includes waiting, "(redis://:***@127.0.0.1:#{server.port}/0)", "the server is named, its password masked"
   ensure
     worker&.kill!
@@ -48,7 +48,7 @@ class SecretsTest < SolidJobsTest
     text = read_log(log)
     refute_includes text, SECRET
     waiting = text.lines.grep(/waiting for/).first
-    assert_includes waiting, "SolidEngine connection failed: "
+    assert_includes waiting, "waiting for SolidEngine (SolidEngine connection failed: "
     assert_includes waiting, "(#{engine.url})", "the URL as configured, not the redis+unix:// form used inside"
     refute_match(/redis/i, waiting)
   ensure

@@ -388,8 +388,10 @@ module SolidJobs
       end
       if spec.key?(:lease)
         lease = spec[:lease]
-        unless lease.is_a?(Numeric) && lease.real? && lease.finite? && lease.positive?
-          raise ConfigurationError, "invalid #{where}[:lease] #{lease.inspect}: expected a positive number of seconds"
+        # 0 is meaningful: the server's default lease, never extended.
+        unless lease.is_a?(Numeric) && lease.real? && lease.finite? && lease >= 0
+          raise ConfigurationError, "invalid #{where}[:lease] #{lease.inspect}: expected a number of seconds >= 0 " \
+                                    "(0: the server's default lease, not extended)"
         end
 
         out[:lease] = lease
