@@ -8,6 +8,7 @@ require "solid_jobs/clock"
 require "solid_jobs/scan"
 require "solid_jobs/ractor_compat"
 require "solid_jobs/log"
+require "solid_jobs/shareable"
 require "solid_jobs/interceptor_chain"
 require "solid_jobs/instrumentation"
 require "solid_jobs/configuration"
@@ -48,14 +49,20 @@ module SolidJobs
       @config ||= Configuration.new
     end
 
+    # Yields a copy of the configuration and installs it only when the
+    # block and validate! succeed: a configure that raises changes nothing
+    # (no setting, no interceptor, no frozen instrumenter), and the next one
+    # starts from the last good configuration.
     def configure
       raise ConfigurationError, "configuration is frozen: workers have started" if config.frozen?
 
-      yield config
-      config.validate!
-      @client = nil if @client && (@client.url != config.redis_url || @client_namespace != config.namespace)
+      draft = config.dup
+      yield draft
+      draft.validate!
+      Instrumentation.shareable!(draft.instrumenter)
+      @client = nil if @client && (@client.url != draft.redis_url || @client_namespace != draft.namespace)
       @routing = nil
-      config
+      @config = draft
     end
 
     # The shareable native client. Created in the main Ractor (by the first

@@ -3,8 +3,31 @@
 require_relative "test_helper"
 
 # The adapter API, the same calls on both backends: claim, ack, retry_job,
-# fail_job, fencing of late settles, get_job and recover.
+# fail_job, fencing of late settles, get_job, cancel and recover, with one
+# error vocabulary (README "Errors").
 module AdapterContract
+  def test_unknown_ids_are_not_found_the_same_way_on_both_backends
+    ["nope", "", SecureRandom.uuid, SecureRandom.uuid.delete("-")].each do |id|
+      assert_nil backend.get_job(id), id.inspect
+      assert_equal false, backend.cancel(id), id.inspect
+    end
+  end
+
+  def test_cancelling_a_running_job_raises_job_running_and_changes_nothing
+    id = LedgerTask.enqueue("/dev/null", "running")
+    claim = backend.claim("default")
+    error = assert_raises(SolidJobs::JobRunning) { backend.cancel(id) }
+    assert_equal "job #{id} is running and cannot be cancelled", error.message
+    assert backend.ack(claim), "the running job was left as it was"
+    assert_equal false, backend.cancel(id), "a finished job has nothing to cancel"
+  end
+
+  def test_backend_error_replies_are_backend_errors_named_for_their_backend
+    error = assert_raises(SolidJobs::BackendError) { backend.client.call(["NOSUCHCOMMAND"]) }
+    assert_kind_of error_class, error
+    assert error.message.start_with?("#{backend_label} error: "), error.message
+  end
+
   def test_claim_ack_and_a_second_ack_is_stale
     id = LedgerTask.enqueue("/dev/null", "a")
     claim = backend.claim("default")
@@ -35,6 +58,8 @@ class RedisAdapterApiTest < SolidJobsTest
   include AdapterContract
 
   def backend = SolidJobs.routing.backend_for("default")
+  def error_class = SolidJobs::RedisError
+  def backend_label = "Redis"
 
   def test_recover_requeues_claims_of_expired_nodes
     id = LedgerTask.enqueue("/dev/null", "recovered")
@@ -63,6 +88,16 @@ class SolidEngineAdapterApiTest < SolidJobsTest
   end
 
   def backend = SolidJobs.routing.backend_for("default")
+  def error_class = SolidJobs::EngineError
+  def backend_label = "SolidEngine"
+
+  def test_a_refused_connection_names_solid_engine_and_its_url
+    refused = "tcp://127.0.0.1:#{RedisServer.free_port}"
+    configure_solid_jobs(backend: :solid_engine, url: refused, backends: {})
+    error = assert_raises(SolidJobs::ConnectionError) { LedgerTask.enqueue("/dev/null", "x") }
+    assert_match(/\ASolidEngine connection failed: Connection refused .*\(#{Regexp.escape(refused)}\)\z/, error.message)
+    refute_match(/redis/i, error.message)
+  end
 
   def test_an_expired_lease_makes_the_job_claimable_again_and_the_old_claim_stale
     id = LedgerTask.enqueue("/dev/null", "lease")

@@ -45,8 +45,8 @@ class RedisBackendTest < SolidJobsTest
     job = backend.get_job(id)
     assert_equal "claimed", job["state"]
     assert_equal [path, "busy", 1], job["envelope"]["arguments"]
-    error = assert_raises(SolidJobs::RedisError) { backend.cancel(id) }
-    assert_match(/BUSY/, error.message)
+    error = assert_raises(SolidJobs::JobRunning) { backend.cancel(id) }
+    assert_equal "job #{id} is running and cannot be cancelled", error.message
   end
 
   def test_a_live_id_is_not_enqueued_twice

@@ -127,7 +127,7 @@ module SolidJobs
       rescue ConnectionError => e
         raise unless block_given?
 
-        Log.warn("waiting for Redis (#{e.message}); retrying in #{delay.round(1)}s")
+        Log.warn("waiting for #{backend_names} (#{e.message}); retrying in #{delay.round(1)}s")
         return nil if yield(delay)
 
         delay = [delay * 2, REDIS_WAIT_MAX].min
@@ -135,11 +135,18 @@ module SolidJobs
       end
     end
 
+    # Checked before anything is frozen: a configuration that cannot be
+    # shared (an interceptor argument holding a Mutex) raises and leaves
+    # every object, the caller's included, as it was.
+    # What this node waits for when it cannot connect: "Redis",
+    # "SolidEngine" or both, never Redis for an engine-only node.
+    def backend_names
+      SolidJobs.routing.group(@config.channels).map { |backend, _| backend.class.name.split("::").last }.uniq.join(" and ")
+    end
+
     def share_config
-      Ractor.make_shareable(@config)
-    rescue Ractor::Error, TypeError => e
-      raise ConfigurationError, "the configuration must be Ractor-shareable once workers start " \
-                                "(interceptor arguments and default task options are frozen deeply): #{e.message}"
+      Shareable.share!(@config, "the configuration", "worker Ractors read it once workers start " \
+                                                     "(interceptor arguments are frozen deeply)")
     end
 
     def build_dispatcher

@@ -2,7 +2,11 @@
 
 module SolidJobs
   # Process-wide settings. Every setter validates, so a bad value fails at
-  # configure time with a ConfigurationError naming the setting.
+  # configure time with a ConfigurationError naming the setting; settings
+  # that depend on each other (backends and routing) are checked by
+  # validate!, at the end of SolidJobs.configure. Setters keep their own
+  # frozen copies of what they are given, so nothing of the caller's is
+  # frozen when the configuration is made shareable for worker Ractors.
   class Configuration
     CHANNEL_ORDERS = %i[weighted priority shuffle].freeze
     EXECUTION_MODES = %i[ractor thread].freeze
@@ -10,6 +14,15 @@ module SolidJobs
     # `execution: :thread` sends a task to the node's thread workers (see Lanes).
     TASK_EXECUTIONS = %i[thread].freeze
     CHANNEL_NAME = /\A[A-Za-z0-9_.-]{1,100}\z/
+    # The keys each backend adapter takes (README "Backends"); :redis is an
+    # alias of :solid_redis.
+    BACKEND_KEYS = {
+      solid_redis: %i[adapter url].freeze,
+      solid_engine: %i[adapter url password lease channel_ids].freeze
+    }.freeze
+    ADAPTER_ALIASES = {redis: :solid_redis}.freeze
+    # SolidEngine channel ids are unsigned 32-bit integers (docs/protocol.md).
+    ENGINE_CHANNEL_IDS = (0..0xFFFF_FFFF)
 
     # Defaults, each with the reason for its value.
     DEFAULTS = {
@@ -80,16 +93,35 @@ module SolidJobs
       @execute_interceptors = InterceptorChain.new
     end
 
+    # A copy to build the next configuration on (SolidJobs.configure): the
+    # interceptor chains are the only state a setter changes in place, so
+    # they are copied too; every other value is frozen and shared.
+    def initialize_copy(source)
+      super
+      @publish_interceptors = source.publish_interceptors.dup
+      @execute_interceptors = source.execute_interceptors.dup
+    end
+
+    # Short and redacted. Ruby 3.1 quotes the receiver's inspect in a
+    # NoMethodError (`config.concurency = 3`), and consoles print it: it
+    # must never dump every setting, and never a password.
+    def inspect
+      Native.redact("#<#{self.class.name} backend=#{backend.inspect} redis_url=#{redis_url.inspect} " \
+                    "namespace=#{namespace.inspect}#{" url=#{url.inspect}" if url}#{" (frozen)" if frozen?}>")
+    end
+
+    def pretty_print(printer) = printer.text(inspect)
+
     def redis_url=(url)
       unless url.is_a?(String) && url.match?(%r{\A(redis|rediss|unix)://}i)
         invalid!(:redis_url, url, "a redis://, rediss:// or unix:// URL")
       end
-      @redis_url = url
+      @redis_url = self.class.checked_url(:redis, :redis_url, url)
     end
 
     def namespace=(value)
       invalid!(:namespace, value, "a non-empty String without spaces") unless value.is_a?(String) && value.match?(/\A\S+\z/)
-      @namespace = value
+      @namespace = self.class.own(value)
     end
 
     # Accepts "name", ["name", weight] or "name,weight" entries.
@@ -110,7 +142,23 @@ module SolidJobs
         raise ConfigurationError, "invalid channel #{entry.inspect}: expected a name of 1-100 characters " \
                                   "from A-Z a-z 0-9 _ - . and an optional positive integer weight"
       end
-      [name.freeze, weight].freeze
+      [own(name), weight].freeze
+    end
+
+    # A frozen String of our own with the contents of `value`: the
+    # caller's object is never the one frozen.
+    def self.own(value) = String.new(value.to_s).freeze
+
+    # `url` after the check the backend's client will run on it (the same
+    # parser, no connection), as a frozen copy; ConfigurationError names
+    # `setting` otherwise.
+    def self.checked_url(kind, setting, url)
+      raise ConfigurationError, "invalid #{setting} #{url.inspect}: expected a URL String" unless url.is_a?(String)
+
+      kind == :engine ? Native.check_engine_url(url) : Native.check_redis_url(url)
+      own(url)
+    rescue ArgumentError => e
+      raise ConfigurationError, "invalid #{setting} #{url.inspect}: #{e.message}"
     end
 
     def channel_order=(value)
@@ -163,31 +211,51 @@ module SolidJobs
       @archive_max_age = value
     end
 
+    # Which backend serves channels not listed in channel_backends: :redis,
+    # :solid_engine (with config.url) or a name from config.backends;
+    # validate! checks that it exists.
     def backend=(value)
-      valid = value.is_a?(Symbol) || value.is_a?(String)
-      invalid!(:backend, value, "a backend name (Symbol), e.g. :redis or :solid_engine") unless valid
-      @backend = value.to_sym
+      @backend = self.class.backend_name(:backend, value)
     end
 
+    # Named backend specs, each checked whole here: a known adapter, only
+    # the keys that adapter takes, a URL its client opens, a positive
+    # lease, valid channel ids. Stored as frozen copies.
     def backends=(specs)
-      valid = specs.is_a?(Hash) && specs.values.all? { |spec| spec.is_a?(Hash) && spec.key?(:adapter) }
-      invalid!(:backends, specs, "a Hash of name => {adapter: :solid_redis | :solid_engine, url: ...}") unless valid
-      @backends = specs.to_h { |name, spec| [name.to_sym, spec.dup.freeze] }.freeze
+      invalid!(:backends, specs, "a Hash of name => {adapter: :solid_redis | :solid_engine, url: ...}") unless specs.is_a?(Hash)
+      @backends = specs.to_h do |name, spec|
+        name = self.class.backend_name(:backends, name)
+        [name, self.class.backend_spec(name, spec)]
+      end.freeze
     end
 
+    # {channel => backend name}; validate! checks that each backend exists.
     def channel_backends=(map)
       invalid!(:channel_backends, map, "a Hash of channel name => backend name") unless map.is_a?(Hash)
-      @channel_backends = map.to_h { |channel, name| [channel.to_s.freeze, name.to_sym] }.freeze
+      @channel_backends = map.to_h do |channel, name|
+        unless channel.is_a?(String) || channel.is_a?(Symbol)
+          raise ConfigurationError, "invalid channel_backends key #{channel.inspect}: expected a channel name"
+        end
+
+        unless channel.to_s.match?(CHANNEL_NAME)
+          raise ConfigurationError, "invalid channel_backends key #{channel.to_s.inspect}: expected a channel name of " \
+                                    "1-100 characters from A-Z a-z 0-9 _ - ."
+        end
+        [self.class.own(channel), self.class.backend_name("channel_backends[#{channel.to_s.inspect}]", name)]
+      end.freeze
     end
 
     def url=(value)
       valid = value.nil? || (value.is_a?(String) && value.match?(%r{\A(unix|tcp)://}i))
       invalid!(:url, value, "a unix:///path or tcp://host:port URL") unless valid
-      @url = value
+      @url = value && self.class.checked_url(:engine, :url, value)
     end
 
+    # Checked here, changing nothing: ConfigurationError when worker
+    # Ractors could not share it. SolidJobs.configure deep-freezes it once
+    # the whole block has succeeded (a Conductor does at start otherwise).
     def instrumenter=(value)
-      @instrumenter = Instrumentation.shareable!(value)
+      @instrumenter = Instrumentation.check!(value)
     end
 
     def observation_interval=(value)
@@ -250,7 +318,105 @@ module SolidJobs
               "task option execution must be one of #{TASK_EXECUTIONS.inspect} (got #{options[:execution].inspect})"
       end
 
-      options.to_h { |k, v| [k, k == :channel ? v.to_s.freeze : v] }
+      options.to_h { |k, v| [k, k == :channel ? own(v) : v] }
+    end
+
+    def self.backend_name(setting, value)
+      return value.to_sym if (value.is_a?(Symbol) || value.is_a?(String)) && !value.empty?
+
+      raise ConfigurationError, "invalid #{setting} #{value.inspect}: expected a backend name (Symbol), " \
+                                "e.g. :redis or :solid_engine"
+    end
+
+    # One backend spec, checked and copied: {adapter:, url:, ...} frozen.
+    def self.backend_spec(name, spec)
+      where = "backends[#{name.inspect}]"
+      unless spec.is_a?(Hash)
+        raise ConfigurationError, "invalid #{where}: expected a Hash like {adapter: :solid_engine, url: \"unix:///path\"}"
+      end
+
+      adapter = spec[:adapter]
+      adapter = ADAPTER_ALIASES.fetch(adapter.to_sym, adapter.to_sym) if adapter.is_a?(Symbol) || adapter.is_a?(String)
+      unless BACKEND_KEYS.key?(adapter)
+        raise ConfigurationError, "invalid #{where}[:adapter] #{spec[:adapter].inspect}: expected :solid_redis or :solid_engine"
+      end
+
+      check_backend_keys(where, adapter, spec.keys)
+      adapter == :solid_engine ? engine_spec(where, spec) : redis_spec(where, spec)
+    end
+
+    def self.check_backend_keys(where, adapter, keys)
+      known = BACKEND_KEYS.fetch(adapter)
+      unknown = keys - known
+      return if unknown.empty?
+
+      hints = unknown.filter_map do |key|
+        guess = key.respond_to?(:to_sym) && spell_check(key.to_s, known.map(&:to_s))
+        "#{key.inspect} (did you mean :#{guess}?)" if guess
+      end
+      raise ConfigurationError, "unknown key(s) #{unknown.map(&:inspect).join(", ")} in #{where}; a #{adapter} backend " \
+                                "takes #{known.map(&:inspect).join(", ")}#{"; #{hints.join(", ")}" unless hints.empty?}"
+    end
+
+    def self.spell_check(word, dictionary)
+      return nil unless defined?(DidYouMean::SpellChecker)
+
+      DidYouMean::SpellChecker.new(dictionary: dictionary).correct(word).first
+    end
+
+    def self.redis_spec(where, spec)
+      out = {adapter: :solid_redis}
+      out[:url] = checked_url(:redis, "#{where}[:url]", spec[:url]) unless spec[:url].nil?
+      out.freeze
+    end
+
+    def self.engine_spec(where, spec)
+      raise ConfigurationError, "#{where} (solid_engine) needs url: unix:///path or tcp://host:port" unless spec.key?(:url)
+
+      url = spec[:url]
+      unless url.is_a?(String) && url.match?(%r{\A(unix|tcp)://}i)
+        raise ConfigurationError, "invalid #{where}[:url] #{url.inspect}: expected unix:///path or tcp://host:port"
+      end
+
+      out = {adapter: :solid_engine, url: checked_url(:engine, "#{where}[:url]", url)}
+      if spec.key?(:password)
+        password = spec[:password]
+        unless password.nil? || (password.is_a?(String) && !password.empty?)
+          raise ConfigurationError, "invalid #{where}[:password]: expected a non-empty String or nil"
+        end
+
+        out[:password] = own(password) if password
+      end
+      if spec.key?(:lease)
+        lease = spec[:lease]
+        # 0 is meaningful: the server's default lease, never extended.
+        unless lease.is_a?(Numeric) && lease.real? && lease.finite? && lease >= 0
+          raise ConfigurationError, "invalid #{where}[:lease] #{lease.inspect}: expected a number of seconds >= 0 " \
+                                    "(0: the server's default lease, not extended)"
+        end
+
+        out[:lease] = lease
+      end
+      out[:channel_ids] = engine_channel_ids(where, spec[:channel_ids]) if spec.key?(:channel_ids)
+      out.freeze
+    end
+
+    def self.engine_channel_ids(where, ids)
+      unless ids.is_a?(Hash)
+        raise ConfigurationError, "invalid #{where}[:channel_ids] #{ids.inspect}: expected a Hash of channel name => id"
+      end
+
+      ids.to_h do |channel, id|
+        valid_name = (channel.is_a?(String) || channel.is_a?(Symbol)) && channel.to_s.match?(CHANNEL_NAME)
+        raise ConfigurationError, "invalid channel name #{channel.inspect} in #{where}[:channel_ids]" unless valid_name
+
+        unless id.is_a?(Integer) && ENGINE_CHANNEL_IDS.cover?(id)
+          raise ConfigurationError, "invalid #{where}[:channel_ids][#{channel.inspect}] #{id.inspect}: " \
+                                    "expected an Integer from 0 to #{ENGINE_CHANNEL_IDS.end}"
+        end
+
+        [own(channel), id]
+      end.freeze
     end
 
     def validate!
@@ -259,10 +425,56 @@ module SolidJobs
               "recovery_delay (#{recovery_delay}) must be longer than heartbeat_interval (#{heartbeat_interval})"
       end
 
+      backend_specs
       self
     end
 
+    # {name => spec} of every backend this configuration routes to: the
+    # named specs, :redis (redis_url) unless named, and :solid_engine from
+    # `url`. Checks that `backend` and every channel_backends entry name one
+    # of them, and that `url` is used; ConfigurationError names the setting.
+    def backend_specs
+      specs = backends.dup
+      specs[:redis] ||= {adapter: :solid_redis, url: redis_url}.freeze
+      engine_from_url(specs)
+      known = specs.keys.map(&:inspect).join(", ")
+      unless specs.key?(backend)
+        raise ConfigurationError, "invalid backend #{backend.inspect}: no such backend (known: #{known}; " \
+                                  "name others in config.backends)"
+      end
+
+      channel_backends.each do |channel, name|
+        next if specs.key?(name)
+
+        raise ConfigurationError, "invalid channel_backends[#{channel.inspect}] #{name.inspect}: no such backend " \
+                                  "(known: #{known}; name others in config.backends)"
+      end
+      specs.freeze
+    end
+
     private
+
+    # config.url is the shortcut for `backend = :solid_engine`: refused when
+    # nothing would use it, so a URL set for nothing is not silently ignored.
+    def engine_from_url(specs)
+      named = specs[:solid_engine]
+      if url.nil?
+        return if named || backend != :solid_engine
+
+        raise ConfigurationError, "backend = :solid_engine needs config.url (unix:///path or tcp://host:port) " \
+                                  "or a :solid_engine entry in config.backends"
+      end
+      unless backend == :solid_engine
+        raise ConfigurationError, "config.url #{url.inspect} is used only with config.backend = :solid_engine " \
+                                  "(backend is #{backend.inspect}); to route some channels there, name it in config.backends"
+      end
+      if named && named[:url] != url
+        raise ConfigurationError, "config.url #{url.inspect} differs from backends[:solid_engine][:url] " \
+                                  "#{named[:url].inspect}, which is the one used; set only one of them"
+      end
+
+      specs[:solid_engine] ||= {adapter: :solid_engine, url: url}.freeze
+    end
 
     def positive_number!(name, value, allow_zero: false)
       ok = value.is_a?(Numeric) && value.finite? && (allow_zero ? value >= 0 : value.positive?)

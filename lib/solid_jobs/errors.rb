@@ -2,17 +2,36 @@
 
 module SolidJobs
   # Ruby owns the exception hierarchy; the native extension looks these up by
-  # name and raises them (ext/solid_jobs/src/helpers/errors.rb).
-  class Error < StandardError; end
+  # name and raises them (ext/solid_jobs/src/helpers/errors.rs). The same
+  # classes serve both backends (README "Errors").
+  class Error < StandardError
+    # No SolidJobs exception carries a credential: a message is redacted
+    # (SolidJobs::Native.redact, the rule the Rust side applies to its own
+    # messages) however it was built, here or in the extension.
+    def initialize(message = nil)
+      super(message.is_a?(String) && defined?(Native.redact) ? Native.redact(message) : message)
+    end
+  end
 
   # A configuration value is invalid.
   class ConfigurationError < Error; end
 
-  # Redis could not be reached. An enqueue that raises this wrote nothing.
+  # The backend (Redis or SolidEngine; the message names which) could not be
+  # reached. An enqueue that raises this wrote nothing.
   class ConnectionError < Error; end
 
+  # The backend answered with an error.
+  class BackendError < Error; end
+
   # Redis answered with an error.
-  class RedisError < Error; end
+  class RedisError < BackendError; end
+
+  # SolidEngine answered with an error.
+  class EngineError < BackendError; end
+
+  # `cancel` of a job that is running (claimed on Redis, reserved on
+  # SolidEngine): nothing was changed, the job runs to its end.
+  class JobRunning < Error; end
 
   # An envelope has the wrong shape.
   class EnvelopeError < Error; end

@@ -8,8 +8,10 @@ module SolidJobs
   #   end
   #   SolidJobs.configure { |c| c.instrumenter = StatsdInstrumenter.new.freeze }
   #
-  # Worker Ractors call the instrumenter, so it must be Ractor-shareable
-  # (the setter makes it so, or raises ConfigurationError). Payloads carry
+  # Worker Ractors call the instrumenter, so it must be Ractor-shareable:
+  # the setter checks that it can be, or raises ConfigurationError and
+  # leaves it as it was; SolidJobs.configure deep-freezes it once the whole
+  # block has succeeded. Payloads carry
   # identifiers, timestamps, durations and error classes: never arguments,
   # envelopes, error messages or log text.
   module Instrumentation
@@ -57,20 +59,27 @@ module SolidJobs
       nil
     end
 
-    # Makes an instrumenter shareable (deep-frozen) for worker Ractors, or
-    # raises ConfigurationError saying why it cannot be.
-    def shareable!(instrumenter)
+    # The instrumenter, when worker Ractors could share it; otherwise
+    # ConfigurationError saying why not. Freezes nothing: a refused
+    # instrumenter, and everything it holds ($stdout inside a Logger),
+    # is left exactly as it was.
+    def check!(instrumenter)
       unless instrumenter.respond_to?(:instrument)
         raise ConfigurationError,
               "invalid instrumenter #{instrumenter.inspect}: expected an object responding to instrument(name, payload)"
       end
 
-      Ractor.make_shareable(instrumenter)
-    rescue Ractor::Error, TypeError, FrozenError => e
+      reason = Shareable.obstacle(instrumenter, "instrumenter")
+      return instrumenter unless reason
+
       raise ConfigurationError, "the instrumenter must be Ractor-shareable, because worker Ractors call it " \
-                                "(#{e.class}: #{e.message}); keep no mutable state in it " \
-                                "(freeze it, or write to a shareable sink)"
+                                "(#{reason}); keep no mutable state in it (freeze it, or write to a shareable sink); " \
+                                "nothing was frozen"
     end
+
+    # Makes an instrumenter shareable (deep-frozen) for worker Ractors, or
+    # raises ConfigurationError saying why it cannot be, changing nothing.
+    def shareable!(instrumenter) = Ractor.make_shareable(check!(instrumenter))
 
     # "path:line" of the raising frame: where, never what (no message).
     def location(error)

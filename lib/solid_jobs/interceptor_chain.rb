@@ -20,6 +20,13 @@ module SolidJobs
       self
     end
 
+    # Copies share the (frozen) entries, not the list: `use` on a copy
+    # leaves the original chain as it was.
+    def initialize_copy(source)
+      super
+      @entries = @entries.dup
+    end
+
     def empty? = @entries.empty?
     def size = @entries.size
     def classes = @entries.map(&:first)

@@ -6,20 +6,12 @@ module SolidJobs
   class Routing
     attr_reader :backends
 
+    # The specs were checked at configure (Configuration#backend_specs, the
+    # same rules): a routing entry or spec that is wrong fails there, naming
+    # the setting, not here at the first enqueue.
     def self.build(config)
-      specs = config.backends.dup
-      specs[:redis] ||= {adapter: :solid_redis, url: config.redis_url}
-      if config.backend == :solid_engine && !specs.key?(:solid_engine)
-        unless config.url
-          raise ConfigurationError, "config.backend = :solid_engine needs config.url (unix:///path or tcp://host:port)"
-        end
-
-        specs[:solid_engine] = {adapter: :solid_engine, url: config.url}
-      end
+      specs = config.backend_specs
       used = ([config.backend] + config.channel_backends.values).uniq
-      missing = used - specs.keys
-      raise ConfigurationError, "unknown backend(s) #{missing.inspect}; configured: #{specs.keys.inspect}" unless missing.empty?
-
       backends = used.to_h { |name| [name, Backends.build(name, specs.fetch(name), config)] }
       Ractor.make_shareable(new(backends, config.backend, config.channel_backends))
     end

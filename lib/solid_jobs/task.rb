@@ -50,10 +50,11 @@ module SolidJobs
     def self.shareable_block(name, block)
       raise ArgumentError, "#{name} needs a block" unless block
 
-      Ractor.make_shareable(block)
-    rescue Ractor::Error => e
+      reason = Shareable.obstacle(block, "the #{name} block")
+      return Ractor.make_shareable(block) unless reason
+
       raise ConfigurationError, "the #{name} block must be Ractor-shareable because it runs inside worker Ractors " \
-                                "(#{e.message}); do not capture local variables holding mutable objects, " \
+                                "(#{reason}); do not capture local variables holding mutable objects, " \
                                 "use frozen constants instead"
     end
 

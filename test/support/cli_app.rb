@@ -27,7 +27,8 @@ if (engine_url = ENV["SOLID_JOBS_TEST_ENGINE_URL"])
   SolidJobs.configure do |c|
     c.backend = :solid_engine
     c.url = engine_url
-    c.backends = {solid_engine: {adapter: :solid_engine, url: engine_url, lease: Float(ENV.fetch("SOLID_JOBS_TEST_LEASE", "30"))}}
+    c.backends = {solid_engine: {adapter: :solid_engine, url: engine_url, lease: Float(ENV.fetch("SOLID_JOBS_TEST_LEASE", "30")),
+                                 password: ENV["SOLID_JOBS_TEST_ENGINE_PASSWORD"]}}
   end
 end
 

@@ -2,12 +2,13 @@
 -- promotion that meets it drops it instead of running it.
 -- KEYS[1] job index, KEYS[2] cancelled-waiting counter, KEYS[3] nodes set
 -- ARGV[1] job id, ARGV[2] key prefix
--- Returns 1 cancelled, 0 unknown or already cancelled, or a BUSY error when
--- the job is claimed (running).
+-- Returns 1 cancelled, 0 unknown or already cancelled, or a RUNNING error
+-- when the job is claimed (running). Not BUSY: Redis itself answers BUSY
+-- while a script runs too long, and the two must not be confused.
 local state = redis.call('HGET', KEYS[1], ARGV[1])
 if not state or is_cancelled(state) then return 0 end
 if claimed_by(KEYS[3], ARGV[2], ARGV[1]) then
-  return redis.error_reply('BUSY job ' .. ARGV[1] .. ' is running and cannot be cancelled')
+  return redis.error_reply('RUNNING job ' .. ARGV[1] .. ' is running and cannot be cancelled')
 end
 redis.call('HSET', KEYS[1], ARGV[1], 'cancelled|' .. state)
 redis.call('INCR', KEYS[2])

@@ -9,6 +9,15 @@ pub enum Error {
     Connection(String),
     /// Redis answered with an error (script error, wrong type, ...).
     Redis(String),
+    /// SolidEngine could not be reached, or the connection broke
+    /// mid-command: the same failure as `Connection`, named for the backend
+    /// it happened on so no engine error speaks of Redis.
+    EngineConnection(String),
+    /// SolidEngine answered with an error reply.
+    Engine(String),
+    /// The job is running (claimed or reserved), so it cannot be cancelled;
+    /// nothing was changed. The same on both backends.
+    JobRunning(String),
     /// An envelope could not be decoded or has the wrong shape.
     Envelope(String),
     /// A value handed to the core is invalid (bad channel name, bad URL...).
@@ -27,6 +36,9 @@ impl fmt::Display for Error {
         match self {
             Error::Connection(m) => write!(f, "Redis connection failed: {m}"),
             Error::Redis(m) => write!(f, "Redis error: {m}"),
+            Error::EngineConnection(m) => write!(f, "SolidEngine connection failed: {m}"),
+            Error::Engine(m) => write!(f, "SolidEngine error: {m}"),
+            Error::JobRunning(id) => write!(f, "job {id} is running and cannot be cancelled"),
             Error::Envelope(m) => write!(f, "invalid envelope: {m}"),
             Error::Invalid(m) => write!(f, "{m}"),
             Error::StaleClaim(t) => write!(f, "claim {t} is stale: it was recovered and may run elsewhere"),
@@ -60,7 +72,17 @@ impl From<redis::RedisError> for Error {
 impl Error {
     /// True when retrying the same operation after reconnecting may succeed.
     pub fn is_connection(&self) -> bool {
-        matches!(self, Error::Connection(_))
+        matches!(self, Error::Connection(_) | Error::EngineConnection(_))
+    }
+
+    /// The same error, named for SolidEngine: the engine speaks RESP over
+    /// the redis crate, whose errors arrive here as Redis ones.
+    pub fn on_engine(self) -> Self {
+        match self {
+            Error::Connection(m) => Error::EngineConnection(m),
+            Error::Redis(m) => Error::Engine(m),
+            other => other,
+        }
     }
 }
 
@@ -75,5 +97,14 @@ mod tests {
         assert!(Error::from(e).is_connection());
         let e = redis::RedisError::from((redis::ErrorKind::ResponseError, "ERR", "wrong type".to_string()));
         assert!(!Error::from(e).is_connection());
+    }
+
+    #[test]
+    fn engine_errors_name_the_engine_not_redis() {
+        let refused = Error::Connection("Connection refused (tcp://127.0.0.1:1)".into()).on_engine();
+        assert!(refused.is_connection());
+        assert_eq!(refused.to_string(), "SolidEngine connection failed: Connection refused (tcp://127.0.0.1:1)");
+        assert_eq!(Error::Redis("ERR bad".into()).on_engine().to_string(), "SolidEngine error: ERR bad");
+        assert_eq!(Error::StaleClaim(3).on_engine(), Error::StaleClaim(3));
     }
 }

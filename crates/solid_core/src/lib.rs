@@ -4,7 +4,7 @@
 //! The magnus crate under `ext/` only converts values and maps errors.
 //!
 //! Layout, each group depending only on the ones before it:
-//! - shared foundations: [`error`], [`log`], [`envelope`], [`claim`] (the
+//! - shared foundations: [`error`], [`log`], [`redact`], [`envelope`], [`claim`] (the
 //!   claimed job both backends hand out), [`backoff`], [`channel_order`],
 //!   [`prefetch`], [`interrupt`];
 //! - [`redis`]: connections, keyspace, Lua scripts, the [`redis::store::Store`]
@@ -29,6 +29,7 @@ pub mod hub;
 pub mod interrupt;
 pub mod log;
 pub mod prefetch;
+pub mod redact;
 pub mod redis;
 pub mod source;
 pub mod telemetry;

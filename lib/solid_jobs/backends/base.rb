@@ -15,6 +15,13 @@ module SolidJobs
         @spec = spec.dup.freeze
       end
 
+      # Name and URL, redacted: never the spec (it may hold a password).
+      def inspect
+        Native.redact("#<#{self.class.name} #{name.inspect} url=#{(defined?(@client) && @client&.url).inspect}>")
+      end
+
+      def pretty_print(printer) = printer.text(inspect)
+
       # {capability => true/false} for every entry of CAPABILITIES.
       def capabilities = raise(NotImplementedError)
 

@@ -68,7 +68,9 @@ module SolidJobs
       end
 
       # true when a waiting job (ready, planned or retrying) was cancelled: it
-      # is dropped, never run, when a worker meets it.
+      # is dropped, never run, when a worker meets it. false when the id is
+      # unknown, completed or already cancelled; JobRunning when the job is
+      # claimed (running), which changes nothing. The same on SolidEngine.
       def cancel(id) = @client.cancel(id.to_s)
 
       def claim(channel)

@@ -73,7 +73,9 @@ module SolidJobs
         true
       end
 
-      # {"id", "channel_id", "state", "attempts", "envelope", "due_ms"} or nil.
+      # {"id", "channel_id", "state", "attempts", "envelope", "due_ms"}, or nil
+      # for an unknown id (any id, as on Redis: one that is not a job id
+      # names no job).
       def get_job(id)
         row = @client.get(id.to_s) or return nil
         job_id, channel_id, state, attempts, payload, due_ms = row
@@ -82,7 +84,9 @@ module SolidJobs
          "due_ms" => due_ms}
       end
 
-      # true when the job was waiting (ready or scheduled) and will never run.
+      # true when the job was waiting (ready or scheduled) and will never run;
+      # false when the id is unknown, finished or already cancelled;
+      # JobRunning when the job is reserved (running), which changes nothing.
       def cancel(id) = @client.cancel(id.to_s)
 
       # The engine recovers by itself: an expired lease makes a job ready again.

@@ -138,8 +138,9 @@ module SolidJobs
         end
       end
 
-      # Errors may quote the Redis URL; its password stays out of the page.
-      def redact(text) = text.gsub(%r{(://[^:/@\s]*:)[^@\s]+@}, '\1***@')
+      # Errors may quote the Redis URL; its password stays out of the page
+      # (the one redaction rule, shared with logs and exceptions).
+      def redact(text) = SolidJobs::Native.redact(text)
     end
   end
 end

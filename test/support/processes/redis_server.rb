@@ -22,15 +22,18 @@ class RedisServer < ChildProcess
     server&.close
   end
 
-  def initialize(port: self.class.free_port, appendonly: false, dir: nil, children: nil)
+  # password: the server requires it (requirepass), and url carries it.
+  def initialize(port: self.class.free_port, appendonly: false, dir: nil, password: nil, children: nil)
     @port = port
     @dir = dir || Dir.mktmpdir("solid-jobs-redis")
-    super(["redis-server", "--port", port.to_s, "--bind", "127.0.0.1", "--save", "", "--dir", @dir,
-           "--appendonly", appendonly ? "yes" : "no", "--appendfsync", "always"],
-          log: File.join(@dir, "redis.log"), children: children)
+    @password = password
+    args = ["redis-server", "--port", port.to_s, "--bind", "127.0.0.1", "--save", "", "--dir", @dir,
+            "--appendonly", appendonly ? "yes" : "no", "--appendfsync", "always"]
+    args += ["--requirepass", password] if password
+    super(args, log: File.join(@dir, "redis.log"), children: children)
   end
 
-  def url(db = 0) = "redis://127.0.0.1:#{port}/#{db}"
+  def url(db = 0) = "redis://#{":#{@password}@" if @password}127.0.0.1:#{port}/#{db}"
 
   # Ready means PING answers PONG: a Redis replaying its AOF accepts
   # connections but answers LOADING until it is done.
@@ -49,6 +52,10 @@ class RedisServer < ChildProcess
 
   def ping
     socket = TCPSocket.new("127.0.0.1", port)
+    if @password
+      socket.write("AUTH #{@password}\r\n")
+      return nil unless socket.gets&.chomp == "+OK"
+    end
     socket.write("PING\r\n")
     socket.gets&.chomp
   rescue SystemCallError, IOError

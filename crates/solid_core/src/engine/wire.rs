@@ -6,6 +6,7 @@ use redis::{Connection, Value};
 
 use crate::claim::MAX_BATCH;
 use crate::error::{Error, Result};
+use crate::redact::redact;
 use crate::redis::connection::Connector;
 
 /// `unix:///path.sock` or `tcp://host:port`, as users write them, to the
@@ -19,11 +20,22 @@ pub fn connector(url: &str, password: Option<&str>) -> Result<Connector> {
     } else if let Some(addr) = url.strip_prefix("tcp://") {
         format!("redis://{auth}{addr}")
     } else {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Invalid(redact(&format!(
             "invalid SolidEngine URL {url:?}: use unix:///path/to.sock or tcp://host:port"
-        )));
+        ))));
     };
-    Connector::new(&converted).map_err(|_| Error::Invalid(format!("invalid SolidEngine URL {url:?}")))
+    let connector =
+        Connector::new(&converted).map_err(|_| Error::Invalid(redact(&format!("invalid SolidEngine URL {url:?}"))))?;
+    Ok(connector.for_engine(url))
+}
+
+/// Whether `id` can name a job on the engine, which accepts only the
+/// 36-character hyphenated UUID form (as every SolidJobs id is). Any other
+/// id names no job: GET and CANCEL answer "unknown" for it without asking
+/// (callers holding a pool check first, so not even a connection is made),
+/// as the Redis backend does, instead of an engine syntax error.
+pub fn is_job_id(id: &str) -> bool {
+    id.len() == 36 && uuid::Uuid::try_parse(id).is_ok()
 }
 
 fn urlencode(s: &str) -> String {
@@ -166,6 +178,9 @@ pub fn extend(c: &mut Connection, job_id: &str, fence: u64, lease_ms: u64) -> Re
 }
 
 pub fn get(c: &mut Connection, job_id: &str) -> Result<Option<JobInfo>> {
+    if !is_job_id(job_id) {
+        return Ok(None);
+    }
     let row: Option<(String, u32, String, u32, Vec<u8>, i64)> = redis::cmd("GET").arg(job_id).query(c)?;
     Ok(row.map(|(id, channel_id, state, attempts, payload, due)| JobInfo {
         id,
@@ -177,14 +192,15 @@ pub fn get(c: &mut Connection, job_id: &str) -> Result<Option<JobInfo>> {
     }))
 }
 
-/// Some(true): cancelled; Some(false): nothing to cancel; Err(Invalid) when
-/// the job is running (BUSY).
+/// true: cancelled; false: nothing to cancel (unknown, finished or already
+/// cancelled); Err(JobRunning) when the job is reserved (BUSY).
 pub fn cancel(c: &mut Connection, job_id: &str) -> Result<bool> {
+    if !is_job_id(job_id) {
+        return Ok(false);
+    }
     match redis::cmd("CANCEL").arg(job_id).query::<i64>(c) {
         Ok(n) => Ok(n == 1),
-        Err(e) if e.code() == Some("BUSY") => {
-            Err(Error::Redis(format!("BUSY job {job_id} is running and cannot be cancelled")))
-        }
+        Err(e) if e.code() == Some("BUSY") => Err(Error::JobRunning(job_id.to_owned())),
         Err(e) => Err(e.into()),
     }
 }
@@ -199,5 +215,26 @@ mod tests {
         assert_eq!(connector("unix:///tmp/e.sock", Some("p w")).unwrap().url(), "redis+unix:///tmp/e.sock?pass=p%20w");
         assert_eq!(connector("tcp://127.0.0.1:7777", Some("s3")).unwrap().url(), "redis://:s3@127.0.0.1:7777");
         assert!(connector("http://x", None).is_err());
+    }
+
+    #[test]
+    fn connection_errors_name_the_engine_and_its_url_without_the_password() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let url = format!("tcp://127.0.0.1:{port}");
+        let e = connector(&url, Some("hunter2")).unwrap().connect().err().expect("nothing listens there");
+        let text = e.to_string();
+        assert!(e.is_connection(), "{text}");
+        assert!(text.starts_with("SolidEngine connection failed: "), "{text}");
+        assert!(text.contains(&format!("({url})")), "{text}");
+        assert!(!text.contains("hunter2") && !text.contains("Redis") && !text.contains("redis://"), "{text}");
+        let e = connector("tcp://:hunter2@127.0.0.1:x", None).err().expect("a bad port");
+        assert!(!e.to_string().contains("hunter2"), "{e}");
+    }
+
+    #[test]
+    fn only_hyphenated_uuids_can_name_engine_jobs() {
+        assert!(is_job_id("6f1c2b7e-0a4d-4f3b-9d2e-1a2b3c4d5e6f"));
+        assert!(!is_job_id("nope"));
+        assert!(!is_job_id("6f1c2b7e0a4d4f3b9d2e1a2b3c4d5e6f"));
     }
 }

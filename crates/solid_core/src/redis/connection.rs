@@ -8,6 +8,7 @@ use parking_lot::Mutex;
 use redis::{Client, Connection};
 
 use crate::error::{Error, Result};
+use crate::redact::redact;
 
 /// How long to wait for a TCP connect, and for any reply. A reply slower than
 /// this is treated as a broken connection and retried elsewhere.
@@ -16,29 +17,60 @@ pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
 /// Idle connections kept per pool; more callers at once simply connect.
 const POOL_KEEP: usize = 32;
 
+/// Which server a connector reaches. SolidEngine speaks RESP, so both go
+/// through the redis crate; errors are named for the one they came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Redis,
+    Engine,
+}
+
 #[derive(Clone)]
 pub struct Connector {
     client: Client,
     url: String,
+    /// The URL as the user wrote it, credentials redacted: the only form
+    /// that goes into error messages.
+    display: String,
+    backend: Backend,
 }
 
 impl Connector {
     pub fn new(url: &str) -> Result<Self> {
-        let client = Client::open(url).map_err(|e| Error::Invalid(format!("invalid Redis URL {url:?}: {e}")))?;
-        Ok(Connector { client, url: url.to_owned() })
+        let client =
+            Client::open(url).map_err(|e| Error::Invalid(redact(&format!("invalid Redis URL {url:?}: {e}"))))?;
+        Ok(Connector { client, url: url.to_owned(), display: redact(url), backend: Backend::Redis })
+    }
+
+    /// The same connector, for SolidEngine reached at `user_url` (what
+    /// messages show instead of the converted `redis://` form).
+    pub fn for_engine(self, user_url: &str) -> Self {
+        Connector { display: redact(user_url), backend: Backend::Engine, ..self }
     }
 
     pub fn url(&self) -> &str {
         &self.url
     }
 
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// `e` named for this connector's backend.
+    pub fn tag(&self, e: Error) -> Error {
+        match self.backend {
+            Backend::Redis => e,
+            Backend::Engine => e.on_engine(),
+        }
+    }
+
     pub fn connect(&self) -> Result<Connection> {
         let conn = self
             .client
             .get_connection_with_timeout(CONNECT_TIMEOUT)
-            .map_err(|e| Error::Connection(format!("{} ({})", e, self.url)))?;
-        conn.set_read_timeout(Some(IO_TIMEOUT)).map_err(Error::from)?;
-        conn.set_write_timeout(Some(IO_TIMEOUT)).map_err(Error::from)?;
+            .map_err(|e| self.tag(Error::Connection(format!("{} ({})", e, self.display))))?;
+        conn.set_read_timeout(Some(IO_TIMEOUT)).map_err(|e| self.tag(Error::from(e)))?;
+        conn.set_write_timeout(Some(IO_TIMEOUT)).map_err(|e| self.tag(Error::from(e)))?;
         Ok(conn)
     }
 }
@@ -85,7 +117,7 @@ impl Pool {
                 idle.push(conn);
             }
         }
-        out
+        out.map_err(|e| self.connector.tag(e))
     }
 }
 
@@ -137,7 +169,7 @@ impl Reconnecting {
         self.sent = false;
         if self.conn.is_none() {
             if Instant::now() < self.next_attempt {
-                return Err(Error::Connection("reconnect backoff in progress".into()));
+                return Err(self.connector.tag(Error::Connection("reconnect backoff in progress".into())));
             }
             match self.connector.connect() {
                 Ok(c) => self.conn = Some(c),
@@ -156,7 +188,7 @@ impl Reconnecting {
             }
             _ => self.failures = 0,
         }
-        out
+        out.map_err(|e| self.connector.tag(e))
     }
 
     fn note_failure(&mut self) {

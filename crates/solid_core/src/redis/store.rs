@@ -153,8 +153,10 @@ impl Store {
 
     /// Cancels a waiting (ready, planned, retrying) job. Ok(false) when it is
     /// not live or already cancelled; an error when it is running.
+    /// true when a waiting job was cancelled, false when the id is unknown
+    /// or already cancelled; Err(JobRunning) when the job is claimed.
     pub fn cancel(&self, conn: &mut Connection, job_id: &str) -> Result<bool> {
-        let n: i64 = self
+        let out: redis::RedisResult<i64> = self
             .scripts
             .cancel
             .key(self.keys.jobs())
@@ -162,8 +164,12 @@ impl Store {
             .key(self.keys.nodes())
             .arg(job_id)
             .arg(self.keys.prefix())
-            .invoke(conn)?;
-        Ok(n == 1)
+            .invoke(conn);
+        match out {
+            Ok(n) => Ok(n == 1),
+            Err(e) if e.code() == Some("RUNNING") => Err(Error::JobRunning(job_id.to_owned())),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Where a job is: its state, channel and, when claimed or archived, its

@@ -3,6 +3,7 @@
 //! are the slow path, and lookup by name works from any Ractor.
 
 use magnus::{prelude::*, Error, ExceptionClass, RModule, Ruby};
+use solid_core::redact::redact;
 use solid_core::Error as CoreError;
 
 fn class(name: &str) -> ExceptionClass {
@@ -13,22 +14,27 @@ fn class(name: &str) -> ExceptionClass {
         .unwrap_or_else(|_| ruby.exception_runtime_error())
 }
 
+/// The Ruby exception for `e`. Its message is redacted here, the one exit
+/// every Rust-built message takes into Ruby.
 pub fn to_ruby(e: CoreError) -> Error {
+    let message = redact(&e.to_string());
     let name = match &e {
-        CoreError::Connection(_) => "ConnectionError",
+        CoreError::Connection(_) | CoreError::EngineConnection(_) => "ConnectionError",
         CoreError::Redis(_) => "RedisError",
+        CoreError::Engine(_) => "EngineError",
+        CoreError::JobRunning(_) => "JobRunning",
         CoreError::Envelope(_) => "EnvelopeError",
-        CoreError::Invalid(_) => return Error::new(Ruby::get().expect("GVL").exception_arg_error(), e.to_string()),
+        CoreError::Invalid(_) => return Error::new(Ruby::get().expect("GVL").exception_arg_error(), message),
         CoreError::StaleClaim(_) => "StaleClaimError",
         CoreError::Stopped => "Error",
     };
-    Error::new(class(name), e.to_string())
+    Error::new(class(name), message)
 }
 
 pub fn internal(msg: &str) -> Error {
-    Error::new(class("Error"), msg.to_owned())
+    Error::new(class("Error"), redact(msg))
 }
 
 pub fn arg_error(msg: String) -> Error {
-    Error::new(Ruby::get().expect("GVL").exception_arg_error(), msg)
+    Error::new(Ruby::get().expect("GVL").exception_arg_error(), redact(&msg))
 }

@@ -8,3 +8,4 @@ pub mod nogvl;
 pub mod publisher_telemetry;
 pub mod raw_command;
 pub mod settings;
+pub mod shareability;

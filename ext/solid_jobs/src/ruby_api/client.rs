@@ -257,8 +257,9 @@ impl Client {
         without_gvl(|_| self.pool.with(|c| self.store.recover_dead_nodes(c)))?.map_err(err)
     }
 
-    /// cancel(id) -> true when a waiting job was cancelled; raises
-    /// RedisError (BUSY) when it is running.
+    /// cancel(id) -> true when a waiting job was cancelled, false when the
+    /// id is unknown or already cancelled; raises JobRunning when it is
+    /// running.
     fn cancel(&self, id: String) -> Result<bool, Error> {
         without_gvl(|_| self.pool.with(|c| self.store.cancel(c, &id)))?.map_err(err)
     }

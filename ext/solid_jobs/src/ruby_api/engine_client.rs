@@ -95,6 +95,9 @@ impl EngineClient {
 
     /// get(id) -> nil or [id, channel_id, state, attempts, payload, due_ms or nil]
     fn get(ruby: &Ruby, rb_self: &Self, id: String) -> Result<Value, Error> {
+        if !wire::is_job_id(&id) {
+            return Ok(ruby.qnil().as_value());
+        }
         let info = without_gvl(|_| rb_self.pool.with(|c| wire::get(c, &id)))?.map_err(err)?;
         Ok(match info {
             None => ruby.qnil().as_value(),
@@ -153,7 +156,13 @@ impl EngineClient {
         without_gvl(|_| self.pool.with(|c| wire::extend(c, &id, fence, lease_ms)))?.map_err(err)
     }
 
+    /// cancel(id) -> true when a waiting job was cancelled, false when the
+    /// id is unknown, finished or already cancelled; raises JobRunning
+    /// when it is reserved.
     fn cancel(&self, id: String) -> Result<bool, Error> {
+        if !wire::is_job_id(&id) {
+            return Ok(false);
+        }
         without_gvl(|_| self.pool.with(|c| wire::cancel(c, &id)))?.map_err(err)
     }
 

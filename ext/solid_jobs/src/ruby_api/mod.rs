@@ -13,6 +13,7 @@ use magnus::{function, prelude::*, Error, RModule, Ruby, Value};
 
 use crate::helpers::envelopes::envelope_to_ruby;
 use crate::helpers::errors::to_ruby as err;
+use crate::helpers::shareability;
 
 pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
     client::init(ruby, native)?;
@@ -25,7 +26,29 @@ pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
     native.const_set("ARCHIVE_MAX_AGE", solid_core::redis::store::ARCHIVE_MAX_AGE.as_secs())?;
     native.define_singleton_method("default_backoff", function!(default_backoff, 1))?;
     native.define_singleton_method("decode_envelope", function!(decode_envelope, 1))?;
+    native.define_singleton_method("redact", function!(redact, 1))?;
+    native.define_singleton_method("check_redis_url", function!(check_redis_url, 1))?;
+    native.define_singleton_method("check_engine_url", function!(check_engine_url, 1))?;
+    native.define_singleton_method("shareability", function!(shareability::kind, 1))?;
+    native.define_singleton_method("instance_values", function!(shareability::instance_values, 1))?;
     Ok(())
+}
+
+/// The text with credentials masked: the one redaction rule
+/// (solid_core::redact), for Ruby-built log lines, messages and inspect.
+fn redact(text: String) -> String {
+    solid_core::redact::redact(&text)
+}
+
+/// Raises ArgumentError unless `url` opens as a Redis URL: the parser the
+/// client will use, run at configure time. No connection is made.
+fn check_redis_url(url: String) -> Result<(), Error> {
+    solid_core::redis::connection::Connector::new(&url).map(drop).map_err(err)
+}
+
+/// The same for a SolidEngine URL (unix:///path or tcp://host:port).
+fn check_engine_url(url: String) -> Result<(), Error> {
+    solid_core::engine::wire::connector(&url, None).map(drop).map_err(err)
 }
 
 /// Seconds (Float) of the default retry delay for the n-th failure.
