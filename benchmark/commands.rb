@@ -74,7 +74,8 @@ module Bench
       worker_turn: "the doorbell message wakes the idle fetcher. `claim.lua`: EXISTS checks the node's heartbeat key, GET " \
                    "whether any cancelled job is waiting, RPOP takes up to the free window (a second RPOP finds the list " \
                    "empty), INCRBY takes a fence token, HSET records the claim. It got fewer jobs than it asked for, so " \
-                   "every channel was empty: the fetcher waits for the doorbell instead of claiming again. After the task returns, " \
+                   "every channel was empty: the fetcher waits for the doorbell instead of claiming again. " \
+                   "After the task returns, " \
                    "the acker's `ack.lua`: HMGET checks the token is still held, HDEL ×3 removes the claim, the failure " \
                    "record and the job-index entry, INCRBY counts it processed.",
       retry: "the same claim; then, on the node's pooled connection, `record_failure.lua` (HEXISTS fence check, HGET " \
@@ -83,7 +84,8 @@ module Bench
              "state, ZRANGE the earliest retry, PUBLISH `planned` since it is the new earliest). The `planned` message " \
              "wakes the heartbeat thread: `promote.lua` finds nothing due (ZRANGEBYSCORE on `planned` and `retrying`) " \
              "and reads the next due time (ZRANGE ×2).",
-      scheduled_promotion: "`schedule.lua` (HSETNX job index, as for one enqueue; ZADD `planned`, SADD channel, ZRANGE earliest, PUBLISH " \
+      scheduled_promotion: "`schedule.lua` (HSETNX job index, as for one enqueue; ZADD `planned`, SADD channel, " \
+                           "ZRANGE earliest, PUBLISH " \
                            "`planned`); the heartbeat thread's immediate `promote.lua` finds nothing due; at the due time " \
                            "`promote.lua` moves the job (ZRANGEBYSCORE, ZREM, HGET the cancelled check, HSET job index " \
                            "ready, LPUSH, ZRANGEBYSCORE `retrying`, PUBLISH `ready`, ZRANGE ×2 for the next due time); " \
@@ -175,7 +177,8 @@ module Bench
       port = @lab.redis_server.port
       solid = CommandCounts::SolidJobsScenarios.new(port, quiet: @quiet)
       @solid = solid.run
-      @sidekiq = CommandCounts::Meter.open(port, roles: Hash.new("sidekiq connection"), scripts: sidekiq_scripts, quiet: @quiet) do |meter|
+      @sidekiq = CommandCounts::Meter.open(port, roles: Hash.new("sidekiq connection"), scripts: sidekiq_scripts,
+                                                 quiet: @quiet) do |meter|
         @meter = meter
         configure_sidekiq(meter.proxy.url)
         SIDEKIQ_OPERATIONS.to_h { |operation| [operation, send(:"sidekiq_#{operation}")] }
@@ -208,7 +211,9 @@ module Bench
     def sidekiq_push = sidekiq_measure(:push) { SidekiqNoop.perform_async(1) && nil }
 
     def sidekiq_push_bulk
-      sidekiq_measure(:push_bulk) { Sidekiq::Client.push_bulk("class" => SidekiqNoop, "args" => Array.new(100) { |i| [i] }) && nil }
+      sidekiq_measure(:push_bulk) do
+        Sidekiq::Client.push_bulk("class" => SidekiqNoop, "args" => Array.new(100) { |i| [i] }) && nil
+      end
     end
 
     # BRPOP; processed/failed counts are kept in memory until the heartbeat.
@@ -272,7 +277,9 @@ module Bench
       explanations = @solid.map do |count|
         "- **#{count.title}** (#{figures(count)}): #{WHY.fetch(count.key)} Measured: #{count.breakdown}."
       end
-      sidekiq = @sidekiq.values.map { |count| "- #{count.title} (#{figures(count)}): #{SIDEKIQ_WHY.fetch(count.key)} Measured: #{count.breakdown}." }
+      sidekiq = @sidekiq.values.map do |count|
+        "- #{count.title} (#{figures(count)}): #{SIDEKIQ_WHY.fetch(count.key)} Measured: #{count.breakdown}."
+      end
       body = [table, "", "What each command is:", *explanations, "", timer_line, "",
               "Sidekiq 6.4.1, for reference (sent/in Lua/round trips):", *sidekiq, "",
               "Periodic work, not in any row: an idle SolidJobs node sends nothing between heartbeats (one " \

@@ -71,7 +71,8 @@ module Bench
     def initialize(settings)
       super
       @concurrencies = settings.integers("BENCH_CONCURRENCY", @smoke ? [1, 2] : [1, 2, 4, 8]).sort
-      @jobs = settings.per_kind("BENCH_JOBS", @smoke ? {"single" => 200, "bulk" => 2000} : {"single" => 20_000, "bulk" => 200_000})
+      @jobs = settings.per_kind("BENCH_JOBS",
+                                @smoke ? {"single" => 200, "bulk" => 2000} : {"single" => 20_000, "bulk" => 200_000})
       @batch = settings.integer("BENCH_BATCH", 100)
       @ping_count = settings.integer("BENCH_PING_COUNT", @smoke ? 200 : 20_000)
       @repetitions = settings.integer("BENCH_REPETITIONS", @smoke ? 1 : 3)
@@ -87,7 +88,7 @@ module Bench
       puts sizes_line
       warm_up
       @ping_rates = {"redis-rb" => rate_of { @lab.redis.ping }, "raw socket" => raw_ping_rate}
-      puts "PING at 1 producer: " + @ping_rates.map { |how, rate| format("%.0f round trips/s (%s)", rate, how) }.join(", ")
+      puts "PING at 1 producer: #{@ping_rates.map { |how, rate| format("%.0f round trips/s (%s)", rate, how) }.join(", ")}"
       @cases = MODES.product(@concurrencies).flat_map { |mode, concurrency| measure_pair(mode, concurrency) }
       report
       @cases.all?(&:ok?)
@@ -131,10 +132,10 @@ module Bench
     end
 
     # Calls per second of the block, after one untimed call.
-    def rate_of
+    def rate_of(&block)
       yield
       started = Bench.now
-      @ping_count.times { yield }
+      @ping_count.times(&block)
       @ping_count / (Bench.now - started)
     end
 
@@ -224,11 +225,13 @@ module Bench
       table = Bench.table(["Mode", "Batch", "Producers", "Jobs/case", "Sidekiq jobs/s", "SolidJobs jobs/s", "SolidJobs/Sidekiq",
                            "Sidekiq vs 1 producer", "SolidJobs vs 1 producer", "Sidekiq cmds/job", "SolidJobs cmds/job"], rows)
       targets = cases.map do |mode, concurrency|
-        Bench.ratio_target(Bench.ratio(find("solid-jobs", mode, concurrency), find("sidekiq", mode, concurrency)), TARGETS.fetch(mode),
+        Bench.ratio_target(Bench.ratio(find("solid-jobs", mode, concurrency), find("sidekiq", mode, concurrency)),
+                           TARGETS.fetch(mode),
                            "#{mode} enqueue#{mode == "bulk" ? " (batch #{@batch})" : ""} at #{concurrency} producer(s): " \
                            "SolidJobs/Sidekiq #{SIDEKIQ_CALL.fetch(mode)}")
       end
-      body = ["Round-trip floor:", *floor_lines, "", "CPU during each case's median run (% of one core; #{Host.nproc} cores here):",
+      body = ["Round-trip floor:", *floor_lines, "",
+              "CPU during each case's median run (% of one core; #{Host.nproc} cores here):",
               "", cpu_table, "", "Targets:", *targets.map { |l| "- #{l}" }]
       errors = @cases.reject(&:ok?).map { |c| "- #{c.label} #{c.mode} at #{c.concurrency}: #{c.error}" }
       publish("enqueue", title: "Enqueue: SolidJobs vs Sidekiq", body: with_errors([table, "", *body], errors), csv: csv,
@@ -246,7 +249,9 @@ module Bench
     # which the native SolidJobs client does not pay, so SolidJobs can pass
     # it; the raw-socket PING is the closer bound.
     def floor_lines
-      lines = @ping_rates.map { |how, rate| "- PING round trips at 1 producer (#{how}, one connection): #{Bench.delimit(rate)}/s" }
+      lines = @ping_rates.map do |how, rate|
+        "- PING round trips at 1 producer (#{how}, one connection): #{Bench.delimit(rate)}/s"
+      end
       CLIENTS.filter_map { |client| find(client, "single", 1) }.select(&:ok?).each do |c|
         shares = @ping_rates.map { |how, rate| format("%.0f%% of the %s PING rate", 100.0 * c.jobs_per_second / rate, how) }
         lines << "- #{c.label} single enqueue at 1 producer: #{Bench.delimit(c.jobs_per_second)} jobs/s = #{shares.join(", ")}"
@@ -272,10 +277,13 @@ module Bench
         run = c.ok? ? c.median_run : nil
         other = c.client == "solid-jobs" ? find("sidekiq", c.mode, c.concurrency) : nil
         [c.mode, batch_of(c.mode), c.concurrency, c.client, c.jobs, c.runs.size, run && c.jobs_per_second.round,
-         run && c.rates.first.round, run && c.rates.last.round, run && c.commands_per_job.round(3), Bench.ratio(c, other)&.round(3),
-         run&.producer_cpu_percent&.round(1), run&.redis_cpu_percent&.round(1), c.error]
+         run && c.rates.first.round, run && c.rates.last.round, run && c.commands_per_job.round(3),
+         Bench.ratio(c, other)&.round(3), run&.producer_cpu_percent&.round(1), run&.redis_cpu_percent&.round(1), c.error]
       end
-      Bench.csv(CSV_HEADER, rows + @ping_rates.map { |how, rate| ["ping", 1, 1, "PING via #{how}", nil, 1, rate.round, nil, nil, 1, nil, nil, nil, nil] })
+      pings = @ping_rates.map do |how, rate|
+        ["ping", 1, 1, "PING via #{how}", nil, 1, rate.round, nil, nil, 1, nil, nil, nil, nil]
+      end
+      Bench.csv(CSV_HEADER, rows + pings)
     end
   end
 end

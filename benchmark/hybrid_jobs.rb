@@ -26,7 +26,9 @@ module HybridWork
   # do not interleave.
   def record(dir, path_name, seq, enqueued_ms)
     done_ms = Process.clock_gettime(Process::CLOCK_REALTIME, :float_millisecond)
-    File.open(File.join(dir, "#{path_name}-#{Process.pid}.log"), "a") { |f| f.write(format("%d %.3f %.3f\n", seq, enqueued_ms, done_ms)) }
+    File.open(File.join(dir, "#{path_name}-#{Process.pid}.log"), "a") do |f|
+      f.write(format("%d %.3f %.3f\n", seq, enqueued_ms, done_ms))
+    end
   end
 end
 

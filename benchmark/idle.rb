@@ -176,19 +176,24 @@ module Bench
     end
 
     def report
-      summary = Bench.table(["System", "Concurrency", "Idle window s", "Worker CPU % (/proc stat)", "Worker CPU % (scheduler)",
-                             "Redis cmds", "Redis cmds/s", "Of which"], @results.map do |r|
+      summary_rows = @results.map do |r|
         next [r.label, r.concurrency, "error", "", "", "", "", ""] unless r.ok?
 
         [r.label, r.concurrency, format("%.1f", r.seconds), format("%.2f", r.cpu_percent), percent(r.scheduler_cpu_percent),
          r.total_commands, format("%.2f", r.commands_per_second), split_of(r)]
-      end)
-      commands = Bench.table(["System", "Command", "Calls", "Calls/s", "Counted as"], @results.select(&:ok?).flat_map do |r|
-        r.commands.sort_by { |name, calls| [-calls, name] }.map { |name, calls| [r.label, name, calls, format("%.2f", calls / r.seconds), attribution(r, name)] }
-      end)
+      end
+      summary = Bench.table(["System", "Concurrency", "Idle window s", "Worker CPU % (/proc stat)", "Worker CPU % (scheduler)",
+                             "Redis cmds", "Redis cmds/s", "Of which"], summary_rows)
+      command_rows = @results.select(&:ok?).flat_map do |r|
+        r.commands.sort_by { |name, calls| [-calls, name] }.map do |name, calls|
+          [r.label, name, calls, format("%.2f", calls / r.seconds), attribution(r, name)]
+        end
+      end
+      commands = Bench.table(["System", "Command", "Calls", "Calls/s", "Counted as"], command_rows)
       loaded = @shas.zip(Array(@lab.redis.script(:exists, @shas))).select(&:last).map(&:first)
-      heartbeat = "Heartbeat script: SHA1 #{loaded.first || @shas.join(" or ")} of crates/solid_core/lua/heartbeat.lua with the Lua " \
-                  "prelude (#{loaded.any? ? "loaded in this redis-server" : "NOT loaded in this redis-server: attribution by SHA found nothing"}); " \
+      where = loaded.any? ? "loaded in this redis-server" : "NOT loaded in this redis-server: attribution by SHA found nothing"
+      heartbeat = "Heartbeat script: SHA1 #{loaded.first || @shas.join(" or ")} of crates/solid_core/lua/heartbeat.lua " \
+                  "with the Lua prelude (#{where}); " \
                   "the heartbeat tick also counts what the heartbeat thread's connection sends with it (the telemetry flush)."
       targets = @concurrencies.flat_map { |c| target_lines(c) }
       errors = @results.reject(&:ok?).map { |r| "- #{r.label} c=#{r.concurrency}: #{r.error}" }
@@ -233,8 +238,8 @@ module Bench
       what = "idle worker CPU: SolidJobs <= Sidekiq"
       return "n/a   #{what} (needs both measured)" unless solid&.ok? && sidekiq&.ok?
 
-      line = format("%-5s %s: %.2f%% vs %.2f%% of one core (/proc stat)", solid.cpu_percent <= sidekiq.cpu_percent ? "PASS" : "MISS",
-                    what, solid.cpu_percent, sidekiq.cpu_percent)
+      line = format("%-5s %s: %.2f%% vs %.2f%% of one core (/proc stat)",
+                    solid.cpu_percent <= sidekiq.cpu_percent ? "PASS" : "MISS", what, solid.cpu_percent, sidekiq.cpu_percent)
       # /proc stat counts clock ticks: a difference of at most one tick over
       # the window says nothing about which worker is cheaper.
       if (solid.cpu_seconds - sidekiq.cpu_seconds).abs <= ProcFacts::RESOLUTION
@@ -256,7 +261,8 @@ module Bench
       evalsha = solid.heartbeat.fetch("evalsha", 0)
       format("%-5s %s = %d (target 0); heartbeat ticks: %d EVALSHA + %d more (run by the script, or the telemetry " \
              "flush pipelined with it) = %.2f cmds/s",
-             beyond.zero? ? "PASS" : "MISS", what, beyond, evalsha, solid.heartbeat_total - evalsha, solid.heartbeat_total / solid.seconds)
+             beyond.zero? ? "PASS" : "MISS", what, beyond, evalsha, solid.heartbeat_total - evalsha,
+             solid.heartbeat_total / solid.seconds)
     end
 
     def csv
@@ -267,8 +273,8 @@ module Bench
                    r.seconds.round(3), r.cpu_seconds.round(3), r.cpu_percent.round(3), r.scheduler_cpu_seconds&.round(6),
                    r.scheduler_cpu_percent&.round(4), nil]
         [summary, *r.commands.sort.map do |name, calls|
-          [r.client, "command", name, calls, (calls / r.seconds).round(3), r.heartbeat&.fetch(name, 0), r.concurrency, r.seconds.round(3),
-           nil, nil, nil, nil, nil]
+          [r.client, "command", name, calls, (calls / r.seconds).round(3), r.heartbeat&.fetch(name, 0), r.concurrency,
+           r.seconds.round(3), nil, nil, nil, nil, nil]
         end]
       end)
     end

@@ -225,7 +225,8 @@ module Bench
   # optional where a harness does not number its jobs). Each twin is a
   # Sidekiq worker and a SolidJobs task of that name calling the same body.
   TWINS = {"Noop" => "n", "Cpu" => "iterations, n = nil", "Io" => "seconds, n = nil", "Mixed" => "iterations, seconds, n",
-           "Latency" => "enqueued_ns", "LatencyCpu" => "enqueued_ns, iterations", "LatencyPayload" => "enqueued_ns, payload"}.freeze
+           "Latency" => "enqueued_ns", "LatencyCpu" => "enqueued_ns, iterations",
+           "LatencyPayload" => "enqueued_ns, payload"}.freeze
 
   # Defined from source text, not define_method: a method whose body is a
   # Proc of the main Ractor cannot be called from a worker Ractor.

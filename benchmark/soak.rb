@@ -75,7 +75,8 @@ module Bench
 
     # Gauges at `elapsed` seconds; latencies of the jobs started since the
     # previous sample.
-    Sample = Struct.new(:elapsed, :enqueued, :done, :backlog, :started, :p50, :p99, :rss_mb, :pss_mb, :backend_mb, keyword_init: true)
+    Sample = Struct.new(:elapsed, :enqueued, :done, :backlog, :started, :p50, :p99, :rss_mb, :pss_mb, :backend_mb,
+                        keyword_init: true)
 
     # One soak: its samples and the final job accounting (read after the
     # worker stopped, so the counters are complete).
@@ -94,7 +95,8 @@ module Bench
       @clients = settings.choices("BENCH_CLIENTS", %w[solid-jobs solid-jobs-engine], ["solid-jobs"])
       return if @seconds >= 2 * @interval
 
-      raise Failure, "BENCH_SECONDS (#{@seconds}) must be at least twice BENCH_INTERVAL (#{@interval}), or there is no trend to draw"
+      raise Failure, "BENCH_SECONDS (#{@seconds}) must be at least twice BENCH_INTERVAL (#{@interval}), " \
+                     "or there is no trend to draw"
     end
 
     private
@@ -168,7 +170,8 @@ module Bench
       stamp = StartLog.now_ns
       case run.enqueued % 10
       when 8 then system.enqueue(SolidLatencyCpu, stamp, CPU_ITERATIONS)
-      when 9 then system.enqueue(SolidLatencyPayload, stamp, {"n" => run.enqueued, "tags" => %w[soak mix payload], "note" => PAYLOAD_NOTE})
+      when 9 then system.enqueue(SolidLatencyPayload, stamp,
+                                 {"n" => run.enqueued, "tags" => %w[soak mix payload], "note" => PAYLOAD_NOTE})
       else system.enqueue(SolidLatency, stamp)
       end
       run.enqueued += 1
@@ -186,7 +189,8 @@ module Bench
 
     def print_sample(s)
       puts format("  t=%4ds enqueued %d done %d backlog %d | p50 %s ms p99 %s ms | worker RSS %s MB PSS %s MB | backend %s MB",
-                  s.elapsed.round, s.enqueued, s.done, s.backlog, Bench.ms(s.p50), Bench.ms(s.p99), mb(s.rss_mb), mb(s.pss_mb), mb(s.backend_mb))
+                  s.elapsed.round, s.enqueued, s.done, s.backlog, Bench.ms(s.p50), Bench.ms(s.p99), mb(s.rss_mb), mb(s.pss_mb),
+                  mb(s.backend_mb))
     end
 
     # Waits until every enqueued job started and its completion was written;
@@ -202,19 +206,20 @@ module Bench
     end
 
     def settings_line
-      "#{@seconds} s per client at #{@rate} jobs/s, sampled every #{@interval} s; worker concurrency #{@concurrencies.join(", ")}; " \
-        "clients: #{@clients.join(", ")}."
+      "#{@seconds} s per client at #{@rate} jobs/s, sampled every #{@interval} s; " \
+        "worker concurrency #{@concurrencies.join(", ")}; clients: #{@clients.join(", ")}."
     end
 
     def report(runs)
       sections = runs.map do |run|
         ["## #{run.label}", "", run.samples.empty? ? "(no samples)" : samples_table(run), "",
-         "Trend after the #{warmup_seconds.round} s warm-up:", "", trend_table(run), "", *verdict_lines(run).map { |l| "- #{l}" }].join("\n")
+         "Trend after the #{warmup_seconds.round} s warm-up:", "", trend_table(run), "",
+         *verdict_lines(run).map { |l| "- #{l}" }].join("\n")
       end
       csv = runs.flat_map do |run|
         run.samples.map do |s|
-          [run.client, run.concurrency, s.elapsed.round(1), s.enqueued, s.done, s.backlog, s.started, s.p50&.round(4), s.p99&.round(4),
-           s.rss_mb&.round(2), s.pss_mb&.round(2), s.backend_mb&.round(2), run.memory_label]
+          [run.client, run.concurrency, s.elapsed.round(1), s.enqueued, s.done, s.backlog, s.started, s.p50&.round(4),
+           s.p99&.round(4), s.rss_mb&.round(2), s.pss_mb&.round(2), s.backend_mb&.round(2), run.memory_label]
         end
       end
       publish("soak", title: "Soak: SolidJobs under steady load", body: sections.join("\n\n"), csv: Bench.csv(CSV_HEADER, csv),
@@ -225,13 +230,14 @@ module Bench
              "fresh memory-durability `solid-engine-server`. The producer enqueues one job at a time on a fixed schedule " \
              "(8 in 10 empty, 1 with a #{CPU_ITERATIONS}-iteration CPU burst, 1 with nested arguments). Latency is enqueue " \
              "call → `execute_task` entered (CLOCK_MONOTONIC, StartLog in benchmark/jobs.rb) of the jobs started in each " \
-             "interval. Memory verdicts: see Bench::Soak in benchmark/soak.rb."
+             "interval. Memory verdicts: see Bench::Soak in benchmark/soak.rb.".freeze
 
     def warmup_seconds = [@seconds * WARMUP_FRACTION, @interval].max
 
     def samples_table(run)
       rows = run.samples.map do |s|
-        [s.elapsed.round, s.enqueued, s.done, s.backlog, s.started, Bench.ms(s.p50), Bench.ms(s.p99), mb(s.rss_mb), mb(s.pss_mb), mb(s.backend_mb)]
+        [s.elapsed.round, s.enqueued, s.done, s.backlog, s.started, Bench.ms(s.p50), Bench.ms(s.p99), mb(s.rss_mb), mb(s.pss_mb),
+         mb(s.backend_mb)]
       end
       Bench.table(["t (s)", "Enqueued", "Done", "Backlog", "Started", "p50 ms", "p99 ms", "Worker RSS MB", "Worker PSS MB",
                    run.memory_label], rows)

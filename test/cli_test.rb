@@ -52,7 +52,11 @@ class CLITest < SolidJobsTest
     engine = SolidJobsCommand.spawn({}, "engine", "--listen", url, "--durability", "memory", out: [log, "a"], err: [log, "a"])
     configure_solid_jobs(backend: :solid_engine, url: url, backends: {solid_engine: {adapter: :solid_engine, url: url}})
     path = ledger_path
-    eventually("the engine accepts jobs") { (CpuTask.enqueue(path, "engine-0", 1_000) rescue nil) }
+    eventually("the engine accepts jobs") do
+      CpuTask.enqueue(path, "engine-0", 1_000)
+    rescue StandardError
+      nil
+    end
     CpuTask.enqueue_many(Array.new(9) { |i| [path, "engine-#{i + 1}", 1_000] })
     # Redis is never touched: a closed port proves the jobs came from the engine.
     worker = WorkerProcess.new(redis_url: "redis://127.0.0.1:#{RedisServer.free_port}/0", namespace: @namespace,

@@ -23,12 +23,19 @@ class ConfigurationTest < SolidJobsTest
       redis_url: "http://x", concurrency: 0, channel_order: :random, execution_mode: :fork,
       shutdown_timeout: -1, channels: [], default_task_options: {retry: 3}, recovery_delay: 0
     }.each do |setting, value|
-      error = assert_raises(SolidJobs::ConfigurationError, setting.to_s) { SolidJobs.configure { |c| c.public_send(:"#{setting}=", value) } }
+      error = assert_raises(SolidJobs::ConfigurationError, setting.to_s) do
+        SolidJobs.configure { |c| c.public_send(:"#{setting}=", value) }
+      end
       assert_match(/#{setting}|task option/, error.message)
     end
     assert_raises(SolidJobs::ConfigurationError) { SolidJobs.configure { |c| c.channels = [["a", 0]] } }
     assert_raises(SolidJobs::ConfigurationError) { SolidJobs.configure { |c| c.channels = %w[a a] } }
-    assert_raises(SolidJobs::ConfigurationError) { SolidJobs.configure { |c| c.heartbeat_interval = 5; c.recovery_delay = 4 } }
+    assert_raises(SolidJobs::ConfigurationError) do
+      SolidJobs.configure do |c|
+        c.heartbeat_interval = 5
+        c.recovery_delay = 4
+      end
+    end
   end
 
   def test_redis_url_environment_variable_replaces_the_default

@@ -25,7 +25,10 @@ class InstrumentationTest < SolidJobsTest
     error = assert_raises(SolidJobs::ConfigurationError) { SolidJobs.configure { |c| c.instrumenter = Object.new } }
     assert_match(/instrument\(name, payload\)/, error.message)
     captured = []
-    holder = Class.new { def initialize(block) = (@block = block); def instrument(*) = @block.call }.new(proc { captured })
+    holder = Class.new do
+      def initialize(block) = (@block = block) # rubocop:disable Lint/MissingSuper -- Class.new of Object: RuboCop 1.39 checks the test class
+      def instrument(*) = @block.call
+    end.new(proc { captured })
     error = assert_raises(SolidJobs::ConfigurationError) { SolidJobs.configure { |c| c.instrumenter = holder } }
     assert_match(/Ractor-shareable/, error.message)
     assert SolidJobs::Instrumentation.null?(SolidJobs.config.instrumenter), "a refused instrumenter is not installed"
@@ -56,8 +59,12 @@ class InstrumentationTest < SolidJobsTest
     assert_match(/\Apublisher:/, mine.first.last["source"])
     assert_equal mine.map { |_, p| p["at_ms"] }, mine.map { |_, p| p["at_ms"] }.sort, "timestamps in order"
 
-    eventually("observations emitted") { events.any? { |n, _| n == "ractor.observed" } && events.any? { |n, _| n == "redis.observed" } }
-    observations = eventually("observations written") { (keys = redis.keys(key("observations:*"))).any? && keys.map { |k| redis.hgetall(k) } }
+    eventually("observations emitted") do
+      events.any? { |n, _| n == "ractor.observed" } && events.any? { |n, _| n == "redis.observed" }
+    end
+    observations = eventually("observations written") do
+      (keys = redis.keys(key("observations:*"))).any? && keys.map { |k| redis.hgetall(k) }
+    end
     @conductor.stop
     @conductor = nil
     # The publisher's entries arrive with its next flush (once a second).
@@ -107,7 +114,7 @@ class InstrumentationTest < SolidJobsTest
   def test_a_job_is_not_reservable_until_enqueued_and_journaled_were_emitted
     # The instrumenter looks at Redis while job.journaled is being emitted.
     probe = Class.new do
-      def initialize(path, list) = (@path, @list = path.freeze, list.freeze)
+      def initialize(path, list) = (@path, @list = path.freeze, list.freeze) # rubocop:disable Lint/MissingSuper -- Class.new of Object: RuboCop 1.39 checks the test class
 
       def instrument(name, payload)
         return unless name == "job.journaled"

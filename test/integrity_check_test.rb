@@ -20,7 +20,8 @@ class IntegrityCheckTest < SolidJobsTest
     redis.zadd(key("retrying"), 1, "default|not-json")
     # A node that died holding a claim, and claims of a node nobody registered.
     redis.sadd(key("nodes"), "dead-node")
-    redis.hset(key("claims:dead-node"), "7", "default|1|#{JSON.generate(SolidJobs::Native::Client.build("LedgerTask", [], "default", 3, nil))}")
+    redis.hset(key("claims:dead-node"), "7",
+               "default|1|#{JSON.generate(SolidJobs::Native::Client.build("LedgerTask", [], "default", 3, nil))}")
     redis.hset(key("claims:ghost"), "8", "default|1|{}")
     configure_solid_jobs(channels: %w[critical])
     before = redis.info("commandstats").keys

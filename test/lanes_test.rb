@@ -11,7 +11,8 @@ class LanesTest < SolidJobsTest
   def test_thread_worker_count
     config = SolidJobs::Configuration.new
     assert_equal 0, SolidJobs::Lanes.thread_workers(config, []), "no thread tasks, no Rails: Ractors only"
-    assert_equal 0, SolidJobs::Lanes.thread_workers(config, ["SolidJobsGenericExecutor"]), "the built-in executor alone asks for none"
+    assert_equal 0, SolidJobs::Lanes.thread_workers(config, ["SolidJobsGenericExecutor"]),
+                 "the built-in executor alone asks for none"
     assert_equal 5, SolidJobs::Lanes.thread_workers(config, ["ThreadOnlyTask"])
     config.thread_concurrency = 2
     assert_equal 2, SolidJobs::Lanes.thread_workers(config, [])

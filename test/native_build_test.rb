@@ -22,7 +22,8 @@ class NativeBuildTest < Minitest::Test
       refute status.success?
       lines = (out + err).lines.map(&:strip).reject(&:empty?)
       assert_equal 1, lines.size, lines.join("\n")
-      assert_match(/\Asolid-jobs: compiling the native extension needs cargo and rustc \(Rust, https:\/\/rustup.rs\)/, lines.first)
+      assert_match(%r{\Asolid-jobs: compiling the native extension needs cargo and rustc \(Rust, https://rustup.rs\)},
+                   lines.first)
       assert_match(/precompiled gem for your platform \(solid-jobs-#{Regexp.escape(SolidJobs::VERSION)}-/, lines.first)
       refute File.exist?(File.join(dir, "Makefile")), "no Makefile: make never runs"
     end

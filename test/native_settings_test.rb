@@ -38,7 +38,8 @@ class NativeSettingsTest < SolidJobsTest
     assert_match(/source settings 0: missing field `node_ttl`/, dispatcher_error([redis.except(:node_ttl)], telemetry_settings))
     assert_match(/missing field `kind`/, dispatcher_error([redis.except(:kind)], telemetry_settings))
     assert_match(/unknown variant `kafka`/, dispatcher_error([redis.merge(kind: "kafka")], telemetry_settings))
-    assert_match(/invalid type: expected u32/, dispatcher_error([redis.merge(channels: [["default", "heavy"]])], telemetry_settings))
+    assert_match(/invalid type: expected u32/,
+                 dispatcher_error([redis.merge(channels: [["default", "heavy"]])], telemetry_settings))
     # The second Hash is named by its index; the first is not started.
     assert_match(/source settings 1: missing field `url`/, dispatcher_error([redis, redis.except(:url)], telemetry_settings))
   end
@@ -46,15 +47,18 @@ class NativeSettingsTest < SolidJobsTest
   def test_engine_source_settings_are_checked_before_any_source_starts
     engine = {kind: "engine", url: "tcp://127.0.0.1:1", password: nil, channels: [{name: "default", id: 7, weight: 1}],
               channel_order: "weighted", prefetch: nil, workers: 2, lease: 30.0}
-    assert_match(/unknown field `wieght`/, dispatcher_error([engine.merge(channels: [{name: "default", id: 7, weight: 1, wieght: 2}])], telemetry_settings))
+    assert_match(/unknown field `wieght`/,
+                 dispatcher_error([engine.merge(channels: [{name: "default", id: 7, weight: 1, wieght: 2}])], telemetry_settings))
     assert_match(/missing field `lease`/, dispatcher_error([engine.except(:lease)], telemetry_settings))
     assert_match(/unknown field `namespace`/, dispatcher_error([engine.merge(namespace: @namespace)], telemetry_settings))
   end
 
   def test_telemetry_settings_name_an_unknown_or_missing_key
     sources = source_settings
-    assert_match(/node telemetry settings: missing field `deliver`/, dispatcher_error(sources, telemetry_settings.except(:deliver)))
-    assert_match(/node telemetry settings: unknown field `sample_rate`/, dispatcher_error(sources, telemetry_settings.merge(sample_rate: 1)))
+    assert_match(/node telemetry settings: missing field `deliver`/,
+                 dispatcher_error(sources, telemetry_settings.except(:deliver)))
+    assert_match(/node telemetry settings: unknown field `sample_rate`/,
+                 dispatcher_error(sources, telemetry_settings.merge(sample_rate: 1)))
   end
 
   def test_publisher_telemetry_takes_symbol_or_string_keys_and_names_a_bad_one
@@ -62,9 +66,13 @@ class NativeSettingsTest < SolidJobsTest
     client.enable_telemetry(publisher_settings.transform_keys(&:to_s))
     assert_match(/\Apublisher:host:#{Process.pid}:/o, client.telemetry_source)
 
-    error = assert_raises(ArgumentError) { SolidJobs::Native::Client.new(REDIS.url, @namespace).enable_telemetry(publisher_settings.except(:buffer)) }
+    error = assert_raises(ArgumentError) do
+      SolidJobs::Native::Client.new(REDIS.url, @namespace).enable_telemetry(publisher_settings.except(:buffer))
+    end
     assert_match(/publisher telemetry settings: missing field `buffer`/, error.message)
-    error = assert_raises(ArgumentError) { SolidJobs::Native::Client.new(REDIS.url, @namespace).enable_telemetry(publisher_settings.merge(host: "x")) }
+    error = assert_raises(ArgumentError) do
+      SolidJobs::Native::Client.new(REDIS.url, @namespace).enable_telemetry(publisher_settings.merge(host: "x"))
+    end
     assert_match(/publisher telemetry settings: unknown field `host`/, error.message)
   end
 end

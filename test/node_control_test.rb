@@ -63,7 +63,9 @@ class NodeControlTest < SolidJobsTest
     id = node.id
     path = ledger_path
     SlowTask.enqueue_many([[path, "running", 1.5], [path, "prefetched", 0]])
-    eventually("one running, one prefetched") { ledger_lines.include?("start running") && redis.llen(key("channel:default")).zero? }
+    eventually("one running, one prefetched") do
+      ledger_lines.include?("start running") && redis.llen(key("channel:default")).zero?
+    end
     node.request_control(:shutdown)
     status = @worker.wait(timeout: 30)
     assert_equal 0, status.exitstatus, File.read(@worker.log)

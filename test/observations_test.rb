@@ -74,7 +74,8 @@ class ObservationsTest < SolidJobsTest
 
   def test_a_value_never_read_is_unavailable_and_one_that_fails_later_is_stale_with_its_age
     calls = 0
-    readers = {"cpu_seconds" => -> { 1.5 }, "flaky" => -> { (calls += 1) == 1 ? 7 : raise(IOError) }, "missing" => -> { raise Errno::ENOENT }}
+    readers = {"cpu_seconds" => -> { 1.5 }, "flaky" => -> { (calls += 1) == 1 ? 7 : raise(IOError) },
+               "missing" => -> { raise Errno::ENOENT }}
     observation = SolidJobs::ProcessObservation.new(readers)
     first = observation.read(1_000)
     assert_equal "ok", SolidJobs::ProcessObservation.new(readers.slice("cpu_seconds")).read(1)["state"]

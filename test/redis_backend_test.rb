@@ -32,7 +32,9 @@ class RedisBackendTest < SolidJobsTest
     assert_equal "cancelled", backend.get_job(cancelled)["state"]
     start_conductor
     eventually("the kept job ran") { ledger_lines.size == 1 }
-    eventually("the planned one was due and dropped") { redis.zcard(key("planned")).zero? && redis.get(key("metric:cancelled")).to_i == 2 }
+    eventually("the planned one was due and dropped") do
+      redis.zcard(key("planned")).zero? && redis.get(key("metric:cancelled")).to_i == 2
+    end
     assert_equal ["kept"], ledger_lines.map { |l| l.split.first }
     assert_nil backend.get_job(kept), "completed jobs are not kept"
   end

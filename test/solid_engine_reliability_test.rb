@@ -68,7 +68,8 @@ class SolidEngineReliabilityTest < SolidJobsTest
     start_conductor
     eventually("both ran") { completions("via-redis") == 1 && completions("via-engine") == 1 }
     eventually("both completed") do
-      redis.get(key("metric:processed")).to_i == 1 && SolidJobs.routing.backend_for("default").get_job(on_engine)["state"] == "completed"
+      redis.get(key("metric:processed")).to_i == 1 &&
+        SolidJobs.routing.backend_for("default").get_job(on_engine)["state"] == "completed"
     end
     assert_nil SolidJobs.routing.backend_for("critical").get_job(on_redis), "completed on Redis"
   end
@@ -101,7 +102,7 @@ class SolidEngineReliabilityTest < SolidJobsTest
     w = worker(server, "--concurrency", "1", lease: "0.6", prefetch: 4)
     eventually("all ran", timeout: 30) { (0...4).all? { |i| completions("w#{i}") >= 1 } }
     eventually("all completed") { ids.all? { |id| backend.get_job(id)["state"] == "completed" } }
-    (0...4).each { |i| assert_equal 1, completions("w#{i}"), "w#{i} was redelivered while it waited" }
+    4.times { |i| assert_equal 1, completions("w#{i}"), "w#{i} was redelivered while it waited" }
     assert_equal [1], ids.map { |id| backend.get_job(id)["attempts"] }.uniq
     w.signal("TERM")
     assert_equal 0, w.wait.exitstatus
@@ -195,7 +196,8 @@ class SolidEngineReliabilityTest < SolidJobsTest
     server = engine
     route_to(server)
     id = LedgerTask.enqueue("/dev/null", "x")
-    assert_equal 0, backend.client.call(["PUSH", backend.channel_id("default").to_s, id, "{}"]), "an existing id is not pushed again"
+    assert_equal 0, backend.client.call(["PUSH", backend.channel_id("default").to_s, id, "{}"]),
+                 "an existing id is not pushed again"
     assert_equal "ready", backend.get_job(id)["state"]
     assert backend.cancel(id)
     refute backend.cancel(id)
@@ -203,7 +205,9 @@ class SolidEngineReliabilityTest < SolidJobsTest
     assert_nil backend.get_job(SecureRandom.uuid)
     assert backend.supports?(:lease_extension)
     refute SolidJobs::Backends::Redis.new(:redis, {}, SolidJobs.config).supports?(:lease_extension)
-    assert_raises(SolidJobs::Backends::NotSupported) { SolidJobs::Backends::Redis.new(:redis, {}, SolidJobs.config).extend_lease(nil, 1) }
+    assert_raises(SolidJobs::Backends::NotSupported) do
+      SolidJobs::Backends::Redis.new(:redis, {}, SolidJobs.config).extend_lease(nil, 1)
+    end
   end
 
   def test_retry_within_is_refused_on_solid_engine

@@ -235,7 +235,6 @@ class UserPathTest < SolidJobsTest
   def stop(pid, app, name)
     Process.kill("TERM", pid)
     deadline = monotonic + 30
-    status = nil
     until (status = Process.wait2(pid, Process::WNOHANG)&.last)
       flunk("#{name} did not exit within 30s after TERM:\n#{File.read(log(app, name))}") if monotonic > deadline
       sleep 0.02

@@ -68,7 +68,7 @@ class WarmPoolTest < SolidJobsTest
     unshareable = [+"a string", 1]
     assert WarmPool.requires_warm_pool?(klass_holding(Mutex.new), unshareable, rails: true)
     refute WarmPool.requires_warm_pool?(klass_holding(Mutex.new), unshareable, rails: false), "no Rails"
-    refute WarmPool.requires_warm_pool?(klass_holding(Mutex.new), ["frozen".freeze, 1, nil], rails: true), "all shareable"
+    refute WarmPool.requires_warm_pool?(klass_holding(Mutex.new), ["frozen", 1, nil], rails: true), "all shareable"
     refute WarmPool.requires_warm_pool?(klass_holding(Mutex.new), [], rails: true), "no arguments"
     refute WarmPool.requires_warm_pool?(klass_holding({"plain" => "hash"}), unshareable, rails: true), "no thread state"
     assert WarmPool.requires_warm_pool?(klass_holding(Thread.current), unshareable, rails: true)
@@ -105,7 +105,8 @@ class WarmPoolTest < SolidJobsTest
     ids = WarmLedgerTask.enqueue_many([[path.dup.freeze, "frozen"], [path.dup, +"mutable"]])
     assert_equal 2, ids.compact.size
     tasks = redis.lrange(key("channel:warm"), 0, -1).map { |raw| JSON.parse(raw)["task"] }
-    assert_equal %w[SolidJobsGenericExecutor SolidJobsGenericExecutor WarmLedgerTask].sort, tasks.sort, "shareable arguments keep the Ractor path"
+    assert_equal %w[SolidJobsGenericExecutor SolidJobsGenericExecutor WarmLedgerTask].sort, tasks.sort,
+                 "shareable arguments keep the Ractor path"
   end
 
   # -- a real warm worker --------------------------------------------------
@@ -120,7 +121,7 @@ class WarmPoolTest < SolidJobsTest
     assert_equal 5, SolidJobsGenericExecutor.new.execute_task("WarmPerformOnly", [2, 3]), "perform when there is no execute_task"
     assert_equal ["first #{pid}"], ledger_lines
     assert_equal %w[ok ok], events.map { |e| e[:outcome] }
-    assert events.all? { |e| e[:seconds].positive? && e[:target_class] && e[:worker] == 0 }
+    assert events.all? { |e| e[:seconds].positive? && e[:target_class] && e[:worker]&.zero? }
     stats = WarmPool.stats
     assert_equal [2, 2, 0], stats.values_at("roundtrips", "ok", "exhausted")
     assert stats["p50_ms"]

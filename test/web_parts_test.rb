@@ -16,7 +16,8 @@ class WebPartsTest < Minitest::Test
 
   def test_html_escapes_everything_it_did_not_build
     html = Web::Html.tag(:td, [%(<a href="x">'&'</a>), Web::Html.tag(:b, "ok")], class: %("><script>), title: nil, hidden: true)
-    assert_equal %(<td class="&quot;&gt;&lt;script&gt;" hidden>&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;<b>ok</b></td>), html
+    expected = %(<td class="&quot;&gt;&lt;script&gt;" hidden>&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;<b>ok</b></td>)
+    assert_equal expected, html
     assert_kind_of Web::Html::Safe, html
     refute_kind_of Web::Html::Safe, "plain"
   end

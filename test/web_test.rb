@@ -84,7 +84,7 @@ class WebTest < SolidJobsTest
     assert_equal %w[enqueued reserved started completed], body["events"].map { |e| e["event"] }
   end
 
-  def test_unknown_paths_and_jobs_are_404
+  def test_unknown_paths_and_jobs_are_not_found
     ["/nope", "/channels/x", "/executions/#{SecureRandom.uuid}", "/executions/%3Cx%3E", "/.json", "/nodes.html"].each do |path|
       get path
       assert_equal 404, last_response.status, path
@@ -205,7 +205,8 @@ class WebTest < SolidJobsTest
     record = JSON.parse(last_response.body)["record"]
     assert_equal %w[ImportCatalog archived], record.values_at("task", "state")
     refute record.key?("backtrace"), "only the listed fields of a job record"
-    paths = HTML_ROUTES + JSON_ROUTES + (done + [archived, waiting]).flat_map { |id| ["/executions/#{id}", "/executions/#{id}.json"] }
+    paths = HTML_ROUTES + JSON_ROUTES +
+            (done + [archived, waiting]).flat_map { |id| ["/executions/#{id}", "/executions/#{id}.json"] }
     paths.each do |path|
       get path
       assert_includes [200], last_response.status, path

@@ -113,7 +113,9 @@ module Bench
           started = previous if started == polled && previous
           return finish_metering(polled - started)
         end
-        raise Failure, "worker exited (#{@workers.exit_status}) with #{waiting} of #{@jobs} jobs still waiting" if @workers.exited?
+        if @workers.exited?
+          raise Failure, "worker exited (#{@workers.exit_status}) with #{waiting} of #{@jobs} jobs still waiting"
+        end
         raise Failure, "timed out after #{@timeout}s with #{waiting} of #{@jobs} jobs still waiting" if polled > deadline
 
         previous = polled
@@ -207,8 +209,10 @@ module Bench
       workers = system.start_workers(concurrency, env: worker_env(lab))
       system.release(workers, @timeout)
       metered = Drain.new(system, workers, jobs: jobs, timeout: @timeout).run
+      after = CommandStats.snapshot(lab.redis)
       # The INFO for `before` is itself counted here.
-      result.commands = CommandStats.delta(before, CommandStats.snapshot(lab.redis), system.own_commands.merge("info" => 1) { |_, a, b| a + b })
+      own = system.own_commands.merge("info" => 1) { |_, a, b| a + b }
+      result.commands = CommandStats.delta(before, after, own)
       result.seconds, result.worker_cpu_seconds, result.server_cpu_seconds, result.peak_pss_kb = metered.to_a
       count_errors(result, system, workers, lab)
       result
@@ -248,7 +252,8 @@ module Bench
       allocations = WorkerStats.read(File.join(lab.dir, "stats"))
       result.allocations = allocations.values.sum if allocations.size == workers.size
       counts = system.counts
-      errors = {"failed" => counts[:failed], "lost" => result.jobs - counts[:processed], "extra completions" => counts[:processed] - result.jobs,
+      errors = {"failed" => counts[:failed], "lost" => result.jobs - counts[:processed],
+                "extra completions" => counts[:processed] - result.jobs,
                 "unclean stops" => [stopped_badly, workers.size - allocations.size].max}
       errors.merge!(ledger_errors(result, lab)) if @ledger
       if (problem = system.finish)
@@ -267,7 +272,8 @@ module Bench
     def summary(run)
       return "NOT MEASURED" unless run.measured?
 
-      line = format("%.0f jobs/s (%.3f s), worker CPU %.0f%% (%.2f CPU-s/1k jobs), peak PSS %.1f MB, %s allocs/job, %.2f Redis cmds/job",
+      line = format("%.0f jobs/s (%.3f s), worker CPU %.0f%% (%.2f CPU-s/1k jobs), peak PSS %.1f MB, %s allocs/job, " \
+                    "%.2f Redis cmds/job",
                     run.jobs_per_second, run.seconds, run.worker_cpu_percent, run.worker_cpu_per_thousand, run.peak_pss_mb,
                     run.allocations_per_job ? format("%.1f", run.allocations_per_job) : "n/a", run.commands_per_job)
       run.errors.empty? ? line : "#{line} -- ERRORS: #{run.errors.map { |kind, n| "#{n} #{kind}" }.join(", ")}"
@@ -295,8 +301,8 @@ module Bench
     private
 
     def measure
-      @suite = DrainSuite.new(@lab, clients: @clients, scenarios: @scenarios, concurrencies: @concurrencies, repetitions: @repetitions,
-                                    jobs: @jobs, timeout: @timeout, ledger: self.class::LEDGER)
+      @suite = DrainSuite.new(@lab, clients: @clients, scenarios: @scenarios, concurrencies: @concurrencies,
+                                    repetitions: @repetitions, jobs: @jobs, timeout: @timeout, ledger: self.class::LEDGER)
       cases = @suite.run
       report(cases)
       cases.all?(&:ok?)

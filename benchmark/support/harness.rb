@@ -46,7 +46,9 @@ module Bench
       return default unless @env[name]
 
       values = items(name).map { |item| Integer(item, exception: false) }
-      raise Failure, "#{name} must be a comma-separated list of positive integers (got #{@env[name].inspect})" unless values.all? { |v| v&.positive? }
+      unless values.all? { |v| v&.positive? }
+        raise Failure, "#{name} must be a comma-separated list of positive integers (got #{@env[name].inspect})"
+      end
 
       values.uniq
     end
@@ -158,8 +160,8 @@ module Bench
   def table(header, rows)
     cells = [header, *rows].map { |row| row.map(&:to_s) }
     widths = header.each_index.map { |i| cells.map { |row| row[i].length }.max }
-    line = ->(row) { "| " + row.each_with_index.map { |cell, i| cell.ljust(widths[i]) }.join(" | ") + " |" }
-    separator = "|" + widths.map { |w| "-" * (w + 2) }.join("|") + "|"
+    line = ->(row) { "| #{row.each_with_index.map { |cell, i| cell.ljust(widths[i]) }.join(" | ")} |" }
+    separator = "|#{widths.map { |w| "-" * (w + 2) }.join("|")}|"
     [line.(cells.first), separator, *cells.drop(1).map(&line)].join("\n")
   end
 

@@ -113,7 +113,8 @@ module Bench
 
     # Calls between two snapshots, less those the benchmark made itself.
     def delta(before, after, own)
-      after.to_h { |name, calls| [name, calls - before.fetch(name, 0) - own.fetch(name, 0)] }.select { |_, calls| calls.positive? }
+      after.to_h { |name, calls| [name, calls - before.fetch(name, 0) - own.fetch(name, 0)] }
+           .select { |_, calls| calls.positive? }
     end
   end
 
@@ -121,7 +122,7 @@ module Bench
   # value with at least p% of the sample at or below it): every figure is a
   # latency actually measured, and with few samples p99 is the maximum, not
   # an interpolation.
-  LatencyStats = Struct.new(:count, :p50, :p95, :p99, :max, :mean, keyword_init: true) do
+  LatencyStats = Struct.new(:count, :p50, :p95, :p99, :max, :mean, keyword_init: true) do # rubocop:disable Lint/StructNewOverride -- the tables' column names; nothing enumerates a LatencyStats
     def self.of(values)
       return nil if values.empty?
 

@@ -68,7 +68,7 @@ module Bench
   # Sidekiq 6.4 through its own CLI: one process with N threads, or N
   # processes with one thread each (`processes`).
   class SidekiqSystem < System
-    LIST = "queue:#{CHANNEL}"
+    LIST = "queue:#{CHANNEL}".freeze
     # Jobs are seeded into a queue no worker watches and renamed into
     # "bench" once every process has booted: N Ruby processes booting on a
     # 2-core host take seconds, and the first one up would otherwise start
@@ -92,17 +92,21 @@ module Bench
     def enqueue_many(job, lists) = Sidekiq::Client.push_bulk("class" => job, "args" => lists)
 
     def seed(job, lists)
-      lists.each_slice(SEED_BATCH) { |slice| Sidekiq::Client.push_bulk("class" => job, "args" => slice, "queue" => STAGING_QUEUE) }
+      lists.each_slice(SEED_BATCH) do |slice|
+        Sidekiq::Client.push_bulk("class" => job, "args" => slice, "queue" => STAGING_QUEUE)
+      end
       @seeded = redis(:llen, "queue:#{STAGING_QUEUE}")
     end
 
-    def seeded = @seeded
+    attr_reader :seeded
 
     def start_workers(concurrency, jobs_file: JOBS_FILE, env: {})
       command = ->(threads) { ["sidekiq", "-r", jobs_file, "-c", threads.to_s, "-q", CHANNEL] }
       env = env.merge("REDIS_URL" => @lab.url)
       workers = if @processes
-                  Array.new(concurrency) { |i| ChildProcess.new(command.(1), log: log_path("-#{i + 1}"), env: env, children: @lab.children) }
+                  Array.new(concurrency) do |i|
+                    ChildProcess.new(command.(1), log: log_path("-#{i + 1}"), env: env, children: @lab.children)
+                  end
                 else
                   [ChildProcess.new(command.(concurrency), log: log_path, env: env, children: @lab.children)]
                 end
@@ -115,7 +119,9 @@ module Bench
     def release(workers, timeout)
       deadline = Bench.now + timeout
       until redis(:scard, "processes") == workers.size
-        raise Failure, "a Sidekiq process exited (#{workers.exit_status}) before all #{workers.size} had booted" if workers.exited?
+        if workers.exited?
+          raise Failure, "a Sidekiq process exited (#{workers.exit_status}) before all #{workers.size} had booted"
+        end
         raise Failure, "#{workers.size} Sidekiq processes did not all boot within #{timeout}s" if Bench.now > deadline
 
         sleep 0.05
@@ -137,7 +143,7 @@ module Bench
 
   # SolidJobs through its CLI, one process, on Redis.
   class SolidRedisSystem < System
-    LIST = "solid_jobs:channel:#{System::CHANNEL}"
+    LIST = "solid_jobs:channel:#{System::CHANNEL}".freeze
 
     def initialize(name, label, args: [])
       super(name, label)
@@ -162,7 +168,8 @@ module Bench
       worker = WorkerProcess.new(redis_url: @lab.url, namespace: nil, log: log_path, app: jobs_file,
                                  children: @lab.children, bundled: false,
                                  args: ["--concurrency", concurrency.to_s, "--channel", CHANNEL, *@args, *args],
-                                 env: {"SOLID_JOBS_LOG_LEVEL" => ENV.fetch("SOLID_JOBS_LOG_LEVEL", "info")}.merge(worker_env, env))
+                                 env: {"SOLID_JOBS_LOG_LEVEL" => ENV.fetch("SOLID_JOBS_LOG_LEVEL", "info")}
+                                   .merge(worker_env, env))
       WorkerSet.new([worker.start])
     end
 
@@ -232,8 +239,8 @@ module Bench
       status = @server.stop
       return nil if status&.success?
 
-      "solid-engine-server #{status ? "exited with #{status.inspect}" : "did not exit within #{EngineServer::STOP_TIMEOUT}s of TERM"}" \
-        " after TERM; its log:\n#{@server.log_tail}"
+      how = status ? "exited with #{status.inspect}" : "did not exit within #{EngineServer::STOP_TIMEOUT}s of TERM"
+      "solid-engine-server #{how} after TERM; its log:\n#{@server.log_tail}"
     ensure
       @server.cleanup
     end

@@ -313,14 +313,15 @@ module CommandCounts
   # What one client connection did in a measured operation: the proxy's
   # counts (`tally`) and, from MONITOR, each command it ran with the
   # commands its script ran (`calls`: [[label, [lua command, ...]], ...]).
-  LinkCount = Struct.new(:role, :tally, :calls, keyword_init: true) do
+  LinkCount = Struct.new(:role, :tally, :calls, keyword_init: true) do # rubocop:disable Lint/StructNewOverride -- the proxy's Tally, as Link#tally; nothing enumerates a LinkCount
     def commands = tally.commands
     def round_trips = tally.round_trips
     def pushes = tally.pushes
     def lua = calls.sum { |_, inner| inner.size }
 
     def describe
-      parts = OperationCount.squeeze(calls.map { |label, inner| inner.empty? ? label : "#{label}[#{OperationCount.squeeze(inner).join(" ")}]" })
+      labels = calls.map { |label, inner| inner.empty? ? label : "#{label}[#{OperationCount.squeeze(inner).join(" ")}]" }
+      parts = OperationCount.squeeze(labels)
       parts << "#{pushes} doorbell message(s) received" if pushes.positive?
       # The proxy counts what was sent, MONITOR what ran: Redis 7.0 runs
       # nothing for a command it rejects (redis-rs's CLIENT SETINFO at

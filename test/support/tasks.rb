@@ -171,7 +171,7 @@ class FatalTask
   include SolidJobs::Task
   task_options max_failures: 1
 
-  def execute_task = raise(Exception, "not a StandardError")
+  def execute_task = raise(Exception, "not a StandardError") # rubocop:disable Lint/RaiseException -- what this task is for
 end
 
 # Sleeps past its lease on the first run only (the ledger says whether it

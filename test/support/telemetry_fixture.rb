@@ -34,7 +34,7 @@ class TelemetryFixture
     @redis.set("#{@ns}:node:#{node_id}", JSON.generate(description), px: 60_000)
     @redis.sadd("#{@ns}:nodes", node_id)
     fields = {"node" => JSON.generate(description.merge("at_ms" => at_ms, "state" => state,
-                                                         "telemetry" => {"seq" => 120, "dropped" => dropped, "pending" => 0}))}
+                                                        "telemetry" => {"seq" => 120, "dropped" => dropped, "pending" => 0}))}
     if process
       fields["process"] = JSON.generate({"at_ms" => at_ms, "cpu_seconds" => 12.5, "rss_bytes" => 150 * 1024 * 1024,
                                          "gc_count" => 42, "gc_time_ms" => 310.0, "total_allocated_objects" => 1_234_567})
@@ -43,7 +43,8 @@ class TelemetryFixture
       {"ractor_id" => i + 10, "worker_id" => i + 1, "state" => i.zero? ? "running" : "waiting",
        "job_ids" => i.zero? ? ["11111111-2222-3333-4444-555555555555"] : [], "at_ms" => at_ms}
     end)
-    fields["redis"] = JSON.generate({"state" => redis_state, "at_ms" => at_ms, "last_ok_ms" => at_ms, "stale" => false, "age_ms" => 0})
+    fields["redis"] = JSON.generate({"state" => redis_state, "at_ms" => at_ms, "last_ok_ms" => at_ms, "stale" => false,
+                                     "age_ms" => 0})
     fields["at_ms"] = at_ms.to_s
     @redis.hset("#{@ns}:observations:#{node_id}", fields)
     @redis.pexpire("#{@ns}:observations:#{node_id}", 60_000)
@@ -55,7 +56,8 @@ class TelemetryFixture
     seconds.downto(1) do |ago|
       entry(source, "metrics.interval",
             {"interval_ms" => 1000, "completed" => completed, "failed" => failed, "retried" => failed, "dead" => 0,
-             "enqueued" => completed + 1, "latency_ms" => {"p50" => 3, "p95" => 12, "p99" => 20, "max" => 25, "count" => completed},
+             "enqueued" => completed + 1,
+             "latency_ms" => {"p50" => 3, "p95" => 12, "p99" => 20, "max" => 25, "count" => completed},
              "duration_ms" => {"p50" => 5, "p95" => 9, "p99" => 11, "max" => 14, "count" => completed}},
             at_ms: now_ms - ago * 1000)
     end

@@ -66,7 +66,11 @@ class Torture
     verify
   ensure
     @workers&.each { |w| w.signal("KILL") }
-    @workers&.each { |w| w.wait(timeout: 5) rescue nil }
+    @workers&.each do |w| # rubocop:disable Style/CombinableLoops -- every worker is killed before any is waited for
+      w.wait(timeout: 5)
+    rescue StandardError
+      nil
+    end
     @redis_server&.cleanup
     FileUtils.rm_rf(@dir) if @dir
   end
@@ -194,7 +198,9 @@ class Torture
   def await_recoveries
     @recoveries.each do |watcher|
       remaining = @timeout - (monotonic - @started)
-      raise "torture timed out after #{@timeout}s waiting for a killed node to be recovered" unless watcher.join([remaining, 0].max)
+      next if watcher.join([remaining, 0].max)
+
+      raise "torture timed out after #{@timeout}s waiting for a killed node to be recovered"
     end
   end
 

@@ -37,7 +37,7 @@ class ChildProcess
   def start
     @exit_status = nil
     @reaped = false
-    options = {chdir: @chdir, in: File::NULL, out: [@log, "a"], err: [:child, :out], **@spawn_options}
+    options = {chdir: @chdir, in: File::NULL, out: [@log, "a"], err: %i[child out], **@spawn_options}
     @pid = @children ? @children.spawn(@env, *@command, **options) : Process.spawn(@env, *@command, **options)
     self
   end

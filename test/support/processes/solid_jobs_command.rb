@@ -19,7 +19,7 @@ module SolidJobsCommand
   DIR = File.join(ROOT, "tmp", "test-bundle")
   GEMFILE = File.join(DIR, "Gemfile")
   GEM_HOME = File.join(DIR, "gems")
-  GEMS = <<~RUBY
+  GEMS = <<~RUBY.freeze
     source "https://rubygems.org"
     gem "solid-jobs", path: #{ROOT.inspect}
     gem "activejob", "~> 6.1" # test/support/active_jobs.rb
@@ -67,7 +67,9 @@ module SolidJobsCommand
       File.write(GEMFILE, GEMS) unless File.exist?(GEMFILE) && File.read(GEMFILE) == GEMS
       out, status = Open3.capture2e(bundle_env, "bundle", "install", "--local", "--quiet", unsetenv_others: true, chdir: DIR)
       raise "bundle install --local for the test app failed:\n#{out}" unless status.success?
-      raise "bundle install wrote no solid-jobs binstub in #{GEM_HOME}/bin" unless File.exist?(File.join(GEM_HOME, "bin", "solid-jobs"))
+      unless File.exist?(File.join(GEM_HOME, "bin", "solid-jobs"))
+        raise "bundle install wrote no solid-jobs binstub in #{GEM_HOME}/bin"
+      end
 
       @prepared = true
     end
