@@ -51,7 +51,14 @@ class ConfigurationTest < SolidJobsTest
 
   def test_a_configure_whose_block_raises_changes_nothing
     before = SolidJobs.config
-    instrumenter = Class.new { def initialize = (@sink = +""); def instrument(*) = nil }.new
+    instrumenter = Class.new do
+      def initialize
+        super
+        @sink = +""
+      end
+
+      def instrument(*) = nil
+    end.new
     assert_raises(RuntimeError) do
       SolidJobs.configure do |c|
         c.concurrency = 7
@@ -95,39 +102,48 @@ class ConfigurationTest < SolidJobsTest
       "backend = :mysql" => [->(c) { c.backend = :mysql }, /invalid backend :mysql: no such backend \(known: :redis/],
       "adapter: :sidekiq" => [->(c) { c.backends = {jobs: {adapter: :sidekiq}} }, /backends\[:jobs\]\[:adapter\] :sidekiq/],
       "no adapter" => [->(c) { c.backends = {jobs: {url: "tcp://h:1"}} }, /backends\[:jobs\]\[:adapter\] nil/],
-      "engine url http://x" => [->(c) { c.backends = {jobs: engine.merge(url: "http://x")} }, %r{backends\[:jobs\]\[:url\] "http://x"}],
-      "engine without url" => [->(c) { c.backends = {jobs: {adapter: :solid_engine}} }, /backends\[:jobs\] \(solid_engine\) needs url/],
+      "engine url http://x" => [->(c) { c.backends = {jobs: engine.merge(url: "http://x")} },
+                                %r{backends\[:jobs\]\[:url\] "http://x"}],
+      "engine without url" => [->(c) { c.backends = {jobs: {adapter: :solid_engine}} },
+                               /backends\[:jobs\] \(solid_engine\) needs url/],
       "redis url http://x" => [->(c) { c.backends = {jobs: {adapter: :solid_redis, url: "http://x"}} },
                                %r{backends\[:jobs\]\[:url\] "http://x"}],
       "redis url, bad port" => [->(c) { c.backends = {jobs: {adapter: :solid_redis, url: "redis://h:port/0"}} },
                                 %r{backends\[:jobs\]\[:url\] "redis://h:port/0"}],
       "leas:" => [->(c) { c.backends = {jobs: engine.merge(leas: 5)} },
                   /unknown key\(s\) :leas in backends\[:jobs\].*did you mean :lease\?/],
-      "lease: -1" => [->(c) { c.backends = {jobs: engine.merge(lease: -1)} }, /backends\[:jobs\]\[:lease\] -1: expected a number of seconds >= 0/],
+      "lease: -1" => [->(c) { c.backends = {jobs: engine.merge(lease: -1)} },
+                      /backends\[:jobs\]\[:lease\] -1: expected a number of seconds >= 0/],
       "lease: nil" => [->(c) { c.backends = {jobs: engine.merge(lease: nil)} }, /backends\[:jobs\]\[:lease\] nil/],
       "password: 42" => [->(c) { c.backends = {jobs: engine.merge(password: 42)} }, /backends\[:jobs\]\[:password\]/],
-      "channel_ids" => [->(c) { c.backends = {jobs: engine.merge(channel_ids: {"a b" => 1})} }, /"a b" in backends\[:jobs\]\[:channel_ids\]/],
+      "channel_ids" => [->(c) { c.backends = {jobs: engine.merge(channel_ids: {"a b" => 1})} },
+                        /"a b" in backends\[:jobs\]\[:channel_ids\]/],
       "channel id -1" => [->(c) { c.backends = {jobs: engine.merge(channel_ids: {"a" => -1})} },
                           /backends\[:jobs\]\[:channel_ids\]\["a"\] -1/],
       "unknown routed backend" => [->(c) { c.channel_backends = {"critical" => :engine} },
                                    /channel_backends\["critical"\] :engine: no such backend/],
       "bad routed channel" => [->(c) { c.channel_backends = {"no spaces" => :redis} }, /channel_backends key "no spaces"/],
       "url without the engine backend" => [->(c) { c.url = "tcp://127.0.0.1:7777" },
-                                           /config.url "tcp:\/\/127.0.0.1:7777" is used only with config.backend = :solid_engine/],
+                                           %r{config.url "tcp://127.0.0.1:7777" is used only with config.backend = :solid_eng}],
       "engine backend without url" => [->(c) { c.backend = :solid_engine }, /backend = :solid_engine needs config.url/],
-      "url bad port" => [->(c) { c.backend = :solid_engine; c.url = "tcp://h:port" }, %r{invalid url "tcp://h:port"}]
+      "url bad port" => [lambda do |c|
+        c.backend = :solid_engine
+        c.url = "tcp://h:port"
+      end, %r{invalid url "tcp://h:port"}]
     }.each do |label, (change, message)|
       error = assert_raises(SolidJobs::ConfigurationError, label) { SolidJobs.configure(&change) }
       assert_match(message, error.message, label)
-      assert_equal [:redis, {}, {}, nil], [SolidJobs.config.backend, SolidJobs.config.backends, SolidJobs.config.channel_backends,
-                                          SolidJobs.config.url], "#{label}: nothing was kept"
+      kept = [SolidJobs.config.backend, SolidJobs.config.backends, SolidJobs.config.channel_backends, SolidJobs.config.url]
+      assert_equal [:redis, {}, {}, nil], kept, "#{label}: nothing was kept"
     end
   end
 
   def test_valid_backend_specs_are_kept_as_checked_frozen_copies
     SolidJobs.configure do |c|
-      c.backends = {jobs: {adapter: "solid_engine", url: "tcp://127.0.0.1:7777", lease: 5, password: "pw", channel_ids: {critical: 1}},
-                    cache: {adapter: :redis, url: REDIS.url}}
+      c.backends = {
+        jobs: {adapter: "solid_engine", url: "tcp://127.0.0.1:7777", lease: 5, password: "pw", channel_ids: {critical: 1}},
+        cache: {adapter: :redis, url: REDIS.url}
+      }
       c.channel_backends = {critical: :jobs, "low" => "cache"}
     end
     jobs = {adapter: :solid_engine, url: "tcp://127.0.0.1:7777", password: "pw", lease: 5, channel_ids: {"critical" => 1}}

@@ -1,7 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "test_helper"
-require "pp"
+require "pp" # rubocop:disable Lint/RedundantRequireStatement -- PP (the constant) is not autoloaded, only Kernel#pp
 
 # Credentials never leave the process in clear: not in a worker's log
 # (Ruby's lines and Rust's), not in an exception message (Redis's, the
@@ -100,10 +100,13 @@ class SecretsTest < SolidJobsTest
     end
     assert_match(%r{invalid redis_url "redis://:\*\*\*@127\.0\.0\.1:notaport/0"}, error.message)
     error = assert_raises(SolidJobs::ConfigurationError) do
-      SolidJobs.configure { |c| c.backends = {engine: {adapter: :solid_engine, url: "tcp://127.0.0.1:1", password: SECRET, leas: 1}} }
+      SolidJobs.configure do |c|
+        c.backends = {engine: {adapter: :solid_engine, url: "tcp://127.0.0.1:1", password: SECRET, leas: 1}}
+      end
     end
     refute_includes error.message, SECRET
-    assert_equal "SolidJobs::Error: redis://:***@h?password=***", SolidJobs::Error.new("redis://:#{SECRET}@h?password=#{SECRET}").then { |e| "#{e.class}: #{e.message}" }
+    error = SolidJobs::Error.new("redis://:#{SECRET}@h?password=#{SECRET}")
+    assert_equal "SolidJobs::Error: redis://:***@h?password=***", "#{error.class}: #{error.message}"
 
     stderr = capture_log { SolidJobs::Log.warn("cannot reach redis://:#{SECRET}@cache:6379 with {:password=>\"#{SECRET}\"}") }
     assert_equal "[solid-jobs] WARN cannot reach redis://:***@cache:6379 with {:password=>\"***\"}\n", stderr

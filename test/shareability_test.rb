@@ -58,7 +58,14 @@ class ShareabilityTest < SolidJobsTest
   end
 
   def test_an_accepted_instrumenter_is_made_shareable_once_configure_succeeds
-    instrumenter = Class.new { def initialize = (@prefix = +"jobs."); def instrument(*) = nil }.new
+    instrumenter = Class.new do
+      def initialize
+        super
+        @prefix = +"jobs."
+      end
+
+      def instrument(*) = nil
+    end.new
     SolidJobs.configure { |c| c.instrumenter = instrumenter }
     assert Ractor.shareable?(instrumenter)
     assert_same instrumenter, SolidJobs.config.instrumenter
