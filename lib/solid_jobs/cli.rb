@@ -16,6 +16,7 @@ module SolidJobs
 
     def run
       return run_web if @argv.first == "web"
+      return run_archive if @argv.first == "archive"
 
       options = parse
       return 0 if options == :exit
@@ -52,6 +53,12 @@ module SolidJobs
       Web::Command.new(@argv.drop(1), out: @out, err: @err).run
     end
 
+    # `solid-jobs archive ...`: bulk re-enqueue from the archive.
+    def run_archive
+      require "solid_jobs/archive_command"
+      ArchiveCommand.new(@argv.drop(1), out: @out, err: @err).run
+    end
+
     # Tasks may still be running (timeout or second signal): their claims
     # were requeued, so leave without waiting for them.
     def exit_now
@@ -64,7 +71,9 @@ module SolidJobs
       options = {channels: []}
       parser = OptionParser.new do |o|
         o.banner = "Usage: solid-jobs [options]         run a worker node\n" \
-                   "       solid-jobs web [options]     serve the dashboard (solid-jobs web --help)"
+                   "       solid-jobs web [options]     serve the dashboard (solid-jobs web --help)\n" \
+                   "       solid-jobs archive reenqueue (--task NAME | --error CLASS | --all) [options]\n" \
+                   "                                    put archived jobs back (solid-jobs archive --help)"
         o.separator ""
         o.on("-r", "--require PATH", "File to require before starting (e.g. ./config/environment)") { |v| options[:require] = v }
         o.on("-c", "--concurrency N", Integer,

@@ -12,7 +12,9 @@ class WorkerProcess
 
   attr_reader :pid, :log
 
-  def initialize(redis_url:, namespace:, log:, args: [], env: {})
+  # `app`: the file `--require` loads (nil: none at all).
+  def initialize(redis_url:, namespace:, log:, args: [], env: {}, app: APP)
+    @app = app
     @redis_url = redis_url
     @namespace = namespace
     @log = log
@@ -21,7 +23,8 @@ class WorkerProcess
   end
 
   def start
-    @pid = Process.spawn(@env, RbConfig.ruby, EXE, "--require", APP, "--redis-url", @redis_url, *@args,
+    required = @app ? ["--require", @app] : []
+    @pid = Process.spawn(@env, RbConfig.ruby, EXE, *required, "--redis-url", @redis_url, *@args,
                          out: [@log, "a"], err: [@log, "a"])
     self
   end
