@@ -63,17 +63,14 @@ module SolidJobs
     # execute_task cannot take: a job that could only fail in the worker.
     def self.check_arguments(klass, argument_lists)
       min, max = klass.solid_jobs_arity
-      argument_lists.each_with_index do |arguments, i|
-        n = arguments.size
-        next if n >= min && (max.nil? || n <= max)
-
-        takes = if max.nil? then "at least #{min}"
-                elsif max == min then min.to_s
-                else "#{min} to #{max}"
-                end
-        which = argument_lists.size > 1 ? " in argument list #{i}" : ""
-        raise ArgumentError, "#{klass}#execute_task takes #{takes} argument(s), got #{n}#{which}; nothing was enqueued"
-      end
+      i = argument_lists.index { |arguments| (n = arguments.size) < min || (max && n > max) } or return
+      n = argument_lists[i].size
+      takes = if max.nil? then "at least #{min}"
+              elsif max == min then min.to_s
+              else "#{min} to #{max}"
+              end
+      which = argument_lists.size > 1 ? " in argument list #{i}" : ""
+      raise ArgumentError, "#{klass}#execute_task takes #{takes} argument(s), got #{n}#{which}; nothing was enqueued"
     end
 
     # Freezes a DSL block into a Ractor-shareable proc at class-definition
