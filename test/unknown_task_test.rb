@@ -2,6 +2,7 @@
 
 require_relative "test_helper"
 require "open3"
+require_relative "support/engine_server"
 
 # Producers that deploy before workers (a rolling deploy), and a worker
 # started without the --require that loads the tasks: real worker
@@ -12,6 +13,7 @@ class UnknownTaskTest < SolidJobsTest
   def teardown
     @workers&.each(&:kill!)
     super
+    @engine&.cleanup
   end
 
   def spawn_worker(name, app: WorkerProcess::APP, env: {}, args: [])
@@ -102,6 +104,24 @@ class UnknownTaskTest < SolidJobsTest
     spawn_worker("deployed", args: %w[--channel default --channel critical])
     eventually("both ran") { ledger_lines.size == 2 }
     assert_equal %w[critical ledger], ledger_lines.map { |l| l.split.first }.sort
+  end
+
+  # SolidEngine does not date failures: the bound is counted from the
+  # engine's deliveries and the backoff's least delays, and still holds.
+  def test_on_solid_engine_the_bound_holds_too
+    @engine = EngineServer.new.start
+    configure_solid_jobs(backend: :solid_engine, url: @engine.url,
+                         backends: {solid_engine: {adapter: :solid_engine, url: @engine.url, lease: 30.0}})
+    backend = SolidJobs.routing.backend_for("default")
+    id = LedgerTask.enqueue(ledger_path, "engine")
+    enqueued = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    worker = spawn_worker("engine", app: TASKLESS_APP, env: {"SOLID_JOBS_TEST_ENGINE_URL" => @engine.url,
+                                                             "SOLID_JOBS_TEST_UNKNOWN_TASK_RETRY_FOR" => "1.5"})
+    eventually("retried first") { backend.get_job(id)&.fetch("attempts").to_i >= 2 && backend.get_job(id)["state"] != "dead" }
+    eventually("given up") { %w[archived dead].include?(backend.get_job(id)&.fetch("state")) }
+    assert_operator Process.clock_gettime(Process::CLOCK_MONOTONIC) - enqueued, :>=, 1.5
+    assert_match(/LedgerTask #{id} archived: the task is still unknown after \d+ attempt/, File.read(worker.log))
+    assert_empty ledger_lines
   end
 
   def test_archive_command_usage_errors

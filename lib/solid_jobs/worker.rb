@@ -120,17 +120,18 @@ module SolidJobs
       attempts, first_ms = with_redis(job) { @dispatcher.record_unknown(job, error_class, reason) }
       return unless attempts
 
+      emit("job.failed", job, attempt: job.attempt || attempts, failures: attempts, error_class: error_class) if @instrumented
       decision = FailurePolicy.decide_unknown(attempts, first_ms)
       if decision.final?
         written = with_redis(job) { @dispatcher.discard(job, decision.reason, error_class, reason, [], attempts, true) }
         return unless written
 
-        emit("job.dead", job, failures: 0, reason: "archived") if @instrumented
+        emit("job.dead", job, failures: attempts, reason: "archived") if @instrumented
         Log.error("#{job.task} #{job.id} archived: #{decision.reason}: #{reason}")
       else
         written = with_redis(job) { @dispatcher.retry(job, decision.delay) }
         if written && @instrumented
-          emit("job.retry_scheduled", job, failures: 0, retry_at_ms: Clock.now_ms + (decision.delay * 1000).round)
+          emit("job.retry_scheduled", job, failures: attempts, retry_at_ms: Clock.now_ms + (decision.delay * 1000).round)
         end
         Log.warn("#{job.id}: #{reason}; unknown-task attempt #{attempts}, retry in #{decision.delay.round(1)}s " \
                  "(archived after unknown_task_retry_for #{SolidJobs.config.unknown_task_retry_for}s)")

@@ -196,8 +196,10 @@ impl Dispatcher {
             return Err(internal("job was already settled"));
         }
         let f = without_gvl(|_| self.core.record_unknown(&job.claimed, &error_class, &message))?.map_err(err)?;
-        // Not a failure count of the task: the journal's job.failed says none.
-        self.node.telemetry.failed(job.as_tracked(), None, &error_class, "");
+        // Events count the unknown attempts as this job's failures, as its
+        // archive record does (docs/observability.md).
+        job.failures.store(f.failures, std::sync::atomic::Ordering::Relaxed);
+        self.node.telemetry.failed(job.as_tracked(), Some(f.failures), &error_class, "");
         Ok((f.failures, f.first_failure_ms))
     }
 
