@@ -25,6 +25,8 @@ module SolidJobs
   # started without --require). Such a job is retried for
   # `unknown_task_retry_for` seconds, then archived under this name, so
   # `solid-jobs archive reenqueue --error SolidJobs::UnknownTaskError` puts
-  # them back once the workers run the code.
+  # them back once the workers run the code. A task that runs other code by
+  # name (the Active Job wrapper, for a job class) raises it to have the job
+  # wait the same way.
   class UnknownTaskError < Error; end
 end

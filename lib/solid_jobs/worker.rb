@@ -67,6 +67,10 @@ module SolidJobs
       started = start_event(job) if @instrumented
       begin
         Executor.execute(task_class, job.arguments, worker_id: @worker_id, job: job)
+      rescue UnknownTaskError => e
+        # A task that runs other code by name (the Active Job wrapper) found
+        # it missing: the same rolling deploy as an unknown task.
+        return postpone_unknown(job, e.message)
       rescue Exception => e # rubocop:disable Lint/RescueException -- any task failure is recorded, never fatal
         return handle_failure(job, task_class, e, started)
       end
