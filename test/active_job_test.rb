@@ -150,4 +150,21 @@ class ActiveJobTest < SolidJobsTest
     assert_equal 0, redis.zcard(key("planned"))
     assert_equal 0, claims_count
   end
+
+  # Producers deployed a new job class first: the worker does not define it
+  # yet, so the job waits like an unknown task (not archived by the
+  # wrapper's max_failures 1), and a NameError inside a job's own code is
+  # still an ordinary failure.
+  def test_an_active_job_class_the_worker_does_not_define_waits_for_the_deploy
+    data = LedgerJob.new(ledger_path, "not-deployed").serialize.merge("job_class" => "NotDeployedYetJob")
+    id = SolidJobs::Publisher.publish(SolidJobs::ActiveJobWrapper, [[data]]).first
+    worker, log = spawn_worker
+    eventually("retried as an unknown task") { redis.hget(key("attempts"), id)&.then { |r| JSON.parse(r)["unknown"].to_i >= 1 } }
+    record = JSON.parse(redis.hget(key("attempts"), id))
+    assert_equal "SolidJobs::UnknownTaskError", record["error_class"]
+    assert_match(/unknown Active Job class NotDeployedYetJob/, record["message"])
+    assert_equal 1, redis.zcard(key("retrying"))
+    assert_equal 0, SolidJobs::Archive.size, "not archived at once"
+    stop(worker, log)
+  end
 end

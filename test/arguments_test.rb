@@ -6,7 +6,7 @@ require_relative "test_helper"
 # enqueue with the path of the offending value, and nothing is written.
 class ArgumentsTest < SolidJobsTest
   def assert_refused(args, pattern)
-    error = assert_raises(ArgumentError) { LedgerTask.enqueue(*args) }
+    error = assert_raises(ArgumentError) { AnyArgumentsTask.enqueue(*args) }
     assert_match pattern, error.message
     assert_equal 0, redis.llen(key("channel:default")), "nothing may be written"
   end
@@ -29,14 +29,14 @@ class ArgumentsTest < SolidJobsTest
   end
 
   def test_enqueue_many_validates_every_job_before_writing_any
-    error = assert_raises(ArgumentError) { LedgerTask.enqueue_many([[1], [2], [:bad]]) }
+    error = assert_raises(ArgumentError) { AnyArgumentsTask.enqueue_many([[1], [2], [:bad]]) }
     assert_match(/arguments of job 2\[0\] is a Symbol/, error.message)
     assert_equal 0, redis.llen(key("channel:default"))
   end
 
   def test_accepts_json_native_values_and_round_trips_them
     args = [nil, true, false, 42, -7, 2**63 - 1, 1.5, "text ✓", [1, [2]], {"k" => {"nested" => [nil]}, "z" => 1, "a" => 2}]
-    id = LedgerTask.enqueue(*args)
+    id = AnyArgumentsTask.enqueue(*args)
     envelope = JSON.parse(redis.lindex(key("channel:default"), 0))
     assert_equal id, envelope["id"]
     assert_equal args, envelope["arguments"]
@@ -44,9 +44,9 @@ class ArgumentsTest < SolidJobsTest
   end
 
   def test_refuses_bad_delays_and_times
-    assert_raises(ArgumentError) { LedgerTask.enqueue_after(-1, 1) }
-    assert_raises(ArgumentError) { LedgerTask.enqueue_after(Float::NAN, 1) }
-    assert_raises(ArgumentError) { LedgerTask.schedule_at("tomorrow", 1) }
+    assert_raises(ArgumentError) { AnyArgumentsTask.enqueue_after(-1, 1) }
+    assert_raises(ArgumentError) { AnyArgumentsTask.enqueue_after(Float::NAN, 1) }
+    assert_raises(ArgumentError) { AnyArgumentsTask.schedule_at("tomorrow", 1) }
     assert_raises(ArgumentError) { LedgerTask.enqueue_many([1, 2]) }
   end
 end

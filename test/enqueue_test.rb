@@ -7,12 +7,12 @@ class EnqueueTest < SolidJobsTest
 
   def test_enqueue_writes_exactly_the_documented_envelope
     before = SolidJobs::Clock.now_ms
-    id = CriticalTask.enqueue(42)
+    id = CriticalTask.enqueue("p", 42)
     assert_match UUID, id
     raw = redis.lindex(key("channel:critical"), 0)
     envelope = JSON.parse(raw)
     assert_equal %w[id task arguments channel max_failures created_ms queued_ms], envelope.keys
-    assert_equal({"id" => id, "task" => "CriticalTask", "arguments" => [42], "channel" => "critical", "max_failures" => 10},
+    assert_equal({"id" => id, "task" => "CriticalTask", "arguments" => ["p", 42], "channel" => "critical", "max_failures" => 10},
                  envelope.slice("id", "task", "arguments", "channel", "max_failures"))
     assert_operator envelope["created_ms"], :>=, before
     assert_equal envelope["created_ms"], envelope["queued_ms"]
@@ -28,8 +28,8 @@ class EnqueueTest < SolidJobsTest
 
   def test_enqueue_after_and_schedule_at_plan_the_job
     now = SolidJobs::Clock.now_ms
-    id1 = LedgerTask.enqueue_after(30, "x")
-    id2 = LedgerTask.schedule_at(Time.now + 300, "y")
+    id1 = LedgerTask.enqueue_after(30, "p", "x")
+    id2 = LedgerTask.schedule_at(Time.now + 300, "p", "y")
     assert_equal 0, redis.llen(key("channel:default"))
     planned = redis.zrange(key("planned"), 0, -1, with_scores: true)
     assert_equal 2, planned.size
@@ -44,25 +44,25 @@ class EnqueueTest < SolidJobsTest
   end
 
   def test_schedule_in_the_past_is_ready_now
-    LedgerTask.schedule_at(Time.now - 60, "x")
+    LedgerTask.schedule_at(Time.now - 60, "p", "x")
     assert_equal 1, redis.llen(key("channel:default"))
   end
 
   def test_enqueue_many_is_one_round_trip_and_returns_ids_in_order
-    lists = (1..250).map { |i| [i] }
+    lists = (1..250).map { |i| ["p", i] }
     before = eval_calls
     ids = LedgerTask.enqueue_many(lists)
     assert_equal 1, eval_calls - before, "one script call for the whole batch"
     assert_equal 250, ids.uniq.size
     ids.each { |id| assert_match UUID, id }
     oldest = JSON.parse(redis.lindex(key("channel:default"), -1))
-    assert_equal [ids.first, [1]], [oldest["id"], oldest["arguments"]]
+    assert_equal [ids.first, ["p", 1]], [oldest["id"], oldest["arguments"]]
     assert_equal [], LedgerTask.enqueue_many([])
   end
 
   def test_enqueue_raises_connection_error_when_redis_is_down
     configure_solid_jobs(redis_url: "redis://127.0.0.1:#{RedisServer.free_port}/0")
-    error = assert_raises(SolidJobs::ConnectionError) { LedgerTask.enqueue(1) }
+    error = assert_raises(SolidJobs::ConnectionError) { LedgerTask.enqueue("p", 1) }
     assert_match(/Redis connection failed/, error.message)
   end
 
@@ -81,8 +81,8 @@ class EnqueueTest < SolidJobsTest
       end
     end
     SolidJobs.config.publish_interceptors.use(tagger, seen)
-    ids = LedgerTask.enqueue_many([["a"], ["skip"]])
-    assert_equal %w[LedgerTask LedgerTask], seen
+    ids = AnyArgumentsTask.enqueue_many([["a"], ["skip"]])
+    assert_equal %w[AnyArgumentsTask AnyArgumentsTask], seen
     assert_nil ids[1]
     assert_equal 1, redis.llen(key("channel:default"))
     assert_equal ["a", "tagged"], JSON.parse(redis.lindex(key("channel:default"), 0))["arguments"]

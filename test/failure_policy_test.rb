@@ -20,6 +20,36 @@ class FailurePolicyTest < SolidJobsTest
     end
   end
 
+  def test_isolation_errors_give_up_at_once_unless_retry_delay_says_otherwise
+    [Ractor::IsolationError.new("touched a global"), Ractor::UnsafeError.new("unsafe C method")].each do |error|
+      d = decide(LedgerTask, 1, error: error)
+      assert_equal :archive, d.action, error.class.name
+      assert_match(/#{error.class} fails the same way on every attempt/, d.reason)
+    end
+    d = decide(RetriedGlobalTouchingTask, 1, error: Ractor::IsolationError.new("touched a global"))
+    assert_equal [:retry, 30.0], [d.action, d.delay]
+    assert_equal :retry, decide(RetriedGlobalTouchingTask, 1).action, "other errors: the default policy"
+  end
+
+  def test_unknown_tasks_back_off_until_the_bound_then_archive
+    now = SolidJobs::Clock.now_ms
+    decide = lambda do |attempts, first_ms, unit|
+      SolidJobs::FailurePolicy.decide_unknown(attempts, first_ms, retry_for: 100, now_ms: now, unit: unit)
+    end
+    assert_equal 0.5, decide.call(1, now, 0.0).delay
+    assert_equal 1.0, decide.call(1, now, 1.0).delay
+    assert_equal 30.0, decide.call(8, now - 50_000, 0.0).delay, "capped at 60 s, equal jitter"
+    assert_in_delta 10.0, decide.call(8, now - 90_000, 1.0).delay, 0.001, "the last delay ends at the bound"
+    d = decide.call(3, now - 100_000, 0.5)
+    assert_equal :archive, d.action
+    assert_match(/still unknown after 3 attempt\(s\) over 100.0s \(unknown_task_retry_for 100\)/, d.reason)
+    # A backend that cannot date the first attempt (first = now): the
+    # delays the backoff must have waited still end it.
+    assert_equal :retry, decide.call(7, now, 0.0).action
+    assert_equal :archive, decide.call(40, now, 0.0).action
+    assert_equal :archive, SolidJobs::FailurePolicy.decide_unknown(1, now, retry_for: 0, now_ms: now).action, "0: at once"
+  end
+
   def test_max_failures_archives
     d = decide(LedgerTask, 25)
     assert_equal :archive, d.action

@@ -111,6 +111,24 @@ class InstrumentationTest < SolidJobsTest
     assert_operator events_of(id).find { |n, _| n == "job.retry_scheduled" }.last["retry_at_ms"], :>, 0
   end
 
+  def test_an_unknown_task_emits_failed_and_retry_scheduled_then_dead_counting_its_attempts
+    instrument_with(unknown_task_retry_for: 1)
+    id = SecureRandom.uuid
+    envelope = {"id" => id, "task" => "NotDeployedYet", "arguments" => [], "channel" => "default", "max_failures" => 3,
+                "created_ms" => 1, "queued_ms" => 1}
+    redis.lpush(key("channel:default"), JSON.generate(envelope))
+    start_conductor
+    eventually("dead") { events_of(id).any? { |n, _| n == "job.dead" } }
+    names = events_of(id).map(&:first)
+    assert_equal %w[job.reserved job.failed job.retry_scheduled], names.first(3)
+    assert_equal %w[job.failed job.dead], names.last(2)
+    refute_includes names, "job.started", "the task never ran"
+    failed = events_of(id).select { |n, _| n == "job.failed" }.map(&:last)
+    assert_equal (1..failed.size).to_a, failed.map { |p| p["failures"] }
+    assert_equal ["SolidJobs::UnknownTaskError"], failed.map { |p| p["error_class"] }.uniq
+    assert_equal [failed.size, "archived"], events_of(id).last.last.values_at("failures", "reason")
+  end
+
   def test_a_job_is_not_reservable_until_enqueued_and_journaled_were_emitted
     # The instrumenter looks at Redis while job.journaled is being emitted.
     probe = Class.new do

@@ -20,7 +20,8 @@ class TestingModeTest < SolidJobsTest
   end
 
   def test_capture_still_refuses_bad_arguments
-    SolidJobs.testing!(:capture) { assert_raises(ArgumentError) { LedgerTask.enqueue(:nope) } }
+    error = SolidJobs.testing!(:capture) { assert_raises(ArgumentError) { LedgerTask.enqueue("p", :nope) } }
+    assert_match(/arguments\[1\] is a Symbol/, error.message)
   end
 
   def test_execute_runs_inline_with_json_round_tripped_arguments

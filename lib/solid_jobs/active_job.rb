@@ -24,6 +24,16 @@ module SolidJobs
     task_options execution: :thread, max_failures: 1
 
     def execute_task(job_data)
+      job_class = job_data["job_class"] if job_data.is_a?(Hash)
+      # A job class this worker does not define yet (producers deployed
+      # first) waits like an unknown task instead of being archived by
+      # max_failures 1. Only a missing constant: a NameError inside the
+      # job's code is an ordinary failure.
+      if job_class.is_a?(String) && !::ActiveSupport::Inflector.safe_constantize(job_class)
+        raise UnknownTaskError,
+              "unknown Active Job class #{job_class}; is the worker running the code that enqueued it (--require)?"
+      end
+
       ::ActiveJob::Base.execute(job_data)
       nil # the job's return value is not kept
     end

@@ -20,7 +20,20 @@ module SolidJobs
       def list(limit: 50, offset: 0) = new.list(limit: limit, offset: offset)
       def find(id) = new.find(id)
       def reenqueue(id) = new.reenqueue(id)
+      def reenqueue_where(task: nil, error_class: nil) = new.reenqueue_where(task: task, error_class: error_class)
+      def reenqueue_all = new.reenqueue_all
     end
+
+    # What a bulk re-enqueue did: `reenqueued` jobs went back on their
+    # channels; `undecodable` matching entries never decoded and stay
+    # quarantined; `skipped` ones were no longer archived when reached, or
+    # their id was live again.
+    BulkResult = Struct.new(:reenqueued, :undecodable, :skipped) do
+      def to_s = "#{reenqueued} re-enqueued, #{undecodable} undecodable (left quarantined), #{skipped} skipped"
+    end
+
+    # Entries read per HSCAN step of a bulk re-enqueue.
+    SCAN_COUNT = 500
 
     def initialize(client: SolidJobs.client, namespace: SolidJobs.config.namespace)
       @client = client
@@ -54,12 +67,67 @@ module SolidJobs
       @client.unarchive(id.to_s)
     end
 
+    # Re-enqueues every archived job of `task` (the envelope's task name)
+    # and/or whose failure was `error_class` (as recorded: "ArgumentError",
+    # "SolidJobs::UnknownTaskError"), like #reenqueue each: one atomic
+    # script per job, so a job is put back at most once even when two
+    # operators run this at the same time. Returns a BulkResult.
+    def reenqueue_where(task: nil, error_class: nil)
+      raise ArgumentError, "reenqueue_where needs task: or error_class: (reenqueue_all takes all)" unless task || error_class
+
+      bulk_reenqueue do |record, envelope|
+        (task.nil? || (envelope ? envelope["task"] : record["task"]) == task.to_s) &&
+          (error_class.nil? || record["error_class"] == error_class.to_s)
+      end
+    end
+
+    # Re-enqueues every archived job that decodes. Returns a BulkResult.
+    def reenqueue_all
+      bulk_reenqueue { true }
+    end
+
     # Removes an archived job for good. false when it was not archived.
     def forget(id)
       @client.forget_archived(id.to_s)
     end
 
     private
+
+    # Walks the archive entries with HSCAN (a bounded step at a time, so
+    # Redis is never blocked and the archive may be large) and re-enqueues
+    # those the block accepts. An entry re-enqueued while the scan runs is
+    # gone from the hash; one met twice by the scan is not archived the
+    # second time and counts as skipped.
+    def bulk_reenqueue
+      result = BulkResult.new(0, 0, 0)
+      cursor = "0"
+      loop do
+        cursor, flat = @client.call(["HSCAN", @keys.archive_entries, cursor, "COUNT", SCAN_COUNT.to_s])
+        flat.each_slice(2) do |id, raw|
+          record = parse_record(raw) || {}
+          envelope = decodable(record["raw"])
+          next unless yield(record, envelope)
+          next result.undecodable += 1 unless envelope
+
+          reenqueue(id) ? result.reenqueued += 1 : result.skipped += 1
+        end
+        break if cursor == "0"
+      end
+      result
+    end
+
+    def parse_record(raw)
+      record = JSON.parse(raw)
+      record.is_a?(Hash) ? record : nil
+    rescue JSON::ParserError
+      nil
+    end
+
+    def decodable(raw)
+      raw.is_a?(String) ? Native.decode_envelope(raw) : nil
+    rescue EnvelopeError
+      nil
+    end
 
     def decode(id, raw)
       record = JSON.parse(raw)

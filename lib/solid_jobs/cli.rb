@@ -22,6 +22,7 @@ module SolidJobs
       when "web" then return run_web
       when "engine" then return run_engine
       when "warm" then return run_warm
+      when "archive" then return run_archive
       end
 
       options = parse
@@ -95,6 +96,12 @@ module SolidJobs
       WarmWorker.new(id, environment: environment).run
     end
 
+    # `solid-jobs archive ...`: bulk re-enqueue from the archive.
+    def run_archive
+      require "solid_jobs/archive_command"
+      ArchiveCommand.new(@argv.drop(1), out: @out, err: @err).run
+    end
+
     # Tasks may still be running (timeout or second signal): their claims
     # were requeued, so leave without waiting for them.
     def exit_now
@@ -110,7 +117,9 @@ module SolidJobs
                    "       solid-jobs web [options]     serve the dashboard (solid-jobs web --help)\n" \
                    "       solid-jobs engine [options]  run solid-engine-server, the SolidEngine job server " \
                    "(solid-jobs engine --help)\n" \
-                   "       solid-jobs warm ID           run warm-pool worker ID from the app's root (solid-jobs warm --help)"
+                   "       solid-jobs warm ID           run warm-pool worker ID from the app's root (solid-jobs warm --help)\n" \
+                   "       solid-jobs archive reenqueue (--task NAME | --error CLASS | --all) [options]\n" \
+                   "                                    put archived jobs back (solid-jobs archive --help)"
         o.separator ""
         o.on("-r", "--require PATH", "File to require before starting (e.g. ./config/environment)") { |v| options[:require] = v }
         o.on("-c", "--concurrency N", Integer,

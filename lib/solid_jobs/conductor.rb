@@ -32,6 +32,7 @@ module SolidJobs
       SolidJobs.client # created here, in the main Ractor, before workers read it
       SolidJobs.routing
       share_config
+      warn_without_tasks
       @thread_tasks = Lanes.thread_task_names
       @thread_workers = Lanes.thread_workers(@config, @thread_tasks)
       @dispatcher = connect_dispatcher(&wait_for_redis) or return nil
@@ -142,6 +143,18 @@ module SolidJobs
     # "SolidEngine" or both, never Redis for an engine-only node.
     def backend_names
       SolidJobs.routing.group(@config.channels).map { |backend, _| backend.class.name.split("::").last }.uniq.join(" and ")
+    end
+
+    # A node that loaded no task of its own (started without --require, or
+    # with a file that does not load the app) can run no job: say so at
+    # start, not only per job.
+    def warn_without_tasks
+      built_in = Object.const_defined?(WarmPool::EXECUTOR) ? Object.const_get(WarmPool::EXECUTOR) : nil
+      return unless Task.classes.none? { |klass| !klass.equal?(built_in) }
+
+      Log.warn("no task classes are loaded (no class includes SolidJobs::Task): every job this node claims is an " \
+               "unknown task, retried for unknown_task_retry_for (#{@config.unknown_task_retry_for}s) and then archived; " \
+               "start the worker with --require PATH, the file or app directory that defines the tasks")
     end
 
     def share_config

@@ -47,6 +47,11 @@ module SolidJobs
       heartbeat_interval: 5,
       # A node silent this long is dead; its claims are recovered by others.
       recovery_delay: 30,
+      # Seconds a job whose task the worker does not know is retried before
+      # it is archived: producers often deploy before workers (a rolling
+      # deploy), and the jobs should wait for the code rather than need
+      # re-enqueueing. 0 archives them at once.
+      unknown_task_retry_for: 15 * 60,
       # The archive's limits (entries, seconds): solid_core's defaults.
       archive_max_entries: Native::ARCHIVE_MAX_ENTRIES,
       archive_max_age: Native::ARCHIVE_MAX_AGE,
@@ -199,6 +204,11 @@ module SolidJobs
     def recovery_delay=(value)
       positive_number!(:recovery_delay, value)
       @recovery_delay = value
+    end
+
+    def unknown_task_retry_for=(value)
+      positive_number!(:unknown_task_retry_for, value, allow_zero: true)
+      @unknown_task_retry_for = value
     end
 
     def archive_max_entries=(value)

@@ -13,7 +13,9 @@ module SolidJobs
   # full records stay in Redis (`SolidJobs::Archive.find` in a console).
   class Console
     ENVELOPE_FIELDS = %w[task channel max_failures created_ms queued_ms].freeze
-    FAILURE_FIELDS = %w[failures first_failure_ms last_failure_ms error_class].freeze
+    # `unknown`, `first_unknown_ms`: attempts on workers that did not define
+    # the task (docs/reliability.md, "Unknown tasks").
+    FAILURE_FIELDS = %w[failures first_failure_ms last_failure_ms error_class unknown first_unknown_ms].freeze
     ARCHIVE_FIELDS = %w[id task channel reason kind error_class failures discarded_ms backtrace].freeze
 
     def initialize(client: SolidJobs.client, routing: SolidJobs.routing, namespace: SolidJobs.config.namespace)

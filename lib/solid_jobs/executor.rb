@@ -30,20 +30,25 @@ module SolidJobs
       end
     end
 
-    # The task class named in an envelope, or a reason it cannot run.
+    # [task class, nil, false] for the task named in an envelope, or
+    # [nil, reason, unknown]: `unknown` is true when no such constant is
+    # defined here, which a deploy may still change (the worker retries
+    # the job for a while); a constant that is not a task, or cannot load
+    # in a Ractor, is quarantined at once.
     def resolve(name)
       klass = Object.const_get(name)
       # Asked of Class and Task's module, never of the class itself (which
       # may redefine is_a? or respond_to?).
-      return [klass, nil] if Class === klass && Task::ClassMethods === klass
+      return [klass, nil, false] if Class === klass && Task::ClassMethods === klass
 
-      [nil, "#{name} is not a SolidJobs::Task (include SolidJobs::Task)"]
+      [nil, "#{name} is not a SolidJobs::Task (include SolidJobs::Task)", false]
     rescue NameError => e
-      [nil, "unknown task #{name} (#{e.message.lines.first.strip}); is the worker running the code that enqueued it (--require)?"]
+      [nil, "unknown task #{name} (#{e.message.lines.first.strip}); is the worker running the code that enqueued it (--require)?",
+       true]
     rescue Ractor::IsolationError, Ractor::UnsafeError => e
       # Autoloading (Rails, Zeitwerk) cannot run in a non-main Ractor.
       [nil, "task #{name} cannot be loaded inside a Ractor (#{e.class}: #{e.message}); load it eagerly with --require, " \
-            "or use execution_mode = :thread"]
+            "or use execution_mode = :thread", false]
     end
   end
 end

@@ -44,6 +44,58 @@ module SolidJobs
       found.keys
     end
 
+    # Bumped whenever a task class defines execute_task, so the arity each
+    # class caches (ClassMethods#solid_jobs_arity) is recomputed: a
+    # redefinition may take other arguments, in that class or its
+    # subclasses. An Integer, so worker Ractors can read it.
+    @arity_generation = 0
+
+    class << self
+      attr_reader :arity_generation
+
+      def execute_task_defined
+        # Classes are defined in the main Ractor; another may not write here.
+        @arity_generation += 1 if Ractor.current == Ractor.main
+      end
+    end
+
+    # [min, max, generation]: how many positional arguments `klass`'s
+    # execute_task takes (max nil: any number). Raises ArgumentError when
+    # no job could ever run it: no public execute_task, or required
+    # keywords (job arguments are a JSON array, passed positionally). Read
+    # through Module's own methods, not the class's, which may override them.
+    def self.arity_of(klass)
+      unless Module.instance_method(:public_method_defined?).bind_call(klass, :execute_task)
+        raise ArgumentError, "#{klass} has no public execute_task method: a task defines execute_task(...), " \
+                             "which workers call with the job's arguments; nothing was enqueued"
+      end
+
+      parameters = Module.instance_method(:instance_method).bind_call(klass, :execute_task).parameters
+      keywords = parameters.filter_map { |type, name| name if type == :keyreq }
+      unless keywords.empty?
+        raise ArgumentError, "#{klass}#execute_task requires keyword argument(s) #{keywords.join(", ")}, which a job cannot " \
+                             "pass (its arguments are positional); take them positionally; nothing was enqueued"
+      end
+
+      min = parameters.count { |type, _| type == :req }
+      max = parameters.any? { |type, _| type == :rest } ? nil : min + parameters.count { |type, _| type == :opt }
+      [min, max, arity_generation].freeze
+    end
+
+    # Refuses, before anything is written, argument lists that `klass`'s
+    # execute_task cannot take: a job that could only fail in the worker.
+    def self.check_arguments(klass, argument_lists)
+      min, max = klass.solid_jobs_arity
+      i = argument_lists.index { |arguments| (n = arguments.size) < min || (max && n > max) } or return
+      n = argument_lists[i].size
+      takes = if max.nil? then "at least #{min}"
+              elsif max == min then min.to_s
+              else "#{min} to #{max}"
+              end
+      which = argument_lists.size > 1 ? " in argument list #{i}" : ""
+      raise ArgumentError, "#{klass}#execute_task takes #{takes} argument(s), got #{n}#{which}; nothing was enqueued"
+    end
+
     # Freezes a DSL block into a Ractor-shareable proc at class-definition
     # time, so a block that captures mutable state fails here, with advice,
     # instead of inside a worker.
@@ -75,6 +127,17 @@ module SolidJobs
 
       def solid_jobs_task? = true
 
+      # Task.arity_of, cached on the class (in the main Ractor; another
+      # Ractor may not set class state, so there it is computed each time).
+      def solid_jobs_arity
+        cached = @solid_jobs_arity
+        return cached if cached && cached[2] == Task.arity_generation
+
+        arity = Task.arity_of(self)
+        @solid_jobs_arity = arity if Ractor.current == Ractor.main
+        arity
+      end
+
       # Decides the delay before the next attempt, per failure:
       #
       #   retry_delay do |failure_count, error, envelope|
@@ -104,6 +167,7 @@ module SolidJobs
 
       # Enqueues one job; returns its id.
       def enqueue(*arguments)
+        Task.check_arguments(self, [arguments])
         WarmPool.publish(self, [arguments]).first
       end
 
@@ -113,6 +177,7 @@ module SolidJobs
           raise ArgumentError, "enqueue_after needs a delay in seconds >= 0 (got #{seconds.inspect})"
         end
 
+        Task.check_arguments(self, [arguments])
         WarmPool.publish(self, [arguments], due_ms: Clock.now_ms + (seconds * 1000).round).first
       end
 
@@ -127,6 +192,7 @@ module SolidJobs
           raise ArgumentError, "schedule_at needs a Time or epoch seconds (got #{time.inspect})"
         end
 
+        Task.check_arguments(self, [arguments])
         WarmPool.publish(self, [arguments], due_ms: (epoch * 1000).round).first
       end
 
@@ -137,7 +203,16 @@ module SolidJobs
           raise ArgumentError, "enqueue_many takes an Array of argument Arrays, e.g. [[1], [2]]"
         end
 
+        Task.check_arguments(self, argument_lists)
         WarmPool.publish(self, argument_lists)
+      end
+
+      private
+
+      # A (re)defined execute_task may take other arguments.
+      def method_added(name)
+        Task.execute_task_defined if name == :execute_task
+        super
       end
     end
   end

@@ -56,8 +56,10 @@ module SolidJobs
     end
 
     def perform(job)
-      task_class, reason = Executor.resolve(job.task)
-      return quarantine(job, reason) unless task_class
+      task_class, reason, unknown = Executor.resolve(job.task)
+      unless task_class
+        return unknown ? postpone_unknown(job, reason) : quarantine(job, reason)
+      end
       # A thread task the dispatcher was not told about (see Lanes).
       return @dispatcher.hand_over(job, Lanes::THREAD) if @lane == Lanes::RACTOR && Lanes.thread_only?(task_class)
 
@@ -65,6 +67,10 @@ module SolidJobs
       started = start_event(job) if @instrumented
       begin
         Executor.execute(task_class, job.arguments, worker_id: @worker_id, job: job)
+      rescue UnknownTaskError => e
+        # A task that runs other code by name (the Active Job wrapper) found
+        # it missing: the same rolling deploy as an unknown task.
+        return postpone_unknown(job, e.message)
       rescue Exception => e # rubocop:disable Lint/RescueException -- any task failure is recorded, never fatal
         return handle_failure(job, task_class, e, started)
       end
@@ -107,6 +113,37 @@ module SolidJobs
       end
     rescue StaleClaimError => e
       Log.warn("#{job.task} #{job.id}: #{e.message}")
+      @dispatcher.abandon(job) unless job.settled?
+    end
+
+    # A well-formed job whose task this worker's code does not define:
+    # usually a rolling deploy (producers run the new code first), so it
+    # is retried on the unknown-task backoff, counted apart from the task's
+    # own failures, and archived as UnknownTaskError once
+    # unknown_task_retry_for has passed (FailurePolicy.decide_unknown).
+    def postpone_unknown(job, reason)
+      error_class = UnknownTaskError.name
+      attempts, first_ms = with_redis(job) { @dispatcher.record_unknown(job, error_class, reason) }
+      return unless attempts
+
+      emit("job.failed", job, attempt: job.attempt || attempts, failures: attempts, error_class: error_class) if @instrumented
+      decision = FailurePolicy.decide_unknown(attempts, first_ms)
+      if decision.final?
+        written = with_redis(job) { @dispatcher.discard(job, decision.reason, error_class, reason, [], attempts, true) }
+        return unless written
+
+        emit("job.dead", job, failures: attempts, reason: "archived") if @instrumented
+        Log.error("#{job.task} #{job.id} archived: #{decision.reason}: #{reason}")
+      else
+        written = with_redis(job) { @dispatcher.retry(job, decision.delay) }
+        if written && @instrumented
+          emit("job.retry_scheduled", job, failures: attempts, retry_at_ms: Clock.now_ms + (decision.delay * 1000).round)
+        end
+        Log.warn("#{job.id}: #{reason}; unknown-task attempt #{attempts}, retry in #{decision.delay.round(1)}s " \
+                 "(archived after unknown_task_retry_for #{SolidJobs.config.unknown_task_retry_for}s)")
+      end
+    rescue StaleClaimError => e
+      Log.warn("job #{job.id}: #{e.message}")
       @dispatcher.abandon(job) unless job.settled?
     end
 
@@ -165,15 +202,19 @@ module SolidJobs
 
   # Failure messages that tell the operator what to do.
   module FailureMessage
+    THREAD_ADVICE = "give it `task_options execution: :thread` (it then runs on the node's thread workers), " \
+                    "or set execution_mode = :thread (or --execution-mode thread) for this worker"
+
     module_function
 
     def for(error, task)
       message = error.message.to_s
       case error
       when Ractor::IsolationError
-        "#{message} -- task #{task} cannot run inside a Ractor (it touched non-shareable state); " \
-          "give it `task_options execution: :thread` (it then runs on the node's thread workers), " \
-          "or set execution_mode = :thread (or --execution-mode thread) for this worker"
+        "#{message} -- task #{task} cannot run inside a Ractor (it touched non-shareable state); #{THREAD_ADVICE}"
+      when Ractor::UnsafeError
+        "#{message} -- task #{task} cannot run inside a Ractor (it called a C method that is not Ractor-safe); " \
+          "#{THREAD_ADVICE}"
       when StandardError
         message
       else

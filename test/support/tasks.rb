@@ -64,11 +64,39 @@ class GlobalTouchingTask
   def execute_task = MUTABLE.length
 end
 
+# The same isolation error, with a retry_delay that asks for retries anyway
+# (say the constant is frozen by a later deploy).
+class RetriedGlobalTouchingTask < GlobalTouchingTask
+  retry_delay { |_failures, error, _envelope| 30 if error.is_a?(Ractor::IsolationError) }
+end
+
 class CriticalTask < LedgerTask
   task_options channel: "critical", max_failures: 10
 end
 
 class NotATask
+  def execute_task(*) = nil
+end
+
+# Enqueued only from inside worker Ractors (EnqueuingTask), so its arity
+# is never cached by the main Ractor.
+class RactorEnqueuedTask < LedgerTask; end
+
+# Enqueues from inside a worker: arguments that fit ("good"), or that do not.
+class EnqueuingTask
+  include SolidJobs::Task
+  task_options max_failures: 1
+
+  def execute_task(path, mode)
+    mode == "good" ? RactorEnqueuedTask.enqueue(path, "from-ractor") : RactorEnqueuedTask.enqueue(path)
+  end
+end
+
+# Takes any number of arguments and does nothing: for tests of enqueue
+# itself, where the arguments are the subject.
+class AnyArgumentsTask
+  include SolidJobs::Task
+
   def execute_task(*) = nil
 end
 

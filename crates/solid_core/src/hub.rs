@@ -269,6 +269,9 @@ impl Hub {
     pub fn record_failure(&self, job: &ClaimedJob, error_class: &str, message: &str) -> Result<FailureCount> {
         self.source(job).record_failure(job, error_class, message)
     }
+    pub fn record_unknown(&self, job: &ClaimedJob, error_class: &str, message: &str) -> Result<FailureCount> {
+        self.source(job).record_unknown(job, error_class, message)
+    }
     pub fn retry(&self, job: &ClaimedJob, delay: Duration) -> Result<()> {
         self.source(job).retry(job, delay)
     }

@@ -36,6 +36,13 @@ pub trait JobSource: Send + Sync {
     fn complete(&self, job: &ClaimedJob);
     /// Counts a failure; a retry or discard must follow.
     fn record_failure(&self, job: &ClaimedJob, error_class: &str, message: &str) -> Result<FailureCount>;
+    /// Counts an attempt of a job whose task the worker does not know (a
+    /// rolling deploy), apart from the task's own failures where the
+    /// backend keeps failure counts; a retry or discard must follow. The
+    /// default counts it as a failure (a backend that counts deliveries).
+    fn record_unknown(&self, job: &ClaimedJob, error_class: &str, message: &str) -> Result<FailureCount> {
+        self.record_failure(job, error_class, message)
+    }
     fn retry(&self, job: &ClaimedJob, delay: Duration) -> Result<()>;
     /// Gives the job up: into the archive (`archive`), or dropped.
     fn discard(&self, job: &ClaimedJob, record: &serde_json::Value, archive: bool) -> Result<()>;

@@ -131,6 +131,54 @@ fn failure_retry_and_discard_are_fenced() {
 }
 
 #[test]
+fn unknown_task_attempts_are_counted_apart_from_failures() {
+    let redis = RedisServer::start();
+    let mut c = redis.conn();
+    let store = Store::new(Keyspace::default());
+    let e = env("Foo", "default", 1);
+    store.enqueue(&mut c, "default", &[e.encode()]).unwrap();
+    register(&store, &mut c, "n1");
+    let attempts = |c: &mut redis::Connection| -> serde_json::Value {
+        serde_json::from_str(&c.hget::<_, _, String>("solid_jobs:attempts", &e.id).unwrap()).unwrap()
+    };
+    // A real failure first, then two attempts on a worker without the task.
+    let job = store.claim(&mut c, "n1", &["default"], 1, now_ms()).unwrap().jobs.remove(0);
+    let f = store.record_failure(&mut c, "n1", job.token, &e.id, "RuntimeError", "boom").unwrap();
+    assert_eq!(f.failures, 1);
+    store.retry(&mut c, "n1", &job, 0).unwrap();
+    let mut first_unknown = 0;
+    for n in 1..=2 {
+        assert_eq!(store.promote(&mut c, 100).unwrap().0, 1);
+        let job = store.claim(&mut c, "n1", &["default"], 1, now_ms()).unwrap().jobs.remove(0);
+        let u = store.record_unknown(&mut c, "n1", job.token, &e.id, "SolidJobs::UnknownTaskError", "unknown").unwrap();
+        assert_eq!(u.failures, n, "the unknown attempts are counted");
+        if n == 1 {
+            first_unknown = u.first_failure_ms;
+        }
+        assert_eq!(u.first_failure_ms, first_unknown, "timed from the first unknown attempt");
+        let rec = attempts(&mut c);
+        assert_eq!(rec["failures"], 1, "the task's own failures are left as they were: {rec}");
+        assert_eq!(rec["unknown"], n);
+        assert_eq!(rec["error_class"], "SolidJobs::UnknownTaskError");
+        store.retry(&mut c, "n1", &job, 0).unwrap();
+    }
+    // The task is known again and fails: its count goes on from its own
+    // failures, and the unknown count is gone.
+    assert_eq!(store.promote(&mut c, 100).unwrap().0, 1);
+    let job = store.claim(&mut c, "n1", &["default"], 1, now_ms()).unwrap().jobs.remove(0);
+    let f = store.record_failure(&mut c, "n1", job.token, &e.id, "RuntimeError", "boom").unwrap();
+    assert_eq!(f.failures, 2);
+    assert!(attempts(&mut c).get("unknown").is_none());
+    // Fenced like a failure: once settled, the claim is stale and nothing is written.
+    store.retry(&mut c, "n1", &job, 0).unwrap();
+    assert_eq!(
+        store.record_unknown(&mut c, "n1", job.token, &e.id, "X", "y").unwrap_err(),
+        Error::StaleClaim(job.token)
+    );
+    assert_eq!(attempts(&mut c)["failures"], 2);
+}
+
+#[test]
 fn archive_is_capped_by_count() {
     let redis = RedisServer::start();
     let mut c = redis.conn();

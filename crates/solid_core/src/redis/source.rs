@@ -262,6 +262,19 @@ impl JobSource for RedisSource {
         out
     }
 
+    /// Counts an attempt of a job whose task is unknown here, apart from
+    /// its failures (the unknown-task mode of `record_failure.lua`).
+    fn record_unknown(&self, job: &ClaimedJob, error_class: &str, message: &str) -> Result<FailureCount> {
+        let s = &self.shared;
+        let out = s
+            .pool
+            .with(|c| s.store.record_unknown(c, &s.cfg.node_id, job.token, &job.envelope.id, error_class, message));
+        if out.is_ok() {
+            s.stats().failed.fetch_add(1, Ordering::Relaxed);
+        }
+        out
+    }
+
     /// Schedules a retry after `delay`; settles the job unless the write
     /// failed on the connection (then the caller may try again).
     fn retry(&self, job: &ClaimedJob, delay: Duration) -> Result<()> {

@@ -283,6 +283,37 @@ impl Store {
         error_class: &str,
         message: &str,
     ) -> Result<FailureCount> {
+        self.record_attempt(conn, node_id, token, job_id, error_class, message, false)
+    }
+
+    /// Counts one attempt of a claimed job whose task the worker does not
+    /// know, apart from the task's own failures: the returned count and
+    /// time are the unknown attempts' (`unknown`, `first_unknown_ms` in the
+    /// attempts record), and the failure count the task's policy reads later
+    /// is left as it was. A retry or discard must follow.
+    pub fn record_unknown(
+        &self,
+        conn: &mut Connection,
+        node_id: &str,
+        token: ClaimToken,
+        job_id: &str,
+        error_class: &str,
+        message: &str,
+    ) -> Result<FailureCount> {
+        self.record_attempt(conn, node_id, token, job_id, error_class, message, true)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn record_attempt(
+        &self,
+        conn: &mut Connection,
+        node_id: &str,
+        token: ClaimToken,
+        job_id: &str,
+        error_class: &str,
+        message: &str,
+        unknown: bool,
+    ) -> Result<FailureCount> {
         let v: Value = self
             .scripts
             .record_failure
@@ -295,6 +326,7 @@ impl Store {
             .arg(now_ms())
             .arg(error_class)
             .arg(message)
+            .arg(if unknown { "1" } else { "0" })
             .invoke(conn)?;
         match v {
             Value::Int(-1) => Err(Error::StaleClaim(token)),

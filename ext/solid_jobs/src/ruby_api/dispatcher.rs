@@ -186,6 +186,23 @@ impl Dispatcher {
         Ok((f.failures, f.first_failure_ms))
     }
 
+    /// record_unknown(job, error_class, message) -> [unknown attempts,
+    /// first_unknown_ms]: `record_failure` for a job whose task this worker
+    /// does not know, counted apart from the task's own failures (on Redis;
+    /// SolidEngine counts deliveries). Raises StaleClaimError when
+    /// recovered; retry or discard must follow.
+    fn record_unknown(&self, job: &Job, error_class: String, message: String) -> Result<(u32, u64), Error> {
+        if job.is_settled_flag() {
+            return Err(internal("job was already settled"));
+        }
+        let f = without_gvl(|_| self.core.record_unknown(&job.claimed, &error_class, &message))?.map_err(err)?;
+        // Events count the unknown attempts as this job's failures, as its
+        // archive record does (docs/observability.md).
+        job.failures.store(f.failures, std::sync::atomic::Ordering::Relaxed);
+        self.node.telemetry.failed(job.as_tracked(), Some(f.failures), &error_class, "");
+        Ok((f.failures, f.first_failure_ms))
+    }
+
     fn retry(&self, job: &Job, delay: f64) -> Result<(), Error> {
         let delay = seconds(delay, "retry delay")?;
         let out = job.settle_with(|claimed| without_gvl(|_| self.core.retry(claimed, delay)));
@@ -429,6 +446,7 @@ pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
     class.define_method("open_lanes", method!(Dispatcher::open_lanes, 1))?;
     class.define_method("complete", method!(Dispatcher::complete, 1))?;
     class.define_method("record_failure", method!(Dispatcher::record_failure, 4))?;
+    class.define_method("record_unknown", method!(Dispatcher::record_unknown, 3))?;
     class.define_method("retry", method!(Dispatcher::retry, 2))?;
     class.define_method("discard", method!(Dispatcher::discard, 7))?;
     class.define_method("quarantine", method!(Dispatcher::quarantine, 2))?;
