@@ -66,7 +66,7 @@ class AppClassesTest < SolidJobsTest
   def test_options_and_resolution_ignore_what_the_superclass_redefines
     assert_equal "touchy", TouchyChildTask.solid_jobs_options[:channel], "inherited through a Touchy superclass"
     assert_equal "default", RenamedTask.solid_jobs_options[:channel]
-    assert_equal [TouchyChildTask, nil], SolidJobs::Executor.resolve("AppClassesTest::TouchyChildTask")
+    assert_equal [TouchyChildTask, nil, false], SolidJobs::Executor.resolve("AppClassesTest::TouchyChildTask")
     klass, reason = SolidJobs::Executor.resolve("AppClassesTest::EnumerableLog")
     assert_nil klass
     assert_match(/is not a SolidJobs::Task/, reason)

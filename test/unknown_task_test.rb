@@ -2,7 +2,6 @@
 
 require_relative "test_helper"
 require "open3"
-require_relative "support/engine_server"
 
 # Producers that deploy before workers (a rolling deploy), and a worker
 # started without the --require that loads the tasks: real worker
@@ -30,8 +29,8 @@ class UnknownTaskTest < SolidJobsTest
   end
 
   def run_archive_command(*args)
-    out, err, status = Open3.capture3(RbConfig.ruby, WorkerProcess::EXE, "archive", "reenqueue", *args,
-                                      "--redis-url", REDIS.url, "--namespace", @namespace)
+    out, err, status = SolidJobsCommand.capture3({}, "archive", "reenqueue", *args,
+                                                 "--redis-url", REDIS.url, "--namespace", @namespace)
     assert status.success?, "exit #{status.exitstatus}: #{err}"
     out
   end
@@ -126,14 +125,14 @@ class UnknownTaskTest < SolidJobsTest
 
   def test_archive_command_usage_errors
     [[[], /say which jobs/], [%w[--all --task X], /do not combine/], [%w[--bogus], /invalid option/]].each do |args, pattern|
-      _, err, status = Open3.capture3(RbConfig.ruby, WorkerProcess::EXE, "archive", "reenqueue", *args)
+      _, err, status = SolidJobsCommand.capture3({}, "archive", "reenqueue", *args)
       assert_equal 64, status.exitstatus, err
       assert_match pattern, err
     end
-    _, err, status = Open3.capture3(RbConfig.ruby, WorkerProcess::EXE, "archive", "nope")
+    _, err, status = SolidJobsCommand.capture3({}, "archive", "nope")
     assert_equal 64, status.exitstatus
     assert_match(/expected a subcommand: reenqueue/, err)
-    out, _, status = Open3.capture3(RbConfig.ruby, WorkerProcess::EXE, "archive", "--help")
+    out, _, status = SolidJobsCommand.capture3({}, "archive", "--help")
     assert status.success?
     assert_match(/--task NAME.*--error CLASS.*--all/m, out)
   end
