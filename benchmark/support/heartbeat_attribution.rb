@@ -7,7 +7,8 @@ module Bench
   # tick and everything else, from MONITOR entries (redis_monitor.rb).
   #
   # The heartbeat is one EVALSHA of crates/solid_core/lua/heartbeat.lua (the
-  # node loads it with the shared Lua prelude prepended, see scripts.rs),
+  # node loads it with the shared Lua prelude prepended, and the allow-oom
+  # shebang line before that, see scripts.rs),
   # recognised by its SHA1 (how Redis names a loaded script); the commands
   # the script runs itself (SET, SADD, LLEN, SMEMBERS, EXISTS...) follow its
   # EVALSHA line with source "lua" and belong to it. The heartbeat thread
@@ -23,7 +24,10 @@ module Bench
     def initialize(lua_dir = LUA_DIR)
       body = File.read(File.join(lua_dir, "heartbeat.lua"))
       prelude = File.read(File.join(lua_dir, "prelude.lua"))
-      @shas = [Digest::SHA1.hexdigest(body), Digest::SHA1.hexdigest("#{prelude}\n#{body}")]
+      shebang = File.read(File.join(lua_dir, "../src/redis/scripts.rs"))[/^const ALLOW_OOM: &str = "([^"]+)";/, 1]
+      sources = [body, "#{prelude}\n#{body}"]
+      sources += sources.map { |source| "#{shebang}\n#{source}" } if shebang
+      @shas = sources.map { |source| Digest::SHA1.hexdigest(source) }
     end
 
     def sha = @shas.join(" or ")

@@ -6,13 +6,16 @@ require_relative "common"
 module Bench
   # The Lua scripts of solid_core as Redis knows them: by the SHA1 of their
   # source. scripts.rs builds each script from its file under lua/, with
-  # prelude.lua prepended (`with_prelude`) or not (`Script::new`); this reads
-  # that choice from scripts.rs itself, so a script added or moved to the
-  # prelude is named here without a change.
+  # prelude.lua prepended (`with_prelude`) or not (`Script::new`), and with
+  # the allow-oom shebang line first (`allowing_oom`,
+  # `allowing_oom_with_prelude`); this reads those choices from scripts.rs
+  # itself, so a script added or moved is named here without a change.
   module ScriptNames
     CORE = File.expand_path("../../crates/solid_core", __dir__)
     SCRIPTS = "src/redis/scripts.rs"
-    DECLARATION = %r{^\s*(\w+): (with_prelude|Script::new)\(include_str!\("(?:\.\./)+lua/(\w+)\.lua"\)\)}
+    KINDS = "allowing_oom_with_prelude|allowing_oom|with_prelude|Script::new"
+    DECLARATION = %r{^\s*(\w+): (#{KINDS})\(include_str!\("(?:\.\./)+lua/(\w+)\.lua"\)\)}
+    SHEBANG = /^const ALLOW_OOM: &str = "([^"]+)";/
 
     module_function
 
@@ -20,9 +23,13 @@ module Bench
     def sources
       @sources ||= begin
         prelude = File.read(File.join(CORE, "lua/prelude.lua"))
-        found = File.read(File.join(CORE, SCRIPTS)).scan(DECLARATION).to_h do |name, kind, file|
-          body = File.read(File.join(CORE, "lua/#{file}.lua"))
-          [name, kind == "with_prelude" ? "#{prelude}\n#{body}" : body]
+        declarations = File.read(File.join(CORE, SCRIPTS))
+        shebang = declarations[SHEBANG, 1]
+        found = declarations.scan(DECLARATION).to_h do |name, kind, file|
+          source = File.read(File.join(CORE, "lua/#{file}.lua"))
+          source = "#{prelude}\n#{source}" if kind.end_with?("with_prelude")
+          source = "#{shebang}\n#{source}" if kind.start_with?("allowing_oom")
+          [name, source]
         end
         raise Failure, "no script declarations found in #{CORE}/#{SCRIPTS} (has its layout changed?)" if found.empty?
 

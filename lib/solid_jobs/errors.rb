@@ -14,6 +14,11 @@ module SolidJobs
   # Redis answered with an error.
   class RedisError < Error; end
 
+  # Redis refused a write because it reached `maxmemory` and evicts nothing
+  # (OOM). Nothing was written; an enqueue succeeds again once workers have
+  # drained enough (docs/reliability.md, "Redis out of memory").
+  class OutOfMemoryError < RedisError; end
+
   # An envelope has the wrong shape.
   class EnvelopeError < Error; end
 

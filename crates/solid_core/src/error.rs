@@ -9,6 +9,10 @@ pub enum Error {
     Connection(String),
     /// Redis answered with an error (script error, wrong type, ...).
     Redis(String),
+    /// Redis refused a write because it reached `maxmemory` and evicts
+    /// nothing (`OOM`). The refused command wrote nothing. Not a connection
+    /// error: retrying at once fails the same way until memory is freed.
+    OutOfMemory(String),
     /// An envelope could not be decoded or has the wrong shape.
     Envelope(String),
     /// A value handed to the core is invalid (bad channel name, bad URL...).
@@ -27,6 +31,7 @@ impl fmt::Display for Error {
         match self {
             Error::Connection(m) => write!(f, "Redis connection failed: {m}"),
             Error::Redis(m) => write!(f, "Redis error: {m}"),
+            Error::OutOfMemory(m) => write!(f, "Redis is out of memory (maxmemory reached): {m}"),
             Error::Envelope(m) => write!(f, "invalid envelope: {m}"),
             Error::Invalid(m) => write!(f, "{m}"),
             Error::StaleClaim(t) => write!(f, "claim {t} is stale: it was recovered and may run elsewhere"),
@@ -51,6 +56,8 @@ impl From<redis::RedisError> for Error {
         );
         if transient || e.is_io_error() || e.is_connection_refusal() || e.is_connection_dropped() || e.is_timeout() {
             Error::Connection(e.to_string())
+        } else if e.code() == Some("OOM") {
+            Error::OutOfMemory(e.to_string())
         } else {
             Error::Redis(e.to_string())
         }
@@ -61,6 +68,11 @@ impl Error {
     /// True when retrying the same operation after reconnecting may succeed.
     pub fn is_connection(&self) -> bool {
         matches!(self, Error::Connection(_))
+    }
+
+    /// True when Redis refused a write for lack of memory.
+    pub fn is_out_of_memory(&self) -> bool {
+        matches!(self, Error::OutOfMemory(_))
     }
 }
 

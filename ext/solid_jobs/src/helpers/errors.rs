@@ -17,6 +17,7 @@ pub fn to_ruby(e: CoreError) -> Error {
     let name = match &e {
         CoreError::Connection(_) => "ConnectionError",
         CoreError::Redis(_) => "RedisError",
+        CoreError::OutOfMemory(_) => "OutOfMemoryError",
         CoreError::Envelope(_) => "EnvelopeError",
         CoreError::Invalid(_) => return Error::new(Ruby::get().expect("GVL").exception_arg_error(), e.to_string()),
         CoreError::StaleClaim(_) => "StaleClaimError",
