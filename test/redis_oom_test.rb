@@ -1,0 +1,121 @@
+# frozen_string_literal: true
+
+require_relative "test_helper"
+
+# Redis out of memory (docs/reliability.md, "Redis out of memory"): with
+# `maxmemory` reached and `noeviction`, producers are refused, and workers
+# keep heartbeating, claiming, acknowledging, retrying, promoting and
+# recovering, since draining is what frees memory. A private Redis, so the
+# limit touches no other test.
+class RedisOutOfMemoryTest < SolidJobsTest
+  BACKLOG = 800
+  PADDING = "x" * 2_000
+  BALLAST_BYTES = 3_000_000
+
+  def setup
+    super
+    @server = RedisServer.new.start
+    @r = Redis.new(url: @server.url)
+    configure_solid_jobs(redis_url: @server.url)
+    @workers = []
+  end
+
+  def teardown
+    @workers&.each(&:kill!)
+    super
+    @r&.close
+    @server&.cleanup
+  end
+
+  def test_workers_drain_and_recover_while_redis_is_out_of_memory_and_producers_get_a_clear_error
+    dead_id = kill_a_worker_holding_claims
+
+    # Memory that draining does not free keeps Redis over its limit for the
+    # whole test; the backlog, planned jobs and failing jobs sit on top.
+    # (SETRANGE allocates it inside Redis: a 3 MB SET would also leave a
+    # 3 MB query buffer behind for a while, counted as used memory.)
+    @r.setrange("ballast", BALLAST_BYTES - 1, "b")
+    limit = used_memory - 500_000
+    BallastTask.enqueue_many((1..BACKLOG).map { |i| [ledger_path, "b-#{i}", PADDING] })
+    2.times { |i| LedgerTask.enqueue_after(1, ledger_path, "planned-#{i}") }
+    ImportCatalog.enqueue(ledger_path, "failing", "custom") # 3 attempts, 0.05 s apart, then archived
+    @r.config(:set, "maxmemory", limit.to_s)
+    assert_operator used_memory, :>, limit
+
+    refused = assert_raises(SolidJobs::OutOfMemoryError) { LedgerTask.enqueue(ledger_path, "refused") }
+    assert_kind_of SolidJobs::RedisError, refused
+    assert_match(/out of memory.*OOM/, refused.message)
+
+    # Started while Redis is over its limit: it registers (heartbeats may
+    # run out of memory) and works, instead of exiting 1.
+    worker = start_worker("drainer")
+    started_at = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    eventually("the backlog, the planned jobs, the failing job and the dead node's claims are done", timeout: 40) do
+      flunk("the worker exited:\n#{File.read(worker.log)}") if exited?(worker)
+      lines = ledger_lines
+      lines.count { |l| l.start_with?("b-") } == BACKLOG &&
+        %w[planned-0 planned-1 v-1 v-2 v-3].all? { |label| lines.any? { |l| l.start_with?(label) } } &&
+        lines.count("attempt failing") == 3 && @r.zcard(key("archive")) == 1 &&
+        lines.any? { |l| l.start_with?("v-slow ") } && !@r.sismember(key("nodes"), dead_id)
+    end
+    assert_equal 0, @r.exists(key("claims:#{dead_id}")), "the dead node's claims were recovered"
+
+    # Its own heartbeats kept it alive for over twice the recovery delay
+    # (2 s), all under the limit.
+    sleep([started_at + 5 - Process.clock_gettime(Process::CLOCK_MONOTONIC), 0].max)
+    assert_operator used_memory, :>, limit, "still out of memory"
+    assert_raises(SolidJobs::OutOfMemoryError) { LedgerTask.enqueue(ledger_path, "still refused") }
+    id = worker.node_id(@r)
+    assert id, "the worker's node key is alive"
+    assert_operator @r.pttl(key("node:#{id}")), :>, 0
+
+    log = File.read(worker.log)
+    refute_match(/was this process paused/, log)
+    refute_match(/\.rb:\d+:in /, log, "no backtrace")
+    # What could not be written (the node's telemetry) is reported naming
+    # the cause, once per 30 s at most.
+    oom_lines = log.lines.grep(/out of memory.*OOM/)
+    assert_includes 1..3, oom_lines.size, "out-of-memory warnings name OOM and are rate-limited:\n#{log}"
+
+    # Once memory is free again, producers write again.
+    @r.del("ballast")
+    eventually("an enqueue is accepted again") do
+      LedgerTask.enqueue(ledger_path, "after")
+    rescue SolidJobs::OutOfMemoryError
+      false
+    end
+    eventually("the new job ran") { ledger_lines.any? { |l| l.start_with?("after ") } }
+    worker.signal("TERM")
+    assert_predicate worker.wait(timeout: 20), :success?
+  end
+
+  private
+
+  def used_memory = @r.info("memory")["used_memory"].to_i
+
+  def start_worker(name, env: {}, args: [])
+    worker = WorkerProcess.new(redis_url: @server.url, namespace: @namespace, log: File.join(@ledger_dir, "#{name}.log"),
+                               env: env, args: args).start
+    @workers << worker
+    worker
+  end
+
+  def exited?(worker)
+    Process.wait(worker.pid, Process::WNOHANG)
+  rescue Errno::ECHILD
+    true
+  end
+
+  # A worker that claimed a slow job and three more (prefetched behind it),
+  # then SIGKILLed: its claims wait for recovery. Returns its node id.
+  def kill_a_worker_holding_claims
+    victim = start_worker("victim", env: {"SOLID_JOBS_TEST_PREFETCH" => "4"}, args: ["--concurrency", "1"])
+    OverrunOnceTask.enqueue(ledger_path, "v-slow", 30)
+    (1..3).each { |i| LedgerTask.enqueue(ledger_path, "v-#{i}") }
+    eventually("the victim started the slow job") { ledger_lines.include?("start v-slow") }
+    id = eventually("the victim registered") { victim.node_id(@r) }
+    eventually("the victim holds its claims") { @r.hlen(key("claims:#{id}")) == 4 }
+    victim.kill!
+    id
+  end
+end
