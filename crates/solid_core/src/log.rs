@@ -53,7 +53,7 @@ impl Throttled {
         state.0 = Some(now);
         drop(state);
         if left_out > 0 {
-            log(level, &format!("{msg} ({left_out} more like this in the last {}s)", self.every.as_secs()));
+            log(level, &format!("{msg} ({left_out} more like this since the last one)"));
         } else {
             log(level, msg);
         }
