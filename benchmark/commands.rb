@@ -78,24 +78,25 @@ module Bench
                    "After the task returns, " \
                    "the acker's `ack.lua`: HMGET checks the token is still held, HDEL ×3 removes the claim, the failure " \
                    "record and the job-index entry, INCRBY counts it processed.",
-      retry: "the same claim; then, on the node's pooled connection, `record_failure.lua` (HEXISTS fence check, HGET " \
-             "and HSET the failure record, INCR failed) and, once FailurePolicy chose the delay, `retry.lua` (HDEL the " \
-             "claim, SET the settle marker that makes a resent retry idempotent, ZADD `retrying`, HSET the job-index " \
+      retry: "the same claim; then, on the node's pooled connection, `record_failure.lua` (HEXISTS fence check, TIME " \
+             "(failure times are on Redis' clock), HGET and HSET the failure record, INCR failed) and, once " \
+             "FailurePolicy chose the delay, `retry.lua` (HDEL the claim, SET the settle marker that makes a resent " \
+             "retry idempotent, TIME (the delay counts on Redis' clock), ZADD `retrying`, HSET the job-index " \
              "state, ZRANGE the earliest retry, PUBLISH `planned` since it is the new earliest). The `planned` message " \
-             "wakes the heartbeat thread: `promote.lua` finds nothing due (ZRANGEBYSCORE on `planned` and `retrying`) " \
-             "and reads the next due time (ZRANGE ×2).",
-      scheduled_promotion: "`schedule.lua` (HSETNX job index, as for one enqueue; ZADD `planned`, SADD channel, " \
-                           "ZRANGE earliest, PUBLISH " \
+             "wakes the heartbeat thread: `promote.lua` reads Redis' clock (TIME), finds nothing due (ZRANGEBYSCORE " \
+             "on `planned` and `retrying`) and reads the next due time (ZRANGE ×2).",
+      scheduled_promotion: "`schedule.lua` (TIME: the delay counts on Redis' clock; HSETNX job index, as for one " \
+                           "enqueue; ZADD `planned`, SADD channel, ZRANGE earliest, PUBLISH " \
                            "`planned`); the heartbeat thread's immediate `promote.lua` finds nothing due; at the due time " \
-                           "`promote.lua` moves the job (ZRANGEBYSCORE, ZREM, HGET the cancelled check, HSET job index " \
+                           "`promote.lua` moves the job (TIME, ZRANGEBYSCORE, ZREM, HGET the cancelled check, HSET job index " \
                            "ready, LPUSH, ZRANGEBYSCORE `retrying`, PUBLISH `ready`, ZRANGE ×2 for the next due time); " \
                            "`ready` wakes the fetcher of every idle node in the namespace, which claims once and here " \
                            "finds its own channel empty (the job's channel is served by no node). The subscriber's three " \
                            "messages are `planned` from schedule.lua, the `planned` this benchmark sends in place of " \
                            "the timer, and `ready`.",
       recovery: "the live node's heartbeat tick: `heartbeat.lua` (SET its node key with a TTL, SADD nodes, LLEN its " \
-                "channel, SMEMBERS nodes, EXISTS per registered node: the dead one's key is gone, ZRANGEBYSCORE for expired " \
-                "publication holds, LPOP of the node's control mailbox); then `requeue.lua` " \
+                "channel, SMEMBERS nodes, EXISTS per registered node: the dead one's key is gone, TIME and " \
+                "ZRANGEBYSCORE for expired publication holds, LPOP of the node's control mailbox); then `requeue.lua` " \
                 "for the dead node (EXISTS its key again, atomically; HGETALL its claims, HSET job index ready, RPUSH " \
                 "back at the head of the channel, DEL claims and node key, SREM nodes, PUBLISH `ready`); then a worker " \
                 "turn as above: claim, ack."

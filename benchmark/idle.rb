@@ -74,7 +74,12 @@ module Bench
       # with the Lua prelude prepended (see scripts.rs); Redis names a
       # loaded script by its SHA1.
       body = File.read(File.join(LUA_DIR, "heartbeat.lua"))
-      @shas = [body, "#{File.read(File.join(LUA_DIR, "prelude.lua"))}\n#{body}"].map { |source| Digest::SHA1.hexdigest(source) }
+      sources = [body, "#{File.read(File.join(LUA_DIR, "prelude.lua"))}\n#{body}"]
+      # scripts.rs puts the allow-oom shebang line first on scripts that must
+      # run when Redis is out of memory; the heartbeat is one of them.
+      shebang = File.read(File.join(LUA_DIR, "../src/redis/scripts.rs"))[/^const ALLOW_OOM: &str = "([^"]+)";/, 1]
+      sources += sources.map { |source| "#{shebang}\n#{source}" } if shebang
+      @shas = sources.map { |source| Digest::SHA1.hexdigest(source) }
     end
 
     private

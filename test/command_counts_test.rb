@@ -18,13 +18,18 @@ class CommandCountsTest < SolidJobsTest
     enqueue_many: {commands: 1, lua: 5, round_trips: 1},
     # claim (the job; fewer than asked for, so the fetcher waits for the doorbell), ack
     worker_turn: {commands: 2, lua: 11, round_trips: 2},
-    # claim, record_failure, retry, promote (woken by `planned`, nothing due)
-    retry: {commands: 4, lua: 20, round_trips: 4},
-    # schedule, promote (nothing due), promote (moves it), claim (woken by `ready`, empty)
-    scheduled_promotion: {commands: 4, lua: 21, round_trips: 4},
-    # heartbeat (finds the dead node; also ZRANGEBYSCORE for expired
+    # Scripts that compare or store due times read Redis' clock with TIME
+    # (docs/reliability.md, "Clocks"): one command inside the script each,
+    # no command sent and no round trip added.
+    # claim, record_failure (+TIME), retry (+TIME), promote (+TIME; woken by
+    # `planned`, nothing due)
+    retry: {commands: 4, lua: 23, round_trips: 4},
+    # schedule (+TIME), promote (+TIME; nothing due), promote (+TIME; moves
+    # it), claim (woken by `ready`, empty)
+    scheduled_promotion: {commands: 4, lua: 24, round_trips: 4},
+    # heartbeat (+TIME; finds the dead node; also ZRANGEBYSCORE for expired
     # publication barriers and LPOP of the control mailbox), requeue, claim, ack
-    recovery: {commands: 4, lua: 26, round_trips: 4}
+    recovery: {commands: 4, lua: 27, round_trips: 4}
   }.freeze
   # Seconds without traffic that end an operation: far above any scheduling
   # delay of a runnable thread on a loaded host, so nothing late is missed.

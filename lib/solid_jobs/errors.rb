@@ -33,6 +33,11 @@ module SolidJobs
   # SolidEngine): nothing was changed, the job runs to its end.
   class JobRunning < Error; end
 
+  # Redis refused a write because it reached `maxmemory` and evicts nothing
+  # (OOM). Nothing was written; an enqueue succeeds again once workers have
+  # drained enough (docs/reliability.md, "Redis out of memory").
+  class OutOfMemoryError < RedisError; end
+
   # An envelope has the wrong shape.
   class EnvelopeError < Error; end
 

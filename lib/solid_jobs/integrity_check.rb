@@ -55,8 +55,10 @@ module SolidJobs
     end
 
     # Held publications whose barrier expired over a recovery delay ago.
+    # Barrier expiries are on Redis' clock (hold.lua), so "now" is too.
     def expired_publications(client, keys)
-      before = Clock.now_ms - (SolidJobs.config.recovery_delay * 1000).round
+      seconds, micros = client.call(["TIME"]).map(&:to_i)
+      before = (seconds * 1000) + (micros / 1000) - (SolidJobs.config.recovery_delay * 1000).round
       client.call(["ZRANGEBYSCORE", keys.publishing, "-inf", before.to_s, "WITHSCORES", "LIMIT", "0", "100"])
             .each_slice(2).map do |member, expired_ms|
         _due, channel, raw = member.split("|", 3)

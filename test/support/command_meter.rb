@@ -288,7 +288,9 @@ module CommandCounts
   module ScriptNames
     CORE = File.expand_path("../../crates/solid_core", __dir__)
     SCRIPTS = "src/redis/scripts.rs"
-    DECLARATION = %r{^\s*(\w+): (with_prelude|Script::new)\(include_str!\("(?:\.\./)+lua/(\w+)\.lua"\)\)}
+    KINDS = "allowing_oom_with_prelude|allowing_oom|with_prelude|Script::new"
+    DECLARATION = %r{^\s*(\w+): (#{KINDS})\(include_str!\("(?:\.\./)+lua/(\w+)\.lua"\)\)}
+    SHEBANG = /^const ALLOW_OOM: &str = "([^"]+)";/
 
     module_function
 
@@ -296,9 +298,13 @@ module CommandCounts
     def sources
       @sources ||= begin
         prelude = File.read(File.join(CORE, "lua/prelude.lua"))
-        found = File.read(File.join(CORE, SCRIPTS)).scan(DECLARATION).to_h do |name, kind, file|
-          body = File.read(File.join(CORE, "lua/#{file}.lua"))
-          [name, kind == "with_prelude" ? "#{prelude}\n#{body}" : body]
+        declarations = File.read(File.join(CORE, SCRIPTS))
+        shebang = declarations[SHEBANG, 1]
+        found = declarations.scan(DECLARATION).to_h do |name, kind, file|
+          source = File.read(File.join(CORE, "lua/#{file}.lua"))
+          source = "#{prelude}\n#{source}" if kind.end_with?("with_prelude")
+          source = "#{shebang}\n#{source}" if kind.start_with?("allowing_oom")
+          [name, source]
         end
         raise Error, "no script declarations found in #{CORE}/#{SCRIPTS} (has its layout changed?)" if found.empty?
 

@@ -214,3 +214,38 @@ class OverrunOnceTask
     Ledger.append(path, "#{label} #{Ledger.worker_name} #{Process.pid}")
   end
 end
+
+# Carries `padding` (bytes of Redis memory while it waits) and writes only
+# its label: the backlog of the out-of-memory tests.
+class BallastTask
+  include SolidJobs::Task
+
+  def execute_task(path, label, _padding)
+    Ledger.append(path, label)
+  end
+end
+
+# Writes its label and when it ran on the host's monotonic clock, which
+# libfaketime leaves alone (FAKETIME_DONT_FAKE_MONOTONIC) and every process
+# on the host shares: the clock tests compare it across processes.
+class ClockTask
+  include SolidJobs::Task
+
+  def execute_task(path, label)
+    Ledger.append(path, "#{label} #{Process.clock_gettime(Process::CLOCK_MONOTONIC)}")
+  end
+end
+
+# Fails its first attempt and succeeds on the next, retried after 3 s; each
+# attempt is written with the host's monotonic clock (see ClockTask).
+class FailsOnceTask
+  include SolidJobs::Task
+
+  retry_delay { |_failures, _error, _envelope| 3 }
+
+  def execute_task(path, label)
+    first = !(File.exist?(path) && File.readlines(path).any? { |line| line.start_with?("attempt #{label} ") })
+    Ledger.append(path, "attempt #{label} #{Process.clock_gettime(Process::CLOCK_MONOTONIC)}")
+    raise "first attempt of #{label} fails" if first
+  end
+end

@@ -5,9 +5,10 @@
 -- KEYS[1] node claims hash, KEYS[2] archive zset, KEYS[3] archive entries,
 -- KEYS[4] attempts hash, KEYS[5] discarded metric, KEYS[6] stale metric, KEYS[7] job index,
 -- KEYS[8] settled marker of this token
--- ARGV[1] token ('' when the job is not claimed), ARGV[2] job id, ARGV[3] now ms,
--- ARGV[4] archive record JSON, ARGV[5] max entries, ARGV[6] max age ms,
--- ARGV[7] '1' to archive, '0' to drop
+-- ARGV[1] token ('' when the job is not claimed), ARGV[2] job id,
+-- ARGV[3] archive record JSON, ARGV[4] max entries, ARGV[5] max age ms,
+-- ARGV[6] '1' to archive, '0' to drop
+-- The archive is ordered and trimmed by age on Redis' clock.
 if ARGV[1] ~= '' then
   local claim = take_claim(KEYS[1], ARGV[1], KEYS[8], 'discard', KEYS[6])
   if claim ~= 'taken' then return claim == 'done' and 1 or 0 end
@@ -15,14 +16,14 @@ end
 redis.call('HDEL', KEYS[4], ARGV[2])
 redis.call('HDEL', KEYS[7], ARGV[2])
 redis.call('INCR', KEYS[5])
-if ARGV[7] ~= '1' then return 1 end
-local now = tonumber(ARGV[3])
+if ARGV[6] ~= '1' then return 1 end
+local now = redis_now_ms()
 redis.call('ZADD', KEYS[2], now, ARGV[2])
-redis.call('HSET', KEYS[3], ARGV[2], ARGV[4])
+redis.call('HSET', KEYS[3], ARGV[2], ARGV[3])
 -- Trim by age, then by count, a bounded amount per call so one discard never
 -- blocks Redis for long; later discards finish the trim.
-local old = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now - tonumber(ARGV[6]), 'LIMIT', 0, 500)
-local excess = redis.call('ZCARD', KEYS[2]) - #old - tonumber(ARGV[5])
+local old = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now - tonumber(ARGV[5]), 'LIMIT', 0, 500)
+local excess = redis.call('ZCARD', KEYS[2]) - #old - tonumber(ARGV[4])
 if excess > 0 then
   local more = redis.call('ZRANGE', KEYS[2], #old, #old + math.min(excess, 500) - 1)
   for _, id in ipairs(more) do old[#old + 1] = id end

@@ -7,12 +7,12 @@
 -- KEYS[9] cancelled-waiting counter, KEYS[10] attempts hash, KEYS[11] archive entries,
 -- KEYS[12..] channel lists the node serves
 -- ARGV[1] node id, ARGV[2] ttl ms, ARGV[3] description JSON, ARGV[4] key prefix,
--- ARGV[5] now ms, ARGV[6] control requests to take (0: leave the mailbox alone)
+-- ARGV[5] control requests to take (0: leave the mailbox alone)
 -- Returns {1 if any served channel has ready jobs else 0, barriers released,
 -- number of control requests k, k requests..., dead node ids...}
 redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[2])
 redis.call('SADD', KEYS[2], ARGV[1])
-local now = tonumber(ARGV[5])
+local now = redis_now_ms()
 local expired = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, 500)
 local released = 0
 if #expired > 0 then
@@ -24,7 +24,7 @@ for i = 12, #KEYS do
   if redis.call('LLEN', KEYS[i]) > 0 then ready = 1; break end
 end
 local requests = {}
-local take = tonumber(ARGV[6])
+local take = tonumber(ARGV[5])
 if take > 0 then requests = redis.call('LPOP', KEYS[3], take) or {} end
 local out = { ready, released, #requests }
 for _, r in ipairs(requests) do out[#out + 1] = r end

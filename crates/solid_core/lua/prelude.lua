@@ -54,6 +54,16 @@ local function register_fresh(index, envs, from, state)
   return fresh
 end
 
+-- Milliseconds since the epoch on Redis' clock (TIME). Every time a script
+-- compares or stores for scheduling is read here, never taken from an
+-- argument: worker and producer clocks may be skewed (docs/reliability.md,
+-- "Clocks"). Script effects are replicated, so replicas and the AOF get the
+-- values written, not the call.
+local function redis_now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
 local function is_cancelled(state)
   return state and string.sub(state, 1, 9) == 'cancelled'
 end

@@ -4,12 +4,13 @@
 -- KEYS[1] planned zset, KEYS[2] retrying zset, KEYS[3] doorbell,
 -- KEYS[4] archive entries (for malformed members), KEYS[5] job index,
 -- KEYS[6] cancelled metric, KEYS[7] cancelled-waiting counter, KEYS[8] attempts hash
--- ARGV[1] now ms, ARGV[2] max members per set, ARGV[3] key prefix
--- Returns {promoted, next due ms or -1}
-local now = tonumber(ARGV[1])
+-- ARGV[1] max members per set, ARGV[2] key prefix
+-- Returns {promoted, milliseconds until the next due member or -1}: a delay,
+-- not a time, so the caller can wait for it on its own clock.
+local now = redis_now_ms()
 local moved, rang = 0, false
 for k = 1, 2 do
-  local items = redis.call('ZRANGEBYSCORE', KEYS[k], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
+  local items = redis.call('ZRANGEBYSCORE', KEYS[k], '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))
   for _, m in ipairs(items) do
     redis.call('ZREM', KEYS[k], m)
     local sep = string.find(m, '|', 1, true)
@@ -23,7 +24,7 @@ for k = 1, 2 do
         redis.call('DECR', KEYS[7])
       else
         if id then redis.call('HSET', KEYS[5], id, 'ready|' .. channel) end
-        if redis.call('LPUSH', ARGV[3] .. 'channel:' .. channel, env) == 1 then rang = true end
+        if redis.call('LPUSH', ARGV[2] .. 'channel:' .. channel, env) == 1 then rang = true end
         moved = moved + 1
       end
     else
@@ -41,4 +42,5 @@ for k = 1, 2 do
     if next_due < 0 or s < next_due then next_due = s end
   end
 end
+if next_due >= 0 then next_due = math.max(next_due - now, 0) end
 return {moved, next_due}

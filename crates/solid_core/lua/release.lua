@@ -5,10 +5,11 @@
 -- KEYS[1] publishing zset, KEYS[2] planned zset, KEYS[3] doorbell, KEYS[4] job index,
 -- KEYS[5] cancelled metric, KEYS[6] cancelled-waiting counter, KEYS[7] attempts hash,
 -- KEYS[8] archive entries
--- ARGV[1] now ms, ARGV[2] key prefix, ARGV[3..] members (`due_ms|channel|envelope`)
+-- ARGV[1] key prefix, ARGV[2..] members (`due_ms|channel|envelope`, due on
+-- Redis' clock as hold.lua wrote it)
 -- Returns the number released.
 local held = {}
-for i = 3, #ARGV do
+for i = 2, #ARGV do
   if redis.call('ZREM', KEYS[1], ARGV[i]) == 1 then held[#held + 1] = ARGV[i] end
 end
-return release_all(held, tonumber(ARGV[1]), ARGV[2], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8])
+return release_all(held, redis_now_ms(), ARGV[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8])

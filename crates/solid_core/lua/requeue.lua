@@ -4,13 +4,13 @@
 -- mode 'recover': every claim of any node, only while its heartbeat key is
 --   absent; atomic, so when several nodes recover the same dead node at
 --   once exactly one moves its claims.
--- mode 'release': only the claims recorded with claimed_ms == ARGV[5]: a
+-- mode 'release': only the claims recorded with claimed_ms == ARGV[4]: a
 --   claim whose reply was lost on a broken connection (the node never saw
 --   those jobs, so nobody would run them).
 -- KEYS[1] target claims hash, KEYS[2] target heartbeat key, KEYS[3] nodes set,
 -- KEYS[4] doorbell, KEYS[5] archive entries, KEYS[6] job index
--- ARGV[1] key prefix, ARGV[2] target node id, ARGV[3] mode, ARGV[4] now ms,
--- ARGV[5] claim stamp (mode 'release'), ARGV[6] '1' to report the jobs moved
+-- ARGV[1] key prefix, ARGV[2] target node id, ARGV[3] mode,
+-- ARGV[4] claim stamp (mode 'release'), ARGV[5] '1' to report the jobs moved
 -- Returns the number of jobs requeued, or -1 when the node is alive. When
 -- reporting: {number requeued, token, channel, envelope, token, ...}, so the
 -- recovering node can emit job.recovered for each.
@@ -24,7 +24,7 @@ for i = 1, #all, 2 do
   if mode == 'release' then
     local s1 = string.find(rec, '|', 1, true)
     local s2 = s1 and string.find(rec, '|', s1 + 1, true)
-    keep = s2 ~= nil and string.sub(rec, s1 + 1, s2 - 1) == ARGV[5]
+    keep = s2 ~= nil and string.sub(rec, s1 + 1, s2 - 1) == ARGV[4]
   end
   if keep then
     local t = tonumber(all[i])
@@ -34,7 +34,7 @@ for i = 1, #all, 2 do
 end
 table.sort(tokens)
 local n, rang = 0, false
-local report = ARGV[6] == '1'
+local report = ARGV[5] == '1'
 local moved = {}
 -- Newest claim first, so the oldest ends up rightmost: popped first.
 for i = #tokens, 1, -1 do
@@ -54,7 +54,7 @@ for i = #tokens, 1, -1 do
     end
   else
     redis.call('HSET', KEYS[5], 'malformed-claim:' .. tokens[i],
-      cjson.encode({ reason = 'malformed claim record', raw = rec, discarded_ms = tonumber(ARGV[4]) }))
+      cjson.encode({ reason = 'malformed claim record', raw = rec, discarded_ms = redis_now_ms() }))
   end
   if mode == 'release' then redis.call('HDEL', KEYS[1], tokens[i]) end
 end

@@ -1,8 +1,9 @@
 -- Plan envelopes for a later time; an id already live is skipped.
 -- KEYS[1] planned zset, KEYS[2] channels set, KEYS[3] doorbell, KEYS[4] job index
--- ARGV[1] due ms, ARGV[2] channel name, ARGV[3..] envelopes
+-- ARGV[1] delay ms (the job is due that long from now on Redis' clock),
+-- ARGV[2] channel name, ARGV[3..] envelopes
 -- Returns the number of envelopes planned.
-local due = tonumber(ARGV[1])
+local due = redis_now_ms() + tonumber(ARGV[1])
 local args = {}
 for _, env in ipairs(register_fresh(KEYS[4], ARGV, 3, 'planned|' .. ARGV[2])) do
   args[#args + 1] = due

@@ -8,7 +8,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use crate::claim::MAX_BATCH;
 use crate::error::Result;
-use crate::log::log;
+use crate::log::{log, Throttled};
 use crate::redis::connection::Reconnecting;
 use crate::source::Stats;
 
@@ -49,6 +49,8 @@ pub fn run<T: std::fmt::Debug>(
 ) {
     let mut batch: Vec<T> = Vec::new();
     let mut flushes: Vec<Sender<()>> = Vec::new();
+    // A failing write is retried every 50 ms or so: warn at a bounded rate.
+    let write_warning = Throttled::default();
     loop {
         let mut next = match acks_rx.recv_timeout(IDLE_WAKE) {
             Ok(m) => Some(m),
@@ -93,7 +95,7 @@ pub fn run<T: std::fmt::Debug>(
                 Err(e) => {
                     stats.redis_errors.fetch_add(1, Ordering::Relaxed);
                     if !e.is_connection() {
-                        log("WARN", &format!("writing completions failed: {e}; retrying"));
+                        write_warning.log("WARN", &format!("writing completions failed: {e}; retrying"));
                     }
                     if closed.load(Ordering::Acquire) {
                         return;

@@ -18,6 +18,10 @@ pub enum Error {
     /// The job is running (claimed or reserved), so it cannot be cancelled;
     /// nothing was changed. The same on both backends.
     JobRunning(String),
+    /// Redis refused a write because it reached `maxmemory` and evicts
+    /// nothing (`OOM`). The refused command wrote nothing. Not a connection
+    /// error: retrying at once fails the same way until memory is freed.
+    OutOfMemory(String),
     /// An envelope could not be decoded or has the wrong shape.
     Envelope(String),
     /// A value handed to the core is invalid (bad channel name, bad URL...).
@@ -39,6 +43,7 @@ impl fmt::Display for Error {
             Error::EngineConnection(m) => write!(f, "SolidEngine connection failed: {m}"),
             Error::Engine(m) => write!(f, "SolidEngine error: {m}"),
             Error::JobRunning(id) => write!(f, "job {id} is running and cannot be cancelled"),
+            Error::OutOfMemory(m) => write!(f, "Redis is out of memory (maxmemory reached): {m}"),
             Error::Envelope(m) => write!(f, "invalid envelope: {m}"),
             Error::Invalid(m) => write!(f, "{m}"),
             Error::StaleClaim(t) => write!(f, "claim {t} is stale: it was recovered and may run elsewhere"),
@@ -63,6 +68,8 @@ impl From<redis::RedisError> for Error {
         );
         if transient || e.is_io_error() || e.is_connection_refusal() || e.is_connection_dropped() || e.is_timeout() {
             Error::Connection(e.to_string())
+        } else if e.code() == Some("OOM") {
+            Error::OutOfMemory(e.to_string())
         } else {
             Error::Redis(e.to_string())
         }
@@ -83,6 +90,11 @@ impl Error {
             Error::Redis(m) => Error::Engine(m),
             other => other,
         }
+    }
+
+    /// True when Redis refused a write for lack of memory.
+    pub fn is_out_of_memory(&self) -> bool {
+        matches!(self, Error::OutOfMemory(_))
     }
 }
 

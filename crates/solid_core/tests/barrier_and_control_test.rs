@@ -51,10 +51,9 @@ fn an_expired_barrier_is_released_by_any_heartbeat_and_a_late_release_is_a_no_op
     let heartbeat = store.heartbeat(&mut c, "n1", 60_000, "{}", &["default"], 0).unwrap();
     assert_eq!(heartbeat.released, 2);
     assert_eq!(c.llen::<_, i64>("solid_jobs:channel:default").unwrap(), 1);
-    assert_eq!(
-        c.zscore::<_, _, Option<u64>>("solid_jobs:planned", format!("default|{}", later.encode())).unwrap(),
-        Some(later.queued_ms)
-    );
+    // Due as long after the hold on Redis' clock as it was asked for here.
+    let due = c.zscore::<_, _, Option<u64>>("solid_jobs:planned", format!("default|{}", later.encode())).unwrap();
+    assert!(due.is_some_and(|d| d.abs_diff(later.queued_ms) < 5_000), "{due:?} vs {}", later.queued_ms);
     assert_eq!(store.release(&mut c, &[ready, planned].concat()).unwrap(), 0);
     assert_eq!(c.llen::<_, i64>("solid_jobs:channel:default").unwrap(), 1);
 }

@@ -85,10 +85,12 @@ pub fn check(data: &[u8]) {
 fn drive(engine: &mut Engine, now: u64, cmd: Command) {
     let mut out = Vec::new();
     let reply = match cmd {
-        Command::Push { channel, id, payload, due_ms } => {
-            Reply::Int(engine.push(now, channel, id, payload, due_ms).into())
+        Command::Push { channel, id, payload, due } => {
+            Reply::Int(engine.push(now, channel, id, payload, due.map(|d| d.at(now))).into())
         }
-        Command::PushMany { channel, due_ms, jobs } => Reply::Int(engine.push_many(now, channel, due_ms, jobs) as i64),
+        Command::PushMany { channel, due, jobs } => {
+            Reply::Int(engine.push_many(now, channel, due.at(now), jobs) as i64)
+        }
         Command::Fetch { count, lease_ms, channels, .. } => {
             let mut reserved = Vec::new();
             engine.fetch(now, count, lease_ms, &channels, &mut reserved);

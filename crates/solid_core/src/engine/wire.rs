@@ -2,6 +2,8 @@
 //! `redis` crate's connection: one typed method per command, nothing else.
 //! Connections come from the same checkout pool as the Redis backend's.
 
+use std::time::Duration;
+
 use redis::{Connection, Value};
 
 use crate::claim::MAX_BATCH;
@@ -80,22 +82,41 @@ fn fenced(out: redis::RedisResult<Value>, fence: u64) -> Result<()> {
     }
 }
 
-pub fn push(c: &mut Connection, channel_id: u32, job_id: &str, payload: &[u8], due_ms: Option<u64>) -> Result<bool> {
+/// Pushes one job, ready now or after `delay`. The delay is sent as such
+/// (`IN`), never as a time on this process's clock: the server adds it to
+/// its own, so a skewed clock here does not move the due time.
+pub fn push(
+    c: &mut Connection,
+    channel_id: u32,
+    job_id: &str,
+    payload: &[u8],
+    delay: Option<Duration>,
+) -> Result<bool> {
     let mut cmd = redis::cmd("PUSH");
     cmd.arg(channel_id).arg(job_id).arg(payload);
-    if let Some(at) = due_ms {
-        cmd.arg("AT").arg(at);
+    if let Some(delay) = delay {
+        cmd.arg("IN").arg(delay.as_millis() as u64);
     }
     let created: i64 = cmd.query(c)?;
     Ok(created == 1)
 }
 
-/// Pushes `(id, payload)` pairs to one channel; returns how many were new.
-pub fn push_many(c: &mut Connection, channel_id: u32, due_ms: Option<u64>, jobs: &[(String, Vec<u8>)]) -> Result<u64> {
+/// Pushes `(id, payload)` pairs to one channel, ready now or after `delay`
+/// (sent as a delay, as by `push`); returns how many were new.
+pub fn push_many(
+    c: &mut Connection,
+    channel_id: u32,
+    delay: Option<Duration>,
+    jobs: &[(String, Vec<u8>)],
+) -> Result<u64> {
     let mut total = 0;
     for chunk in jobs.chunks(MAX_BATCH) {
         let mut cmd = redis::cmd("PUSHMANY");
-        cmd.arg(channel_id).arg(due_ms.unwrap_or(0));
+        cmd.arg(channel_id);
+        match delay {
+            Some(delay) => cmd.arg("IN").arg(delay.as_millis() as u64),
+            None => cmd.arg(0),
+        };
         for (id, payload) in chunk {
             cmd.arg(id).arg(payload.as_slice());
         }

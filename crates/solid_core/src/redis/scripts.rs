@@ -1,6 +1,17 @@
 //! The Lua scripts: every Redis state change is one of these, so each
 //! transition is atomic. Sources live in `crates/solid_core/lua/`; scripts
 //! that touch the job index get `prelude.lua` prepended.
+//!
+//! Out of memory (`maxmemory` reached with `noeviction`): Redis refuses
+//! writes that may grow memory, yet draining is what frees it. The scripts
+//! that keep a node alive and move claimed jobs on (heartbeat, claim,
+//! settle, promote, requeue and recovery, lifting the publication barrier)
+//! run with `allow-oom`: each either frees memory or moves a job between
+//! structures, and their growth is bounded by what is already claimed or
+//! held (a claim record per prefetched job, an attempts or archive record
+//! per job leaving its claim). Scripts that add work (enqueue, schedule,
+//! hold, unarchive) and cancel keep Redis' refusal, so a producer gets
+//! `OOM` and nothing is written. Script flags need Redis 7.0 or later.
 
 use redis::Script;
 
@@ -28,24 +39,38 @@ fn with_prelude(body: &str) -> Script {
     Script::new(&format!("{PRELUDE}\n{body}"))
 }
 
+/// The shebang line that lets a script run while Redis is out of memory;
+/// it must be the script's first line, before the prelude.
+const ALLOW_OOM: &str = "#!lua flags=allow-oom";
+
+/// A script that runs even when Redis is out of memory (see the module
+/// documentation for which scripts may).
+fn allowing_oom(body: &str) -> Script {
+    Script::new(&format!("{ALLOW_OOM}\n{body}"))
+}
+
+fn allowing_oom_with_prelude(body: &str) -> Script {
+    Script::new(&format!("{ALLOW_OOM}\n{PRELUDE}\n{body}"))
+}
+
 impl Default for Scripts {
     fn default() -> Self {
         Scripts {
             enqueue: with_prelude(include_str!("../../lua/enqueue.lua")),
             schedule: with_prelude(include_str!("../../lua/schedule.lua")),
-            claim: with_prelude(include_str!("../../lua/claim.lua")),
-            ack: Script::new(include_str!("../../lua/ack.lua")),
-            record_failure: Script::new(include_str!("../../lua/record_failure.lua")),
-            retry: with_prelude(include_str!("../../lua/retry.lua")),
-            discard: with_prelude(include_str!("../../lua/discard.lua")),
-            promote: with_prelude(include_str!("../../lua/promote.lua")),
-            requeue: with_prelude(include_str!("../../lua/requeue.lua")),
-            heartbeat: with_prelude(include_str!("../../lua/heartbeat.lua")),
+            claim: allowing_oom_with_prelude(include_str!("../../lua/claim.lua")),
+            ack: allowing_oom(include_str!("../../lua/ack.lua")),
+            record_failure: allowing_oom(include_str!("../../lua/record_failure.lua")),
+            retry: allowing_oom_with_prelude(include_str!("../../lua/retry.lua")),
+            discard: allowing_oom_with_prelude(include_str!("../../lua/discard.lua")),
+            promote: allowing_oom_with_prelude(include_str!("../../lua/promote.lua")),
+            requeue: allowing_oom_with_prelude(include_str!("../../lua/requeue.lua")),
+            heartbeat: allowing_oom_with_prelude(include_str!("../../lua/heartbeat.lua")),
             unarchive: Script::new(include_str!("../../lua/unarchive.lua")),
             cancel: with_prelude(include_str!("../../lua/cancel.lua")),
             find: with_prelude(include_str!("../../lua/find.lua")),
             hold: with_prelude(include_str!("../../lua/hold.lua")),
-            release: with_prelude(include_str!("../../lua/release.lua")),
+            release: allowing_oom_with_prelude(include_str!("../../lua/release.lua")),
         }
     }
 }

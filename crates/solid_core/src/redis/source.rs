@@ -26,7 +26,7 @@ use crate::channel_order::{ChannelOrder, ChannelSelector};
 use crate::claim::{ClaimToken, ClaimedJob, FailureCount};
 use crate::error::{Error, Result};
 use crate::feed::{Feed, Fetch, Fetcher};
-use crate::log::log;
+use crate::log::{log, Throttled};
 use crate::now_ms;
 use crate::prefetch::Prefetch;
 use crate::redis::connection::{Connector, Pool, Reconnecting};
@@ -400,6 +400,10 @@ struct Claimer<'a> {
     /// claimed with the reply lost: the stamp lets us hand exactly those back.
     last_stamp: u64,
     unsettled_stamp: Option<u64>,
+    /// A failing claim is retried every few tens of milliseconds: its
+    /// warnings are rate-limited.
+    claim_warning: Throttled,
+    expired_warning: Throttled,
 }
 
 impl<'a> Claimer<'a> {
@@ -411,6 +415,8 @@ impl<'a> Claimer<'a> {
             conn: Reconnecting::new(s.pool.connector().clone()),
             last_stamp: 0,
             unsettled_stamp: None,
+            claim_warning: Throttled::default(),
+            expired_warning: Throttled::default(),
         }
     }
 
@@ -457,10 +463,21 @@ impl<'a> Claimer<'a> {
             self.unsettled_stamp = Some(stamp);
         }
         if matches!(&e, Error::Redis(m) if m.contains("NODE_EXPIRED")) {
-            log("WARN", "node heartbeat expired (was this process paused?); re-registering");
-            let _ = self.conn.run(|c| s.heartbeat(c, 0));
+            // Say why when we can: the re-registration fails the way the
+            // heartbeats did (out of memory, a script error...).
+            match self.conn.run(|c| s.heartbeat(c, 0)) {
+                Ok(_) => self.expired_warning.log(
+                    "WARN",
+                    "node heartbeat had expired (this process was paused, or cut off from Redis, for longer than \
+                     recovery_delay; other nodes may have recovered its jobs); re-registered",
+                ),
+                Err(e) => self.expired_warning.log(
+                    "WARN",
+                    &format!("node heartbeat expired and re-registering failed: {e}; claiming waits until it succeeds"),
+                ),
+            };
         } else if !e.is_connection() || self.conn.is_connected() {
-            log("WARN", &format!("claim failed: {e}"));
+            self.claim_warning.log("WARN", &format!("claim failed: {e}"));
         }
         fetcher.pause(self.conn.pause_before_retry());
     }
@@ -532,6 +549,12 @@ struct HeartbeatThread<'a> {
     next_due: Instant,
     /// When the node's telemetry should next be written.
     next_flush: Instant,
+    /// Failures answered by Redis (not a lost connection: that is an
+    /// outage, reported by the node's observations), rate-limited.
+    heartbeat_warning: Throttled,
+    promote_warning: Throttled,
+    recover_warning: Throttled,
+    telemetry_warning: Throttled,
 }
 
 impl<'a> HeartbeatThread<'a> {
@@ -543,6 +566,10 @@ impl<'a> HeartbeatThread<'a> {
             next_beat: now + s.cfg.heartbeat_interval,
             next_due: now,
             next_flush: now + FLUSH_INTERVAL,
+            heartbeat_warning: Throttled::default(),
+            promote_warning: Throttled::default(),
+            recover_warning: Throttled::default(),
+            telemetry_warning: Throttled::default(),
         }
     }
 
@@ -587,8 +614,14 @@ impl<'a> HeartbeatThread<'a> {
                 self.deliver_requests(heartbeat.requests);
                 self.recover(heartbeat.dead);
             }
-            Err(_) => {
+            Err(e) => {
                 s.stats().redis_errors.fetch_add(1, Ordering::Relaxed);
+                if !e.is_connection() {
+                    self.heartbeat_warning.log(
+                        "WARN",
+                        &format!("heartbeat failed: {e}; retrying (a node that cannot heartbeat for recovery_delay is recovered by the others)"),
+                    );
+                }
                 self.next_beat = now + self.conn.backoff_remaining().max(RETRY_AFTER_ERROR);
             }
         }
@@ -608,7 +641,16 @@ impl<'a> HeartbeatThread<'a> {
     fn recover(&mut self, dead: Vec<String>) {
         let s = self.s;
         for node in dead {
-            if let Ok(Some(jobs)) = self.conn.run(|c| s.store.recover_node(c, &node)) {
+            let recovered = self.conn.run(|c| s.store.recover_node(c, &node));
+            if let Err(e) = &recovered {
+                if !e.is_connection() {
+                    self.recover_warning.log(
+                        "WARN",
+                        &format!("recovering dead node {node} failed: {e}; retrying at the next heartbeat"),
+                    );
+                }
+            }
+            if let Ok(Some(jobs)) = recovered {
                 let n = jobs.len() as u64;
                 s.stats().recovered.fetch_add(n, Ordering::Relaxed);
                 if n > 0 {
@@ -634,6 +676,16 @@ impl<'a> HeartbeatThread<'a> {
             if t.has_pending() {
                 let flushed = self.conn.run(|c| t.flush(c));
                 self.s.stats().note(&flushed);
+                if let Err(e) = &flushed {
+                    if !e.is_connection() {
+                        self.telemetry_warning.log(
+                            "WARN",
+                            &format!(
+                                "telemetry not written: {e}; kept while the buffer has room, jobs are not affected"
+                            ),
+                        );
+                    }
+                }
             }
             self.next_flush = if active || t.has_pending() { now + FLUSH_INTERVAL } else { now + IDLE_WAIT };
         }
@@ -649,15 +701,21 @@ impl<'a> HeartbeatThread<'a> {
                     now
                 } else {
                     match next {
-                        // From the time after the call (not `now`, before it):
-                        // waking a round trip early finds nothing due yet.
-                        Some(ms) => Instant::now() + Duration::from_millis(ms.saturating_sub(now_ms())),
+                        // A delay on Redis' clock, waited out on this
+                        // node's monotonic clock: a skewed wall clock here
+                        // changes nothing. From the time after the call (not
+                        // `now`, before it): waking a round trip early finds
+                        // nothing due yet.
+                        Some(delay) => Instant::now() + delay,
                         None => now + IDLE_WAIT,
                     }
                 };
             }
-            Err(_) => {
+            Err(e) => {
                 s.stats().redis_errors.fetch_add(1, Ordering::Relaxed);
+                if !e.is_connection() {
+                    self.promote_warning.log("WARN", &format!("promoting due jobs failed: {e}; retrying"));
+                }
                 self.next_due = now + self.conn.backoff_remaining().max(RETRY_AFTER_ERROR);
             }
         }

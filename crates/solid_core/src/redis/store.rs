@@ -1,6 +1,12 @@
 //! Typed wrappers over the Lua scripts: one method per state transition, each
 //! one round trip. Callers bring the connection, so the same code serves the
 //! pooled request/response path and the dispatcher's own threads.
+//!
+//! Clocks: times passed in (`due_ms`, `expires_ms`) are on this process's
+//! clock. Only the delay each implies is sent; the scripts add it to Redis'
+//! own clock (`TIME`) and compare due times against that clock alone, so a
+//! node or producer whose clock is skewed neither promotes early nor late
+//! (docs/reliability.md, "Clocks").
 
 use std::time::Duration;
 
@@ -131,17 +137,20 @@ impl Store {
         Ok(written)
     }
 
-    /// Plans envelopes (all for one channel) for `due_ms`; like `enqueue`,
-    /// skips live ids and returns how many were written.
+    /// Plans envelopes (all for one channel) for `due_ms` (this process's
+    /// clock: the job is due as long after Redis' now as `due_ms` is after
+    /// ours); like `enqueue`, skips live ids and returns how many were
+    /// written.
     pub fn schedule(&self, conn: &mut Connection, channel: &str, due_ms: u64, envelopes: &[String]) -> Result<u64> {
         let mut written = 0;
+        let delay_ms = due_ms.saturating_sub(now_ms());
         for chunk in envelopes.chunks(MAX_BATCH) {
             let mut inv = self.scripts.schedule.prepare_invoke();
             inv.key(self.keys.planned())
                 .key(self.keys.channels())
                 .key(self.keys.doorbell())
                 .key(self.keys.jobs())
-                .arg(due_ms)
+                .arg(delay_ms)
                 .arg(channel);
             for e in chunk {
                 inv.arg(e);
@@ -273,7 +282,11 @@ impl Store {
         Ok(stale)
     }
 
-    /// Counts one failure of a claimed job.
+    /// Counts one failure of a claimed job. The script keeps failure times on
+    /// Redis' clock; the returned `first_failure_ms` is moved onto this
+    /// process's clock (now here, minus how long ago Redis says the first
+    /// failure was), so `now_ms() - first_failure_ms` is the time the job has
+    /// been failing whichever nodes recorded its failures.
     pub fn record_failure(
         &self,
         conn: &mut Connection,
@@ -323,7 +336,6 @@ impl Store {
             .key(self.keys.metric("stale"))
             .arg(token)
             .arg(job_id)
-            .arg(now_ms())
             .arg(error_class)
             .arg(message)
             .arg(if unknown { "1" } else { "0" })
@@ -331,14 +343,17 @@ impl Store {
         match v {
             Value::Int(-1) => Err(Error::StaleClaim(token)),
             other => {
-                let (failures, first_failure_ms): (u32, u64) = redis::from_redis_value(&other)?;
+                let (failures, first, redis_now): (u32, u64, u64) = redis::from_redis_value(&other)?;
+                let first_failure_ms = now_ms().saturating_sub(redis_now.saturating_sub(first));
                 Ok(FailureCount { failures, first_failure_ms })
             }
         }
     }
 
-    /// Moves a claimed job to the retry set, due at `due_ms`. The envelope is
-    /// rewritten with `queued_ms = due_ms` so latency counts from readiness.
+    /// Moves a claimed job to the retry set, due at `due_ms` (this process's
+    /// clock; sent as a delay, see the module documentation). The envelope
+    /// is rewritten with `queued_ms = due_ms` so latency counts from
+    /// readiness.
     pub fn retry(&self, conn: &mut Connection, node_id: &str, job: &ClaimedJob, due_ms: u64) -> Result<()> {
         let mut env = job.envelope.clone();
         env.queued_ms = due_ms;
@@ -353,7 +368,7 @@ impl Store {
             .key(self.keys.jobs())
             .key(self.keys.settled(job.token))
             .arg(job.token)
-            .arg(due_ms)
+            .arg(due_ms.saturating_sub(now_ms()))
             .arg(member)
             .arg(&job.envelope.id)
             .arg(&job.channel)
@@ -389,7 +404,6 @@ impl Store {
             .key(self.keys.settled(token.unwrap_or_default()))
             .arg(token.map(|t| t.to_string()).unwrap_or_default())
             .arg(job_id)
-            .arg(now_ms())
             .arg(record.to_string())
             .arg(self.archive.max_entries)
             .arg(self.archive.max_age_ms)
@@ -424,8 +438,9 @@ impl Store {
         self.discard(conn, node_id, Some(token), &id, &record, true)
     }
 
-    /// Promotes due planned and retrying jobs; returns (moved, next due ms).
-    pub fn promote(&self, conn: &mut Connection, limit: usize) -> Result<(u64, Option<u64>)> {
+    /// Promotes planned and retrying jobs due on Redis' clock; returns
+    /// (moved, how long until the next one is due).
+    pub fn promote(&self, conn: &mut Connection, limit: usize) -> Result<(u64, Option<Duration>)> {
         let (moved, next): (u64, i64) = self
             .scripts
             .promote
@@ -437,11 +452,10 @@ impl Store {
             .key(self.keys.metric("cancelled"))
             .key(self.keys.cancelling())
             .key(self.keys.attempts())
-            .arg(now_ms())
             .arg(limit)
             .arg(self.keys.prefix())
             .invoke(conn)?;
-        Ok((moved, u64::try_from(next).ok()))
+        Ok((moved, u64::try_from(next).ok().map(Duration::from_millis)))
     }
 
     /// Requeues claims of `node_id` (which ones: see [`Requeue`]) at the head
@@ -465,7 +479,6 @@ impl Store {
             .arg(self.keys.prefix())
             .arg(node_id)
             .arg(which.mode())
-            .arg(now_ms())
             .arg(which.stamp())
             .arg(if report { "1" } else { "0" });
         inv
@@ -543,7 +556,7 @@ impl Store {
         for c in channels {
             inv.key(self.keys.channel(c));
         }
-        inv.arg(node_id).arg(ttl_ms).arg(description).arg(self.keys.prefix()).arg(now_ms()).arg(take_requests);
+        inv.arg(node_id).arg(ttl_ms).arg(description).arg(self.keys.prefix()).arg(take_requests);
         let out: Vec<Value> = inv.invoke(conn)?;
         let int =
             |i: usize| -> Result<u64> { Ok(out.get(i).map(redis::from_redis_value::<u64>).transpose()?.unwrap_or(0)) };
@@ -560,9 +573,12 @@ impl Store {
 
     /// Writes publications behind the publication barrier (`hold.lua`):
     /// invisible until `release` or until `expires_ms`, when a node's
-    /// heartbeat releases them. `due_ms` None: ready once released. Returns
-    /// the members to release (`due_ms|channel|envelope`), one per envelope
-    /// written (ids already live are skipped, as by `enqueue`).
+    /// heartbeat releases them. `due_ms` None: ready once released. Both
+    /// times are on this process's clock and sent as delays (see the module
+    /// documentation). Returns the members to release
+    /// (`due_ms|channel|envelope`, with the due time Redis recorded), one
+    /// per envelope (ids already live are skipped by the script, as by
+    /// `enqueue`; releasing their member finds nothing).
     pub fn hold(
         &self,
         conn: &mut Connection,
@@ -571,20 +587,23 @@ impl Store {
         expires_ms: u64,
         envelopes: &[String],
     ) -> Result<Vec<String>> {
-        let due = due_ms.unwrap_or(0);
+        let now = now_ms();
+        let ttl_ms = expires_ms.saturating_sub(now);
+        // 0 means ready once released, so a due time not in the future is 0.
+        let delay_ms = due_ms.map_or(0, |d| d.saturating_sub(now));
         let mut members = Vec::with_capacity(envelopes.len());
         for chunk in envelopes.chunks(MAX_BATCH) {
             let mut inv = self.scripts.hold.prepare_invoke();
             inv.key(self.keys.publishing())
                 .key(self.keys.channels())
                 .key(self.keys.jobs())
-                .arg(expires_ms)
+                .arg(ttl_ms)
                 .arg(channel)
-                .arg(due);
+                .arg(delay_ms);
             for e in chunk {
                 inv.arg(e);
             }
-            let _written: u64 = inv.invoke(conn)?;
+            let (_written, due): (u64, u64) = inv.invoke(conn)?;
             members.extend(chunk.iter().map(|e| format!("{due}|{channel}|{e}")));
         }
         Ok(members)
@@ -605,7 +624,6 @@ impl Store {
                 .key(self.keys.cancelling())
                 .key(self.keys.attempts())
                 .key(self.keys.archive_entries())
-                .arg(now_ms())
                 .arg(self.keys.prefix());
             for m in chunk {
                 inv.arg(m);

@@ -22,6 +22,28 @@ pub const MAX_COUNT: u64 = 100_000;
 /// `DEAD` without a count.
 pub const DEFAULT_DEAD_COUNT: usize = 100;
 
+/// When a pushed job is due, on the server's clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Due {
+    /// `AT <due_ms>`: a time since the epoch (0, or a time not in the
+    /// future: ready at once).
+    At(u64),
+    /// `IN <delay_ms>`: that long after the server receives the push. What a
+    /// client sends, so that its own clock, however skewed, plays no part
+    /// (docs/reliability.md, "Clocks").
+    In(u64),
+}
+
+impl Due {
+    /// The due time on the server's clock, `now_ms` being its now.
+    pub fn at(self, now_ms: u64) -> u64 {
+        match self {
+            Due::At(ms) => ms,
+            Due::In(delay) => now_ms.saturating_add(delay),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
     Ping(Option<Vec<u8>>),
@@ -35,11 +57,11 @@ pub enum Command {
         channel: u32,
         id: JobId,
         payload: Payload,
-        due_ms: Option<u64>,
+        due: Option<Due>,
     },
     PushMany {
         channel: u32,
-        due_ms: u64,
+        due: Due,
         jobs: Vec<(JobId, Payload)>,
     },
     Fetch {
@@ -225,22 +247,37 @@ pub fn parse(frame: Frame) -> Result<Command, Error> {
             let channel = a.channel()?;
             let id = a.id()?;
             let payload = a.payload()?;
-            let due_ms = match a.remaining() {
+            let due = match a.remaining() {
                 0 => None,
                 2 => {
                     let word = a.next()?;
-                    if !word.eq_ignore_ascii_case(b"AT") {
-                        return Err(Error::Invalid(format!("expected AT, got '{}'", printable(&word))));
+                    if word.eq_ignore_ascii_case(b"AT") {
+                        Some(Due::At(a.u64("due_ms")?))
+                    } else if word.eq_ignore_ascii_case(b"IN") {
+                        Some(Due::In(a.u64("delay_ms")?))
+                    } else {
+                        return Err(Error::Invalid(format!("expected AT or IN, got '{}'", printable(&word))));
                     }
-                    Some(a.u64("due_ms")?)
                 }
                 _ => return Err(arity(name)),
             };
-            Command::Push { channel, id, payload, due_ms }
+            Command::Push { channel, id, payload, due }
         }
         "PUSHMANY" => {
             let channel = a.channel()?;
-            let due_ms = a.u64("due_ms")?;
+            // `<due_ms or 0>`, or `IN <delay_ms>`.
+            let first = a.next()?;
+            let due = if first.eq_ignore_ascii_case(b"IN") {
+                Due::In(a.u64("delay_ms")?)
+            } else {
+                Due::At(parse_uint(&first).filter(|&v| v <= i64::MAX as u64).ok_or_else(|| {
+                    Error::Invalid(format!(
+                        "due_ms must be an integer in 0..={}, got '{}'",
+                        i64::MAX,
+                        printable(&first)
+                    ))
+                })?)
+            };
             if a.remaining() == 0 || !a.remaining().is_multiple_of(2) {
                 return Err(arity(name));
             }
@@ -248,7 +285,7 @@ pub fn parse(frame: Frame) -> Result<Command, Error> {
             while a.remaining() > 0 {
                 jobs.push((a.id()?, a.payload()?));
             }
-            Command::PushMany { channel, due_ms, jobs }
+            Command::PushMany { channel, due, jobs }
         }
         "FETCH" => {
             let count = a.uint("count", MAX_COUNT)? as usize;

@@ -29,16 +29,22 @@ fn names_are_case_insensitive() {
 fn push_variants() {
     assert_eq!(
         cmd(&["PUSH", "7", ID, "body"]).unwrap(),
-        Command::Push { channel: 7, id: id(), payload: Payload::from(&b"body"[..]), due_ms: None }
+        Command::Push { channel: 7, id: id(), payload: Payload::from(&b"body"[..]), due: None }
     );
     assert_eq!(
         cmd(&["PUSH", "7", ID, "body", "at", "123"]).unwrap(),
-        Command::Push { channel: 7, id: id(), payload: Payload::from(&b"body"[..]), due_ms: Some(123) }
+        Command::Push { channel: 7, id: id(), payload: Payload::from(&b"body"[..]), due: Some(Due::At(123)) }
     );
+    assert_eq!(
+        cmd(&["PUSH", "7", ID, "body", "in", "3000"]).unwrap(),
+        Command::Push { channel: 7, id: id(), payload: Payload::from(&b"body"[..]), due: Some(Due::In(3000)) }
+    );
+    assert_eq!(Due::In(3000).at(1_000_000), 1_003_000, "a delay counts from the server's now");
+    assert_eq!(Due::At(123).at(1_000_000), 123);
     // Uppercase ids are accepted and canonicalised.
     let upper = ID.to_ascii_uppercase();
     assert!(matches!(cmd(&["PUSH", "1", &upper, "x"]).unwrap(), Command::Push { id: i, .. } if i == id()));
-    assert!(err_line(&["PUSH", "1", ID, "x", "WHEN", "5"]).starts_with("ERR expected AT"));
+    assert!(err_line(&["PUSH", "1", ID, "x", "WHEN", "5"]).starts_with("ERR expected AT or IN"));
     assert!(err_line(&["PUSH", "1", ID, "x", "AT"]).starts_with("ERR wrong number of arguments"));
 }
 
@@ -46,9 +52,15 @@ fn push_variants() {
 fn pushmany_and_ackmany_need_pairs() {
     let other = "00000000-0000-0000-0000-000000000001";
     match cmd(&["PUSHMANY", "1", "0", ID, "a", other, "b"]).unwrap() {
-        Command::PushMany { channel: 1, due_ms: 0, jobs } => assert_eq!(jobs.len(), 2),
+        Command::PushMany { channel: 1, due: Due::At(0), jobs } => assert_eq!(jobs.len(), 2),
         c => panic!("{c:?}"),
     }
+    match cmd(&["PUSHMANY", "1", "IN", "2500", ID, "a"]).unwrap() {
+        Command::PushMany { channel: 1, due: Due::In(2500), jobs } => assert_eq!(jobs.len(), 1),
+        c => panic!("{c:?}"),
+    }
+    assert!(err_line(&["PUSHMANY", "1", "soon", ID, "a"]).starts_with("ERR due_ms must be an integer"));
+    assert!(err_line(&["PUSHMANY", "1", "IN", ID, "a"]).starts_with("ERR delay_ms must be an integer"));
     assert!(err_line(&["PUSHMANY", "1", "0", ID]).starts_with("ERR wrong number"));
     assert!(err_line(&["PUSHMANY", "1", "0"]).starts_with("ERR wrong number"));
     assert_eq!(cmd(&["ACKMANY", ID, "3", other, "4"]).unwrap(), Command::AckMany(vec![(id(), 3), (JobId(1), 4)]));

@@ -84,15 +84,16 @@ pub(crate) fn execute(
         },
         Command::Client | Command::Select => Reply::Ok,
         Command::Quit => return (Reply::Ok, Flow::Close),
-        Command::Push { channel, id, payload, due_ms } => {
-            let created = with_engine(shared, session, |e, now| e.push(now, channel, id, payload, due_ms));
+        Command::Push { channel, id, payload, due } => {
+            let created =
+                with_engine(shared, session, |e, now| e.push(now, channel, id, payload, due.map(|d| d.at(now))));
             if created {
                 shared.notifier.notify();
             }
             Reply::Int(i64::from(created))
         }
-        Command::PushMany { channel, due_ms, jobs } => {
-            let created = with_engine(shared, session, |e, now| e.push_many(now, channel, due_ms, jobs));
+        Command::PushMany { channel, due, jobs } => {
+            let created = with_engine(shared, session, |e, now| e.push_many(now, channel, due.at(now), jobs));
             if created > 0 {
                 shared.notifier.notify();
             }

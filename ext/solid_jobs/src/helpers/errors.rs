@@ -23,6 +23,7 @@ pub fn to_ruby(e: CoreError) -> Error {
         CoreError::Redis(_) => "RedisError",
         CoreError::Engine(_) => "EngineError",
         CoreError::JobRunning(_) => "JobRunning",
+        CoreError::OutOfMemory(_) => "OutOfMemoryError",
         CoreError::Envelope(_) => "EnvelopeError",
         CoreError::Invalid(_) => return Error::new(Ruby::get().expect("GVL").exception_arg_error(), message),
         CoreError::StaleClaim(_) => "StaleClaimError",

@@ -27,9 +27,12 @@ impl EngineClient {
         self.url.clone()
     }
 
+    /// `due_ms` is on this process's clock; only the delay it implies is
+    /// sent, and the server counts it on its own clock.
     fn write(&self, channel_id: u32, due_ms: Option<u64>, jobs: Vec<(String, Vec<u8>)>) -> Result<(), Error> {
-        let due = due_ms.filter(|d| *d > solid_core::now_ms());
-        without_gvl(|_| self.pool.with(|c| wire::push_many(c, channel_id, due, &jobs)))?.map_err(err)?;
+        let now = solid_core::now_ms();
+        let delay = due_ms.filter(|d| *d > now).map(|d| std::time::Duration::from_millis(d - now));
+        without_gvl(|_| self.pool.with(|c| wire::push_many(c, channel_id, delay, &jobs)))?.map_err(err)?;
         Ok(())
     }
 
