@@ -258,7 +258,8 @@ impl Store {
                 .key(self.keys.attempts())
                 .key(self.keys.metric("processed"))
                 .key(self.keys.metric("stale"))
-                .key(self.keys.jobs());
+                .key(self.keys.jobs())
+                .key(self.keys.acked(node_id));
             for (token, id) in chunk {
                 inv.arg(*token).arg(id);
             }
@@ -481,7 +482,8 @@ impl Store {
     /// `take_requests` control requests from the node's mailbox (only its
     /// heartbeat thread asks for any; other callers pass 0 and leave the
     /// mailbox alone). Reports whether any served channel has ready jobs and
-    /// which registered nodes have expired.
+    /// which registered nodes have expired. Leaves the node's claims alone:
+    /// see [`Store::heartbeat_holding`].
     pub fn heartbeat(
         &self,
         conn: &mut Connection,
@@ -490,6 +492,25 @@ impl Store {
         description: &str,
         channels: &[&str],
         take_requests: usize,
+    ) -> Result<Heartbeat> {
+        self.heartbeat_holding(conn, node_id, ttl_ms, description, channels, take_requests, None)
+    }
+
+    /// [`Store::heartbeat`], and with `held` (what the node holds) in the
+    /// same script call: every claim recorded under the node that it does
+    /// not hold, stamped below `held.floor`, goes back to the head of its
+    /// channel (their job ids are in `Heartbeat::handed_back`), and the
+    /// node's holding record is written for `IntegrityCheck`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn heartbeat_holding(
+        &self,
+        conn: &mut Connection,
+        node_id: &str,
+        ttl_ms: u64,
+        description: &str,
+        channels: &[&str],
+        take_requests: usize,
+        held: Option<&Held>,
     ) -> Result<Heartbeat> {
         let mut inv = self.scripts.heartbeat.prepare_invoke();
         inv.key(self.keys.node(node_id))
@@ -507,18 +528,34 @@ impl Store {
             inv.key(self.keys.channel(c));
         }
         inv.arg(node_id).arg(ttl_ms).arg(description).arg(self.keys.prefix()).arg(now_ms()).arg(take_requests);
+        match held {
+            // A floor of 0 reconciles nothing; stamps start above it.
+            Some(held) => {
+                inv.arg(held.floor.max(1));
+                for token in &held.tokens {
+                    inv.arg(*token);
+                }
+            }
+            None => {
+                inv.arg(0);
+            }
+        }
         let out: Vec<Value> = inv.invoke(conn)?;
         let int =
             |i: usize| -> Result<u64> { Ok(out.get(i).map(redis::from_redis_value::<u64>).transpose()?.unwrap_or(0)) };
-        let ready = int(0)? == 1;
-        let released = int(1)?;
-        let k = int(2)? as usize;
         let strings = |range: std::ops::Range<usize>| -> Result<Vec<String>> {
             out.get(range).unwrap_or_default().iter().map(|v| redis::from_redis_value(v).map_err(Error::from)).collect()
         };
-        let requests = strings(3..3 + k)?;
-        let dead = strings(3 + k..out.len().max(3 + k))?;
-        Ok(Heartbeat { ready, released, requests, dead })
+        let ready = int(0)? == 1;
+        let released = int(1)?;
+        let incarnation = out.get(2).map(redis::from_redis_value::<String>).transpose()?.unwrap_or_default();
+        let fence = int(3)?;
+        let u = int(4)? as usize;
+        let handed_back = strings(5..5 + u)?;
+        let k = int(5 + u)? as usize;
+        let requests = strings(6 + u..6 + u + k)?;
+        let dead = strings(6 + u + k..out.len().max(6 + u + k))?;
+        Ok(Heartbeat { ready, released, requests, dead, incarnation, fence, handed_back })
     }
 
     /// Writes publications behind the publication barrier (`hold.lua`):
@@ -626,6 +663,26 @@ pub struct Heartbeat {
     pub requests: Vec<String>,
     /// Registered nodes whose heartbeat has expired.
     pub dead: Vec<String>,
+    /// The namespace's incarnation: it changes only when Redis lost the
+    /// namespace (every key gone) and a heartbeat created it again.
+    pub incarnation: String,
+    /// The fence counter: below a token a node was given only after Redis
+    /// went back in time (claims raise it past its clock floor).
+    pub fence: u64,
+    /// Job ids (or `token N` for a record without one) of claims recorded
+    /// under the node that it did not hold, handed back to their channels.
+    pub handed_back: Vec<String>,
+}
+
+/// What a node holds, for the heartbeat to reconcile its claims against:
+/// every token claimed and not yet settled in Redis, and `floor`, the stamp
+/// of the node's oldest claim call whose outcome it does not know yet (or
+/// of its next one). A claim stamped at or above the floor may still be on
+/// its way to the node and is left alone.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Held {
+    pub floor: u64,
+    pub tokens: Vec<ClaimToken>,
 }
 
 /// A job moved back to its channel from a dead node's claims.
