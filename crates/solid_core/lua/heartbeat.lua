@@ -8,11 +8,12 @@
 -- KEYS[12..] channel lists the node serves
 -- ARGV[1] node id, ARGV[2] ttl ms, ARGV[3] description JSON, ARGV[4] key prefix,
 -- ARGV[5] now ms, ARGV[6] control requests to take (0: leave the mailbox alone),
--- ARGV[7] claim floor (0: do not reconcile the node's claims), ARGV[8..] the
--- tokens the node holds
+-- ARGV[7] claim floor (0: do not reconcile the node's claims), ARGV[8] check
+-- stamp (increasing per node), ARGV[9..] the tokens the node holds
 -- Returns {1 if any served channel has ready jobs else 0, barriers released,
--- keyspace incarnation, fence counter, number of claims handed back u,
--- u job ids..., number of control requests k, k requests..., dead node ids...}
+-- keyspace incarnation, fence counter, check stamp of the holding record
+-- this call replaced (0: none), number of claims handed back u, u job
+-- ids..., number of control requests k, k requests..., dead node ids...}
 --
 -- The node's own claims hash, holding record, and the namespace's fence and
 -- incarnation keys are named from the prefix (as the other nodes' heartbeat
@@ -38,11 +39,12 @@ end
 -- has not seen yet, or of its next one. A claim stamped at or above it may
 -- be one the node is about to receive, so it is left alone.
 local handed_back = {}
+local previous_check = 0
 local floor = tonumber(ARGV[7]) or 0
 if floor > 0 then
   local claims = prefix .. 'claims:' .. ARGV[1]
   local held = {}
-  for i = 8, #ARGV do held[ARGV[i]] = true end
+  for i = 9, #ARGV do held[ARGV[i]] = true end
   local unknown = {}
   for _, token in ipairs(redis.call('HKEYS', claims)) do
     if not held[token] then unknown[#unknown + 1] = token end
@@ -65,9 +67,13 @@ if floor > 0 then
   end
   -- What the node held at this heartbeat, for IntegrityCheck: a claim
   -- stamped below `floor` that is not in this list is one the node does
-  -- not hold. `floor|now_ms|token,token,...`, living as long as the node key.
-  redis.pcall('SET', prefix .. 'holding:' .. ARGV[1], ARGV[7] .. '|' .. ARGV[5] .. '|' .. table.concat(ARGV, ',', 8),
-    'PX', ARGV[2])
+  -- not hold. `floor|check|token,token,...`, living as long as the node
+  -- key. The record it replaces tells the node whether Redis lost writes:
+  -- an older check than the last one Redis acknowledged means it went back.
+  local previous = redis.pcall('SET', prefix .. 'holding:' .. ARGV[1],
+    ARGV[7] .. '|' .. ARGV[8] .. '|' .. table.concat(ARGV, ',', 9), 'PX', ARGV[2], 'GET')
+  -- (Its second field, read as a claim record's stamp is.)
+  if type(previous) == 'string' then previous_check = claim_stamp(previous) end
 end
 
 -- The namespace's incarnation: created by the first heartbeat that finds
@@ -88,7 +94,7 @@ end
 local requests = {}
 local take = tonumber(ARGV[6])
 if take > 0 then requests = redis.call('LPOP', KEYS[3], take) or {} end
-local out = { ready, released, incarnation, fence, #handed_back }
+local out = { ready, released, incarnation, fence, previous_check, #handed_back }
 for _, id in ipairs(handed_back) do out[#out + 1] = id end
 out[#out + 1] = #requests
 for _, r in ipairs(requests) do out[#out + 1] = r end

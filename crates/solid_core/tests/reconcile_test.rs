@@ -42,7 +42,7 @@ fn the_heartbeat_hands_back_claims_the_node_does_not_hold() {
     let in_flight = store.claim(&mut c, "n1", &["default"], 1, stamp + 2).unwrap();
     let tokens: Vec<u64> = held.jobs.iter().map(|j| j.token).collect();
 
-    let hb = beat(&store, &mut c, &Held { floor: stamp + 2, tokens: tokens.clone() });
+    let hb = beat(&store, &mut c, &Held { floor: stamp + 2, check: 1, tokens: tokens.clone() });
     assert_eq!(hb.handed_back, vec![lost.jobs[0].envelope.id.clone()]);
     assert!(hb.ready, "the handed-back job is ready on a served channel");
     let left: Vec<u64> = c.hkeys("solid_jobs:claims:n1").unwrap();
@@ -63,8 +63,12 @@ fn the_heartbeat_hands_back_claims_the_node_does_not_hold() {
     assert_eq!(listed.len(), 2);
     assert!(tokens.iter().all(|t| listed.contains(t)));
 
-    // Nothing else to hand back; a heartbeat without holdings reconciles nothing.
-    assert!(beat(&store, &mut c, &Held { floor: stamp + 2, tokens }).handed_back.is_empty());
+    // Nothing else to hand back; the record replaced is reported, so the
+    // node can tell whether Redis went back. A heartbeat without holdings
+    // reconciles nothing.
+    let hb = beat(&store, &mut c, &Held { floor: stamp + 2, check: 2, tokens });
+    assert!(hb.handed_back.is_empty());
+    assert_eq!(hb.previous_check, Some(1));
     assert!(store.heartbeat(&mut c, "n1", 60_000, "{}", &["default"], 0).unwrap().handed_back.is_empty());
     assert_eq!(c.hlen::<_, i64>("solid_jobs:claims:n1").unwrap(), 3);
 }
@@ -111,14 +115,17 @@ fn a_completion_batch_resent_after_its_reply_was_lost_is_recognised_as_applied()
     let done: Vec<(u64, String)> = batch.jobs.iter().map(|j| (j.token, j.envelope.id.clone())).collect();
     // One claim was recovered meanwhile: that completion is stale.
     let _: () = c.hdel("solid_jobs:claims:n1", done[1].0).unwrap();
-    assert_eq!(store.ack(&mut c, "n1", &done).unwrap(), vec![done[1].0]);
+    assert_eq!(store.ack_resendable(&mut c, "n1", &done).unwrap(), vec![done[1].0]);
     // The same batch again (its reply was lost): the same answer, nothing counted twice.
-    assert_eq!(store.ack(&mut c, "n1", &done).unwrap(), vec![done[1].0]);
+    assert_eq!(store.ack_resendable(&mut c, "n1", &done).unwrap(), vec![done[1].0]);
     assert_eq!(c.get::<_, i64>("solid_jobs:metric:processed").unwrap(), 2);
     assert_eq!(c.get::<_, i64>("solid_jobs:metric:stale").unwrap(), 1);
     // A different batch naming completed claims is stale, as before.
-    assert_eq!(store.ack(&mut c, "n1", &done[..1]).unwrap(), vec![done[0].0]);
+    assert_eq!(store.ack_resendable(&mut c, "n1", &done[..1]).unwrap(), vec![done[0].0]);
     assert_eq!(c.get::<_, i64>("solid_jobs:metric:stale").unwrap(), 2);
+    // A plain ack (the adapter API: a caller may ack twice) knows no resends.
+    assert_eq!(store.ack(&mut c, "n1", &done[..1]).unwrap(), vec![done[0].0]);
+    assert_eq!(c.get::<_, i64>("solid_jobs:metric:stale").unwrap(), 3);
 }
 
 #[test]

@@ -43,6 +43,9 @@ struct Inner {
     /// The highest token this node was ever given: a fence counter below it
     /// means Redis went back in time.
     max_token: ClaimToken,
+    /// The last check stamp handed out, and the last one Redis acknowledged.
+    last_check: u64,
+    acknowledged_check: u64,
 }
 
 impl Holdings {
@@ -88,10 +91,27 @@ impl Holdings {
         }
     }
 
-    /// What the node holds now, for one heartbeat.
+    /// What the node holds now, for one heartbeat, with a fresh check stamp.
     pub fn snapshot(&self) -> Held {
-        let inner = self.inner.lock();
-        Held { floor: inner.pending.unwrap_or(inner.last_stamp + 1), tokens: inner.tokens.iter().copied().collect() }
+        let mut inner = self.inner.lock();
+        let check = now_ms().max(inner.last_check + 1);
+        inner.last_check = check;
+        Held {
+            floor: inner.pending.unwrap_or(inner.last_stamp + 1),
+            check,
+            tokens: inner.tokens.iter().copied().collect(),
+        }
+    }
+
+    /// Redis answered the heartbeat that sent `held`, which found the
+    /// holding record stamped `previous`. When that record is older than
+    /// one Redis had already acknowledged, Redis lost writes: returns how
+    /// far back it went, at least (check stamps are the node's clock in ms).
+    pub fn checked(&self, held: &Held, previous: Option<u64>) -> Option<u64> {
+        let mut inner = self.inner.lock();
+        let went_back = previous.filter(|&p| p < inner.acknowledged_check).map(|p| inner.acknowledged_check - p);
+        inner.acknowledged_check = inner.acknowledged_check.max(held.check);
+        went_back
     }
 
     pub fn len(&self) -> usize {
@@ -127,5 +147,26 @@ mod tests {
         h.release([7]);
         assert_eq!(h.snapshot().tokens, vec![8]);
         assert_eq!(h.max_token(), 8);
+    }
+
+    #[test]
+    fn a_holding_record_older_than_one_acknowledged_means_redis_went_back() {
+        let h = Holdings::default();
+        let first = h.snapshot();
+        assert_eq!(h.checked(&first, None), None, "the first heartbeat finds no record");
+        let second = h.snapshot();
+        assert!(second.check > first.check);
+        assert_eq!(h.checked(&second, Some(first.check)), None);
+        let third = h.snapshot();
+        assert_eq!(
+            h.checked(&third, Some(first.check)),
+            Some(second.check - first.check),
+            "the second record was lost"
+        );
+        // A heartbeat whose reply was lost is not counted as acknowledged, so
+        // finding its record later is no alarm.
+        let lost_reply = h.snapshot();
+        let fourth = h.snapshot();
+        assert_eq!(h.checked(&fourth, Some(lost_reply.check)), None);
     }
 }

@@ -123,8 +123,9 @@ impl Shared {
     /// This node's heartbeat (see `Store::heartbeat_holding`), taking up to
     /// `take_requests` control requests and reconciling the node's claims
     /// with what it holds. Whichever thread beats, what the heartbeat
-    /// learned about the keyspace is logged here.
-    fn heartbeat(&self, c: &mut Connection, take_requests: usize) -> Result<Heartbeat> {
+    /// learned about the keyspace is logged here; the flag says Redis lost
+    /// the namespace.
+    fn heartbeat(&self, c: &mut Connection, take_requests: usize) -> Result<(Heartbeat, bool)> {
         let names: Vec<&str> = self.cfg.channels.iter().map(|(n, _)| n.as_str()).collect();
         let ttl_ms = self.cfg.node_ttl.as_millis() as u64;
         let held = self.holdings.snapshot();
@@ -137,44 +138,58 @@ impl Shared {
             take_requests,
             Some(&held),
         )?;
-        self.notice_keyspace(&heartbeat);
-        Ok(heartbeat)
+        let went_back = self.holdings.checked(&held, heartbeat.previous_check);
+        let lost = self.notice_keyspace(&heartbeat, went_back);
+        Ok((heartbeat, lost))
     }
 
     /// Says in plain words when Redis lost this namespace or went back in
-    /// time, and which claims the heartbeat handed back.
-    fn notice_keyspace(&self, heartbeat: &Heartbeat) {
+    /// time (`went_back`: the node's holding record was older than one Redis
+    /// had acknowledged, by that many ms), and which claims the heartbeat
+    /// handed back. Returns whether the namespace was lost.
+    fn notice_keyspace(&self, heartbeat: &Heartbeat, went_back: Option<u64>) -> bool {
         let mut seen = self.keyspace_seen.lock();
         let lost = matches!(&seen.0, Some(known) if *known != heartbeat.incarnation);
         seen.0 = Some(heartbeat.incarnation.clone());
         let max_token = self.holdings.max_token();
-        if lost {
+        // Each way of noticing is said once: the fence counter stays below
+        // the same token until the next claim, the record is rewritten now.
+        let fence_back = heartbeat.fence < max_token && seen.1 < max_token;
+        if fence_back || lost {
             seen.1 = max_token;
+        }
+        drop(seen);
+        if lost {
+            let held = self.holdings.len();
+            let running = if held > 0 {
+                format!("; the {held} job(s) this node holds still run, but Redis can no longer record their outcome")
+            } else {
+                String::new()
+            };
             log(
                 "ERROR",
                 &format!(
                     "Redis lost all SolidJobs data in namespace {:?}: every key is gone (Redis restarted without \
                      persistence, was flushed, or was restored from a copy older than the namespace). Jobs that \
-                     were waiting, planned or retrying are gone and must be enqueued again; the {} job(s) this \
-                     node holds will run, but their completions cannot be recorded",
-                    self.cfg.namespace,
-                    self.holdings.len()
+                     were waiting, planned or retrying are gone and must be enqueued again{running}",
+                    self.cfg.namespace
                 ),
             );
-        } else if heartbeat.fence < max_token && seen.1 < max_token {
-            seen.1 = max_token;
+        } else if went_back.is_some() || fence_back {
+            let how = match went_back {
+                Some(ms) => format!("at least the last {ms} ms of them"),
+                None => format!("its fence counter {} is below token {max_token} this node was given", heartbeat.fence),
+            };
             log(
                 "WARN",
                 &format!(
-                    "Redis went back in time: its fence counter is {}, below token {max_token} this node was \
-                     given, so writes it acknowledged were lost (restored from an older AOF or RDB, or failed over \
-                     to a replica that was behind). New tokens stay above every earlier one; claims Redis brought \
-                     back are handed back at each heartbeat, so jobs completed in the lost window run again",
-                    heartbeat.fence
+                    "Redis went back in time: writes it had acknowledged are gone ({how}; it was restored from an \
+                     older AOF or RDB, or failed over to a replica that was behind). Claim tokens stay above every \
+                     earlier one; claims Redis brought back are handed back to their channels, so jobs completed in \
+                     the lost window run again"
                 ),
             );
         }
-        drop(seen);
         if !heartbeat.handed_back.is_empty() {
             const SHOWN: usize = 10;
             let n = heartbeat.handed_back.len();
@@ -191,6 +206,7 @@ impl Shared {
                 ),
             );
         }
+        lost
     }
 }
 
@@ -525,8 +541,12 @@ impl<'a> Claimer<'a> {
             self.unsettled_stamp = Some(stamp);
         }
         if matches!(&e, Error::Redis(m) if m.contains("NODE_EXPIRED")) {
-            log("WARN", "node heartbeat expired (was this process paused?); re-registering");
-            let _ = self.conn.run(|c| s.heartbeat(c, 0));
+            // Re-register first: when Redis lost the namespace (which also
+            // removes the key), that is what the heartbeat logs instead.
+            let lost = self.conn.run(|c| s.heartbeat(c, 0)).is_ok_and(|(_, lost)| lost);
+            if !lost {
+                log("WARN", "node heartbeat expired (was this process paused?); re-registering");
+            }
         } else if !e.is_connection() || self.conn.is_connected() {
             log("WARN", &format!("claim failed: {e}"));
         }
@@ -580,7 +600,7 @@ impl Fetch for Claimer<'_> {
 fn ack_loop(s: &Shared, acks_rx: Receiver<AckMsg<(ClaimToken, String)>>) {
     let conn = Reconnecting::new(s.pool.connector().clone());
     acker::run(acks_rx, conn, &s.closed, s.stats(), |conn, batch| {
-        let written = conn.run(|c| s.store.ack(c, &s.cfg.node_id, batch));
+        let written = conn.run(|c| s.store.ack_resendable(c, &s.cfg.node_id, batch));
         s.stats().note(&written);
         let stale = written?;
         // Answered (completed or stale): these claims are no longer held.
@@ -643,7 +663,7 @@ impl<'a> HeartbeatThread<'a> {
         let heartbeat = self.conn.run(|c| s.heartbeat(c, take));
         s.stats().note(&heartbeat);
         match heartbeat {
-            Ok(heartbeat) => {
+            Ok((heartbeat, _)) => {
                 self.next_beat = now + s.cfg.heartbeat_interval;
                 if heartbeat.ready {
                     s.bells.ready.ring();

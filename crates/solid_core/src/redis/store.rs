@@ -250,7 +250,33 @@ impl Store {
     }
 
     /// Completes claims; returns the stale tokens (rejected, nothing changed).
+    /// Completing a claim twice is stale the second time, as for a caller
+    /// of the adapter API that acks twice.
     pub fn ack(&self, conn: &mut Connection, node_id: &str, done: &[(ClaimToken, String)]) -> Result<Vec<ClaimToken>> {
+        self.ack_batches(conn, node_id, done, false)
+    }
+
+    /// [`Store::ack`] for a writer that never completes a claim twice and
+    /// resends a batch, unchanged, only when it got no reply (a node's
+    /// acker): the batch again, after it applied, gets the first answer and
+    /// changes nothing, instead of reading as stale. One more write per
+    /// call (the node's `acked` marker).
+    pub fn ack_resendable(
+        &self,
+        conn: &mut Connection,
+        node_id: &str,
+        done: &[(ClaimToken, String)],
+    ) -> Result<Vec<ClaimToken>> {
+        self.ack_batches(conn, node_id, done, true)
+    }
+
+    fn ack_batches(
+        &self,
+        conn: &mut Connection,
+        node_id: &str,
+        done: &[(ClaimToken, String)],
+        resendable: bool,
+    ) -> Result<Vec<ClaimToken>> {
         let mut stale = Vec::new();
         for chunk in done.chunks(MAX_BATCH) {
             let mut inv = self.scripts.ack.prepare_invoke();
@@ -259,7 +285,8 @@ impl Store {
                 .key(self.keys.metric("processed"))
                 .key(self.keys.metric("stale"))
                 .key(self.keys.jobs())
-                .key(self.keys.acked(node_id));
+                .key(self.keys.acked(node_id))
+                .arg(if resendable { "1" } else { "0" });
             for (token, id) in chunk {
                 inv.arg(*token).arg(id);
             }
@@ -531,7 +558,7 @@ impl Store {
         match held {
             // A floor of 0 reconciles nothing; stamps start above it.
             Some(held) => {
-                inv.arg(held.floor.max(1));
+                inv.arg(held.floor.max(1)).arg(held.check);
                 for token in &held.tokens {
                     inv.arg(*token);
                 }
@@ -550,12 +577,13 @@ impl Store {
         let released = int(1)?;
         let incarnation = out.get(2).map(redis::from_redis_value::<String>).transpose()?.unwrap_or_default();
         let fence = int(3)?;
-        let u = int(4)? as usize;
-        let handed_back = strings(5..5 + u)?;
-        let k = int(5 + u)? as usize;
-        let requests = strings(6 + u..6 + u + k)?;
-        let dead = strings(6 + u + k..out.len().max(6 + u + k))?;
-        Ok(Heartbeat { ready, released, requests, dead, incarnation, fence, handed_back })
+        let previous_check = Some(int(4)?).filter(|&c| c > 0);
+        let u = int(5)? as usize;
+        let handed_back = strings(6..6 + u)?;
+        let k = int(6 + u)? as usize;
+        let requests = strings(7 + u..7 + u + k)?;
+        let dead = strings(7 + u + k..out.len().max(7 + u + k))?;
+        Ok(Heartbeat { ready, released, requests, dead, incarnation, fence, previous_check, handed_back })
     }
 
     /// Writes publications behind the publication barrier (`hold.lua`):
@@ -669,6 +697,9 @@ pub struct Heartbeat {
     /// The fence counter: below a token a node was given only after Redis
     /// went back in time (claims raise it past its clock floor).
     pub fence: u64,
+    /// The check stamp of the holding record this heartbeat replaced (see
+    /// [`Held::check`]); None when there was none (or no reconciliation).
+    pub previous_check: Option<u64>,
     /// Job ids (or `token N` for a record without one) of claims recorded
     /// under the node that it did not hold, handed back to their channels.
     pub handed_back: Vec<String>,
@@ -679,9 +710,14 @@ pub struct Heartbeat {
 /// of the node's oldest claim call whose outcome it does not know yet (or
 /// of its next one). A claim stamped at or above the floor may still be on
 /// its way to the node and is left alone.
+///
+/// `check` stamps this heartbeat's holding record (increasing per node): a
+/// later heartbeat that finds a record with an older check than the last
+/// one Redis acknowledged learns that Redis lost writes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Held {
     pub floor: u64,
+    pub check: u64,
     pub tokens: Vec<ClaimToken>,
 }
 
