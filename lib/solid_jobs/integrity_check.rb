@@ -11,8 +11,9 @@ module SolidJobs
   # of registered nodes whose heartbeat expired (dead: recovery will move
   # them), claims recorded under a live node that the node does not hold
   # (unheld: a claim whose reply was lost arrived late, or Redis brought a
-  # settled claim back; the node's next heartbeat hands them back), entries that do not decode (sampled per list), channel lists not
-  # in the channel registry, channels with work that no configured
+  # settled claim back; the node's next heartbeat hands them back), entries
+  # that do not decode (sampled per list), channel lists not in the channel
+  # registry, channels with work that no configured
   # channel serves, and publications held behind a barrier that expired
   # more than a recovery delay ago (no node is running to release them:
   # docs/observability.md). It issues only reads (SCAN, LLEN, LRANGE,
