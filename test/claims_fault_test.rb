@@ -2,6 +2,7 @@
 
 require_relative "test_helper"
 require_relative "support/fault_proxy"
+require_relative "support/engine_server"
 require "fileutils"
 
 # Claims under faults the happy path never meets, with real worker
@@ -14,6 +15,7 @@ class ClaimsFaultTest < SolidJobsTest
     @workers&.each { |w| w.signal("KILL") && w.wait(timeout: 5) }
     @proxy&.close
     @private_redis&.cleanup
+    @engine&.cleanup
     super
   end
 
@@ -182,6 +184,33 @@ class ClaimsFaultTest < SolidJobsTest
     assert_equal 5, @proxy.cuts_done, "every cut hit a completion reply"
     assert_equal 25, ledger_lines.size, "each job ran once"
     assert_equal 0, redis.get(key("metric:stale")).to_i, "no resent completion counted as stale"
+    stop_cleanly(w)
+    refute_match(/stale/, File.read(w.log))
+  end
+
+  # Item 6 on SolidEngine: ACKMANY replies cut mid-way, the acker resends
+  # them; the engine answers "acked already" for a batch that applied.
+  def test_resent_engine_completions_whose_first_attempt_applied_are_not_stale
+    port = RedisServer.free_port
+    @engine = EngineServer.new(extra: ["--listen", "tcp://127.0.0.1:#{port}"]).start
+    @proxy = FaultProxy.new(port).start
+    url = "tcp://127.0.0.1:#{@proxy.port}"
+    configure_solid_jobs(backend: :solid_engine, url: @engine.url,
+                         backends: {solid_engine: {adapter: :solid_engine, url: @engine.url, lease: 30.0}})
+    path = ledger_path
+    log = File.join(@ledger_dir, "engine-worker.log")
+    w = WorkerProcess.new(redis_url: "redis://127.0.0.1:#{RedisServer.free_port}/0", namespace: @namespace, log: log,
+                          args: %w[--concurrency 2], env: {"SOLID_JOBS_TEST_ENGINE_URL" => url}).start
+    (@workers ||= []) << w
+    ids = []
+    5.times do |round|
+      @proxy.cut_replies(1, request: /ACKMANY/)
+      ids += LedgerTask.enqueue_many(Array.new(5) { |i| [path, "e#{round}-#{i}"] })
+      backend = SolidJobs.routing.backend_for("default")
+      eventually("round #{round} acknowledged") { ids.all? { |id| backend.get_job(id)&.fetch("state") == "completed" } }
+    end
+    assert_equal 5, @proxy.cuts_done, "every cut hit a completion reply"
+    assert_equal 25, ledger_lines.size, "each job ran once"
     stop_cleanly(w)
     refute_match(/stale/, File.read(w.log))
   end

@@ -73,7 +73,12 @@ if floor > 0 then
   local previous = redis.pcall('SET', prefix .. 'holding:' .. ARGV[1],
     ARGV[7] .. '|' .. ARGV[8] .. '|' .. table.concat(ARGV, ',', 9), 'PX', ARGV[2], 'GET')
   -- (Its second field, read as a claim record's stamp is.)
-  if type(previous) == 'string' then previous_check = claim_stamp(previous) end
+  if type(previous) == 'string' then
+    previous_check = claim_stamp(previous)
+    -- Two heartbeats of one node can cross (the fetcher re-registering
+    -- while the heartbeat thread beats): the newer record stays.
+    if previous_check > tonumber(ARGV[8]) then redis.pcall('SET', prefix .. 'holding:' .. ARGV[1], previous, 'PX', ARGV[2]) end
+  end
 end
 
 -- The namespace's incarnation: created by the first heartbeat that finds
