@@ -141,3 +141,19 @@ fn the_incarnation_changes_only_when_the_namespace_is_lost() {
     let after = store.heartbeat(&mut c, "n1", 60_000, "{}", &["default"], 0).unwrap().incarnation;
     assert_ne!(first, after);
 }
+
+#[test]
+fn a_failure_resent_after_its_reply_was_lost_is_counted_once() {
+    let redis = RedisServer::start();
+    let mut c = redis.conn();
+    let store = Store::new(Keyspace::default());
+    let e = env(1);
+    store.enqueue(&mut c, "default", &[e.encode()]).unwrap();
+    register(&store, &mut c, "n1");
+    let job = store.claim(&mut c, "n1", &["default"], 1, now_ms()).unwrap().jobs.remove(0);
+    let first = store.record_failure(&mut c, "n1", job.token, &e.id, "RuntimeError", "boom").unwrap();
+    let again = store.record_failure(&mut c, "n1", job.token, &e.id, "RuntimeError", "boom").unwrap();
+    assert_eq!((first.failures, again.failures), (1, 1));
+    assert_eq!(again.first_failure_ms, first.first_failure_ms);
+    assert_eq!(c.get::<_, i64>("solid_jobs:metric:failed").unwrap(), 1);
+}
