@@ -73,11 +73,12 @@ module Bench
                     "already live, one HSET registers the others in the job index, then one LPUSH, SADD and PUBLISH.",
       worker_turn: "the doorbell message wakes the idle fetcher. `claim.lua`: EXISTS checks the node's heartbeat key, GET " \
                    "whether any cancelled job is waiting, RPOP takes up to the free window (a second RPOP finds the list " \
-                   "empty), INCRBY takes a fence token, HSET records the claim. It got fewer jobs than it asked for, so " \
-                   "every channel was empty: the fetcher waits for the doorbell instead of claiming again. " \
-                   "After the task returns, " \
-                   "the acker's `ack.lua`: HMGET checks the token is still held, HDEL ×3 removes the claim, the failure " \
-                   "record and the job-index entry, INCRBY counts it processed.",
+                   "empty), TIME and SET ... GET take a fence token above both the counter and a floor from Redis's " \
+                   "clock (so tokens never repeat after a Redis rollback), HSET records the claim. It got fewer jobs " \
+                   "than it asked for, so every channel was empty: the fetcher waits for the doorbell instead of " \
+                   "claiming again. After the task returns, the acker's `ack.lua`: SET its node's last-batch marker (a " \
+                   "batch resent after a lost reply is recognised as applied), HMGET checks the token is still held, " \
+                   "HDEL ×3 removes the claim, the failure record and the job-index entry, INCRBY counts it processed.",
       retry: "the same claim; then, on the node's pooled connection, `record_failure.lua` (HEXISTS fence check, TIME " \
              "(failure times are on Redis' clock), HGET and HSET the failure record, INCR failed) and, once " \
              "FailurePolicy chose the delay, `retry.lua` (HDEL the claim, SET the settle marker that makes a resent " \
@@ -96,7 +97,9 @@ module Bench
                            "the timer, and `ready`.",
       recovery: "the live node's heartbeat tick: `heartbeat.lua` (SET its node key with a TTL, SADD nodes, LLEN its " \
                 "channel, SMEMBERS nodes, EXISTS per registered node: the dead one's key is gone, TIME and " \
-                "ZRANGEBYSCORE for expired publication holds, LPOP of the node's control mailbox); then `requeue.lua` " \
+                "ZRANGEBYSCORE for expired publication holds, LPOP of the node's control mailbox, HKEYS of its own " \
+                "claims to hand back any it does not hold and SET of its holding record, GET ×2 of the namespace's " \
+                "incarnation and the fence counter to notice a lost or rolled-back Redis); then `requeue.lua` " \
                 "for the dead node (EXISTS its key again, atomically; HGETALL its claims, HSET job index ready, RPUSH " \
                 "back at the head of the channel, DEL claims and node key, SREM nodes, PUBLISH `ready`); then a worker " \
                 "turn as above: claim, ack."

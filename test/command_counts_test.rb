@@ -16,20 +16,30 @@ class CommandCountsTest < SolidJobsTest
     enqueue: {commands: 1, lua: 4, round_trips: 1},
     # enqueue.lua: HMGET HSET (the whole batch in the job index), LPUSH SADD PUBLISH
     enqueue_many: {commands: 1, lua: 5, round_trips: 1},
-    # claim (the job; fewer than asked for, so the fetcher waits for the doorbell), ack
-    worker_turn: {commands: 2, lua: 11, round_trips: 2},
+    # claim (the job; fewer than asked for, so the fetcher waits for the doorbell), ack.
+    # Inside the scripts, not more round trips: a claim that claims reads Redis's
+    # TIME and raises the fence counter to its clock floor (SET ... GET instead
+    # of INCRBY), so tokens survive a Redis rollback; an ack writes the node's
+    # last-batch marker (SET), so a batch resent after a lost reply is
+    # recognised as applied, not stale (docs/reliability.md).
+    worker_turn: {commands: 2, lua: 13, round_trips: 2},
     # Scripts that compare or store due times read Redis' clock with TIME
     # (docs/reliability.md, "Clocks"): one command inside the script each,
     # no command sent and no round trip added.
-    # claim, record_failure (+TIME), retry (+TIME), promote (+TIME; woken by
-    # `planned`, nothing due)
-    retry: {commands: 4, lua: 23, round_trips: 4},
+    # claim (+TIME, the fence floor), record_failure (+TIME), retry (+TIME),
+    # promote (+TIME; woken by `planned`, nothing due)
+    retry: {commands: 4, lua: 24, round_trips: 4},
     # schedule (+TIME), promote (+TIME; nothing due), promote (+TIME; moves
     # it), claim (woken by `ready`, empty)
     scheduled_promotion: {commands: 4, lua: 24, round_trips: 4},
     # heartbeat (+TIME; finds the dead node; also ZRANGEBYSCORE for expired
-    # publication barriers and LPOP of the control mailbox), requeue, claim, ack
-    recovery: {commands: 4, lua: 27, round_trips: 4}
+    # publication barriers and LPOP of the control mailbox), requeue, claim, ack.
+    # The heartbeat also reconciles the node's claims with what it holds
+    # (HKEYS, and SET of its holding record) and reads the namespace's
+    # incarnation and the fence counter (GET twice), to hand back claims it
+    # does not hold and to notice a lost or rolled-back Redis; the claim's TIME
+    # and the ack's marker as in worker_turn.
+    recovery: {commands: 4, lua: 33, round_trips: 4}
   }.freeze
   # Seconds without traffic that end an operation: far above any scheduling
   # delay of a runnable thread on a loaded host, so nothing late is missed.

@@ -56,4 +56,38 @@ class FaultProxyTest < Minitest::Test
     assert_equal 1, @proxy.cuts_done
     assert_equal "PONG", client.ping
   end
+
+  def test_disconnected_held_client_sees_the_end_while_its_request_still_arrives_late
+    key = "fault-proxy:#{SecureRandom.hex(4)}"
+    r = client
+    r.ping
+    @proxy.hold_existing!
+    writer = Thread.new do
+      r.set(key, "late")
+    rescue Redis::BaseConnectionError => e
+      e
+    end
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 5
+    sleep 0.01 until @proxy.held_request?(/#{key}/) || Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+    assert @proxy.held_request?(/#{key}/), "the request is held in flight"
+    refute @proxy.held_request?(/no-such-request/)
+    @proxy.disconnect_held_clients!
+    assert_kind_of Redis::BaseConnectionError, writer.value, "the client sees its connection end at once"
+    direct = Redis.new(url: REDIS.url)
+    assert_nil direct.get(key)
+    @proxy.release_held!
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 5
+    sleep 0.01 until direct.get(key) || Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+    assert_equal "late", direct.get(key), "released, the request of the given-up connection arrives"
+  end
+
+  def test_cut_replies_to_matching_requests_only
+    r = client
+    r.ping
+    @proxy.cut_replies(1, request: /cut-me/)
+    assert_equal "PONG", r.ping, "a reply to another request passes"
+    assert_raises(Redis::ConnectionError, Redis::TimeoutError) { client.get("cut-me") }
+    assert_equal 1, @proxy.cuts_done
+    assert_nil client.get("cut-me"), "one cut only"
+  end
 end

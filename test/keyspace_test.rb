@@ -12,14 +12,15 @@ class KeyspaceTest < SolidJobsTest
       k.planned => "ns:planned", k.retrying => "ns:retrying", k.attempts => "ns:attempts",
       k.archive => "ns:archive", k.archive_entries => "ns:archive:entries", k.claims("n1") => "ns:claims:n1",
       k.node("n1") => "ns:node:n1", k.nodes => "ns:nodes", k.jobs => "ns:jobs", k.cancelling => "ns:cancelling",
-      k.settled(7) => "ns:settled:7", k.fence => "ns:fence", k.metric("processed") => "ns:metric:processed",
+      k.settled(7) => "ns:settled:7", k.fence => "ns:fence", k.holding("n1") => "ns:holding:n1",
+      k.acked("n1") => "ns:acked:n1", k.incarnation => "ns:incarnation", k.metric("processed") => "ns:metric:processed",
       k.doorbell => "ns:doorbell", k.publishing => "ns:publishing", k.telemetry => "ns:telemetry",
       k.observations("n1") => "ns:observations:n1", k.control("n1") => "ns:control:n1",
       k.backtraces("n1") => "ns:backtraces:n1", k.tasks => "ns:tasks", k.channel_pattern => "ns:channel:*",
       k.claims_pattern => "ns:claims:*", k.observations_pattern => "ns:observations:*"
     }
     expected.each { |got, want| assert_equal want, got }
-    assert_equal 26, expected.size, "every method checked once (no two returned the same name)"
+    assert_equal 29, expected.size, "every method checked once (no two returned the same name)"
   end
 
   def test_frozen_and_shareable

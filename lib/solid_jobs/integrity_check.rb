@@ -9,17 +9,20 @@ module SolidJobs
   #
   # Findings: claims held by nodes that are not registered (orphaned), claims
   # of registered nodes whose heartbeat expired (dead: recovery will move
-  # them), entries that do not decode (sampled per list), channel lists not
-  # in the channel registry, channels with work that no configured
+  # them), claims recorded under a live node that the node does not hold
+  # (unheld: a claim whose reply was lost arrived late, or Redis brought a
+  # settled claim back; the node's next heartbeat hands them back), entries
+  # that do not decode (sampled per list), channel lists not in the channel
+  # registry, channels with work that no configured
   # channel serves, and publications held behind a barrier that expired
   # more than a recovery delay ago (no node is running to release them:
   # docs/observability.md). It issues only reads (SCAN, LLEN, LRANGE,
   # ZCARD, ...).
   module IntegrityCheck
-    Report = Struct.new(:counts, :orphaned_claims, :dead_node_claims, :undecodable, :unknown_channels, :unserved_channels,
-                        :expired_publications, keyword_init: true) do
+    Report = Struct.new(:counts, :orphaned_claims, :dead_node_claims, :unheld_claims, :undecodable, :unknown_channels,
+                        :unserved_channels, :expired_publications, keyword_init: true) do
       def ok?
-        [orphaned_claims, dead_node_claims, undecodable, unknown_channels, expired_publications].all?(&:empty?)
+        [orphaned_claims, dead_node_claims, unheld_claims, undecodable, unknown_channels, expired_publications].all?(&:empty?)
       end
     end
 
@@ -37,6 +40,7 @@ module SolidJobs
 
       ready = (registry | lists).sort.to_h { |c| [c, client.call(["LLEN", keys.channel(c)]).to_i] }
       claims = claimants.to_h { |node| [node, client.call(["HLEN", keys.claims(node)]).to_i] }
+      live = nodes.select { |node| client.call(["EXISTS", keys.node(node)]) == 1 }
       Report.new(
         counts: {
           ready: ready, planned: client.call(["ZCARD", keys.planned]).to_i,
@@ -45,13 +49,41 @@ module SolidJobs
           publishing: client.call(["ZCARD", keys.publishing]).to_i
         },
         orphaned_claims: claims.reject { |node, _| nodes.include?(node) }.map { |node, n| {node_id: node, claims: n} },
-        dead_node_claims: nodes.reject { |node| client.call(["EXISTS", keys.node(node)]) == 1 }
-                               .map { |node| {node_id: node, claims: claims.fetch(node, 0)} },
+        dead_node_claims: (nodes - live).map { |node| {node_id: node, claims: claims.fetch(node, 0)} },
+        unheld_claims: live.flat_map { |node| unheld_claims(client, keys, node) },
         undecodable: undecodable(client, keys, ready.keys, claimants, sample),
         unknown_channels: (lists - registry).sort,
         unserved_channels: ready.select { |c, n| n.positive? && !configured.include?(c) }.keys,
         expired_publications: expired_publications(client, keys)
       )
+    end
+
+    # Claims of a live node that it did not hold at its last heartbeat. The
+    # heartbeat writes what the node held (`holding:<node>`: the stamp floor
+    # and every token) in the same script that hands back whatever else is
+    # recorded under the node, so a claim stamped below that floor and not
+    # in that list appeared after the heartbeat with an old stamp (a late
+    # claim, or a Redis rollback) and nobody will run it. The record is read
+    # before the claims: a claim settled in between is simply absent, never
+    # reported. A node that writes no record (an older version) is skipped.
+    def unheld_claims(client, keys, node)
+      record = client.call(["GET", keys.holding(node)])
+      return [] unless record
+
+      floor, _checked_ms, tokens = record.split("|", 3)
+      held = tokens.to_s.split(",").to_h { |t| [t, true] }
+      client.call(["HGETALL", keys.claims(node)]).each_slice(2).filter_map do |token, claim|
+        channel, stamp, raw = claim.split("|", 3)
+        next if held[token] || stamp.to_i >= floor.to_i
+
+        {node_id: node, token: token.to_i, channel: channel, claimed_ms: stamp.to_i, job_id: job_id(raw)}
+      end
+    end
+
+    def job_id(raw)
+      JSON.parse(raw.to_s)["id"]
+    rescue JSON::ParserError, TypeError
+      nil
     end
 
     # Held publications whose barrier expired over a recovery delay ago.
@@ -62,12 +94,7 @@ module SolidJobs
       client.call(["ZRANGEBYSCORE", keys.publishing, "-inf", before.to_s, "WITHSCORES", "LIMIT", "0", "100"])
             .each_slice(2).map do |member, expired_ms|
         _due, channel, raw = member.split("|", 3)
-        id = begin
-          JSON.parse(raw.to_s)["id"]
-        rescue JSON::ParserError
-          nil
-        end
-        {id: id, channel: channel, expired_ms: expired_ms.to_i}
+        {id: job_id(raw), channel: channel, expired_ms: expired_ms.to_i}
       end
     end
 

@@ -13,8 +13,13 @@ require "socket"
 #   proxy.delay = 0.02            # 20 ms each way, every chunk
 #   proxy.hold_existing!          # current connections go silent; new ones pass
 #   proxy.release_held!           # their buffered bytes arrive now, late
+#   proxy.held_request?(/fence/)  # a held connection has such a request in flight
+#   proxy.disconnect_held_clients! # held connections end for their clients
+#                                 # (as when they time out and hang up); the
+#                                 # bytes they sent still arrive at release
 #   proxy.cut_replies(3)          # the next 3 replies stop halfway and the
 #                                 # connection is closed
+#   proxy.cut_replies(3, request: /x/) # only replies to requests matching /x/
 #   proxy.blackhole = true        # every connection, old and new, goes silent
 #   proxy.close
 #
@@ -30,7 +35,7 @@ class FaultProxy
   # held back while the connection is silenced.
   class Link
     attr_reader :client, :upstream
-    attr_accessor :held
+    attr_accessor :held, :last_request
 
     def initialize(client, upstream)
       @client = client
@@ -38,7 +43,35 @@ class FaultProxy
       @held = false
       @pending = {client => +"", upstream => +""}
       @closing = false
+      @client_dropped = false
+      @last_request = +""
       @lock = Mutex.new
+    end
+
+    # Whether bytes the client sent are held back and match `pattern`.
+    def holds_request?(pattern)
+      @lock.synchronize { @held && @pending[upstream].b.match?(pattern) }
+    end
+
+    # The client's side ends (it gave up on the connection); what it sent
+    # is still in flight and reaches upstream at release, then the link
+    # closes.
+    def drop_client
+      @lock.synchronize do
+        @client_dropped = true
+        @closing = true
+      end
+      begin
+        client.close
+      rescue IOError
+        nil
+      end
+    end
+
+    # A side failed: after `drop_client` only the client side is gone, and
+    # the held bytes still go upstream at release.
+    def broken
+      @client_dropped ? finish : close
     end
 
     # One side hung up. While held, bytes it sent are still in flight, as
@@ -99,7 +132,7 @@ class FaultProxy
     @delay = 0
     @links = []
     @lock = Mutex.new
-    @cuts_pending = 0
+    @cuts_pending = []
     @cuts_done = 0
     @blackhole = false
   end
@@ -128,6 +161,19 @@ class FaultProxy
     links.each(&:release)
   end
 
+  # Whether a held connection has a request matching `pattern` in flight.
+  def held_request?(pattern)
+    links.any? { |l| l.holds_request?(pattern) }
+  end
+
+  # The clients of held connections see them close, as when a client's
+  # read times out and it hangs up; the requests they sent stay in flight
+  # and reach upstream at `release_held!` (a late request from a
+  # connection its client gave up), answered to nobody.
+  def disconnect_held_clients!
+    links.select(&:held).each(&:drop_client)
+  end
+
   # While true every connection, also new ones, is held: nothing answers.
   def blackhole=(on)
     @blackhole = on
@@ -135,9 +181,10 @@ class FaultProxy
   end
 
   # The next `n` replies from upstream are cut: half the reply is written,
-  # then both sides of that connection are closed.
-  def cut_replies(count)
-    @lock.synchronize { @cuts_pending += count }
+  # then both sides of that connection are closed. With `request:`, only
+  # replies on connections whose last request matched it.
+  def cut_replies(count, request: nil)
+    @lock.synchronize { @cuts_pending << [count, request] } if count.positive?
   end
 
   # Closes every proxied connection at once, as a network reset would.
@@ -171,26 +218,29 @@ class FaultProxy
     loop do
       bytes = src.readpartial(CHUNK)
       sleep(@delay) if @delay.positive?
-      if reply && take_cut
+      if reply && take_cut(link)
         dest.write(bytes.byteslice(0, [bytes.bytesize / 2, 1].max))
         link.close
         break
       end
+      link.last_request = bytes.b unless reply
       link.deliver(dest, bytes)
     end
   rescue EOFError
     link.finish
   rescue IOError, SystemCallError
-    link.close
+    link.broken
   ensure
     @lock.synchronize { @links.delete(link) } if reply
   end
 
-  def take_cut
+  def take_cut(link)
     @lock.synchronize do
-      return false unless @cuts_pending.positive?
+      cut = @cuts_pending.find { |_, request| request.nil? || link.last_request.match?(request) }
+      return false unless cut
 
-      @cuts_pending -= 1
+      cut[0] -= 1
+      @cuts_pending.delete(cut) if cut[0].zero?
       @cuts_done += 1
       true
     end

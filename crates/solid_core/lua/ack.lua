@@ -1,18 +1,45 @@
 -- Complete claims. A token no longer in the node's claim hash is stale (the
 -- job was recovered and may be running elsewhere): it changes nothing and is
 -- returned to the caller.
+--
+-- Resendable batches (ARGV[1] = '1', a node's acker): a batch resent
+-- because the reply to its first attempt was lost (that attempt applied:
+-- its tokens are gone) is recognised as applied, not stale. The acker never
+-- completes a claim twice, writes one batch at a time and resends exactly
+-- that batch until it is answered, so one marker per node, naming the last
+-- batch applied (first token, last token, size) and what it found stale, is
+-- enough: the same batch again gets the same answer and changes nothing.
+-- One write per call, not per job; memory: one short string per node.
+-- Other callers (the adapter API, where acking twice is the caller's
+-- mistake) pass '0': a second completion is stale.
 -- KEYS[1] node claims hash, KEYS[2] attempts hash, KEYS[3] processed metric,
--- KEYS[4] stale metric, KEYS[5] job index
--- ARGV token1, id1, token2, id2, ...
+-- KEYS[4] stale metric, KEYS[5] job index, KEYS[6] the node's last-batch marker
+-- ARGV[1] '1' resendable, '0' not; ARGV[2..] token1, id1, token2, id2, ...
+local resendable = ARGV[1] == '1'
+local batch = ARGV[2] .. ':' .. ARGV[#ARGV - 1] .. ':' .. ((#ARGV - 1) / 2)
+if resendable then
+  -- pcall: a marker Redis refuses (out of memory) must not stop the
+  -- completions; a resend then reads as stale, as it did before markers.
+  local mark = redis.pcall('SET', KEYS[6], batch .. '|', 'PX', 600000, 'GET')
+  if type(mark) == 'string' then
+    local sep = string.find(mark, '|', 1, true)
+    if sep and string.sub(mark, 1, sep - 1) == batch then
+      redis.pcall('SET', KEYS[6], mark, 'PX', 600000)
+      local stale = {}
+      for t in string.gmatch(string.sub(mark, sep + 1), '[^,]+') do stale[#stale + 1] = t end
+      return stale
+    end
+  end
+end
 local tokens = {}
-for i = 1, #ARGV, 2 do tokens[#tokens + 1] = ARGV[i] end
+for i = 2, #ARGV, 2 do tokens[#tokens + 1] = ARGV[i] end
 -- One HMGET and one HDEL for the whole batch, instead of one call per token.
 local present = redis.call('HMGET', KEYS[1], unpack(tokens))
 local stale, done, ids = {}, {}, {}
 for i, rec in ipairs(present) do
   if rec then
     done[#done + 1] = tokens[i]
-    ids[#ids + 1] = ARGV[2 * i]
+    ids[#ids + 1] = ARGV[2 * i + 1]
   else
     stale[#stale + 1] = tokens[i]
   end
@@ -23,5 +50,8 @@ if #done > 0 then
   redis.call('HDEL', KEYS[5], unpack(ids))
   redis.call('INCRBY', KEYS[3], #done)
 end
-if #stale > 0 then redis.call('INCRBY', KEYS[4], #stale) end
+if #stale > 0 then
+  redis.call('INCRBY', KEYS[4], #stale)
+  if resendable then redis.pcall('SET', KEYS[6], batch .. '|' .. table.concat(stale, ','), 'PX', 600000) end
+end
 return stale

@@ -9,10 +9,40 @@
 -- ARGV[1] max jobs, ARGV[2] claim stamp (claimed_ms), ARGV[3..] channel names
 -- matching KEYS[8..]
 -- Returns a flat array: token, channel, envelope, token, channel, envelope...
+--
+-- Tokens never repeat, even after Redis lost writes and the fence counter
+-- went back (an AOF missing its last second, a failover to a replica that
+-- was behind): each batch starts above both the counter and a floor from
+-- Redis's own clock, now_ms * 1024, SolidEngine's rule. Claims hand out
+-- fewer than 1024 tokens per millisecond, so every token handed out before
+-- a rollback is below the floor of any claim made after it. The clock is
+-- Redis's (TIME), not the node's, so a node's skewed clock cannot lower it;
+-- a Redis host whose clock steps back (or a replica's clock behind its
+-- primary's) defeats it: keep Redis hosts on NTP.
 if redis.call('EXISTS', KEYS[3]) == 0 then
   -- Recovery may already have declared this node dead; a claim recorded now
   -- would never be recovered. The node re-registers with a heartbeat first.
   return redis.error_reply('NODE_EXPIRED node heartbeat missing')
+end
+-- The last of `n` fresh tokens, as a number (exact: tokens stay below 2^53
+-- until the year 2248). One SET ... GET: the counter is read and raised to
+-- the clock floor at once; only a counter already ahead of the clock (more
+-- than 1024 tokens in a millisecond) needs a second write. TIME is read
+-- once, when the first job is claimed: a claim that finds nothing costs
+-- nothing more.
+local floor
+local function take_tokens(n)
+  if not floor then
+    local time = redis.call('TIME')
+    floor = (tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)) * 1024
+  end
+  local last = floor + n
+  local before = tonumber(redis.call('SET', KEYS[2], string.format('%d', last), 'GET') or '0')
+  if before >= floor then
+    last = before + n
+    redis.call('SET', KEYS[2], string.format('%d', last))
+  end
+  return last
 end
 local want = tonumber(ARGV[1])
 local check = tonumber(redis.call('GET', KEYS[6]) or '0') > 0
@@ -25,11 +55,11 @@ for i = 8, #KEYS do
     local keep = envs
     if check then keep = drop_cancelled(envs, KEYS[4], KEYS[5], KEYS[6], KEYS[7]) end
     if #keep > 0 then
-      local last = redis.call('INCRBY', KEYS[2], #keep)
+      local last = take_tokens(#keep)
       local fields = {}
       for j, env in ipairs(keep) do
         local token = last - #keep + j
-        fields[#fields + 1] = token
+        fields[#fields + 1] = string.format('%d', token)
         fields[#fields + 1] = name .. '|' .. ARGV[2] .. '|' .. env
         out[#out + 1] = token
         out[#out + 1] = name

@@ -181,3 +181,44 @@ local function release_all(held, now, prefix, planned, doorbell, index, cancelle
   end
   return n
 end
+
+-- The stamp (claimed_ms) of a claim record `channel|claimed_ms|envelope`,
+-- or 0 when the record is malformed.
+local function claim_stamp(rec)
+  local s1 = string.find(rec, '|', 1, true)
+  local s2 = s1 and string.find(rec, '|', s1 + 1, true)
+  return (s2 and tonumber(string.sub(rec, s1 + 1, s2 - 1))) or 0
+end
+
+-- Moves claim records back to the head of their original channels (RPUSH:
+-- the next jobs popped), the oldest claim nearest the head, and marks each
+-- job ready in the index. `entries` is a list of {token, record}, tokens as
+-- the hash fields' strings (a token is above 2^50: Lua's own number to
+-- string conversion would round it). The caller deletes the claim fields.
+-- A record without its channel prefix is archived with a reason. Returns
+-- the number requeued, whether a channel went from empty to non-empty, and
+-- {token, channel, envelope, ...} of the jobs moved.
+local function requeue_records(entries, prefix, index, archive_entries, now)
+  table.sort(entries, function(a, b) return tonumber(a[1]) < tonumber(b[1]) end)
+  local n, rang, moved = 0, false, {}
+  -- Newest claim first, so the oldest ends up rightmost: popped first.
+  for i = #entries, 1, -1 do
+    local token, rec = entries[i][1], entries[i][2]
+    local s1 = string.find(rec, '|', 1, true)
+    local s2 = s1 and string.find(rec, '|', s1 + 1, true)
+    if s2 then
+      local channel, env = string.sub(rec, 1, s1 - 1), string.sub(rec, s2 + 1)
+      local id = job_id(env)
+      if id then redis.call('HSET', index, id, 'ready|' .. channel) end
+      if redis.call('RPUSH', prefix .. 'channel:' .. channel, env) == 1 then rang = true end
+      n = n + 1
+      moved[#moved + 1] = token
+      moved[#moved + 1] = channel
+      moved[#moved + 1] = env
+    else
+      redis.call('HSET', archive_entries, 'malformed-claim:' .. token,
+        cjson.encode({ reason = 'malformed claim record', raw = rec, discarded_ms = now }))
+    end
+  end
+  return n, rang, moved
+end

@@ -1,7 +1,8 @@
 -- Count one failure of a claimed job. Returns {failures, first_failure_ms,
 -- now ms}, both times on Redis' clock (so the caller measures how long the
 -- job has been failing without comparing two nodes' clocks), or -1 when the
--- claim is stale (nothing is written).
+-- claim is stale (nothing is written). Idempotent per claim: the failure
+-- record names the token that counted it.
 -- With ARGV[5] = '1' the task is unknown to the worker that claimed it (a
 -- rolling deploy, a worker without --require): that is not a failure of
 -- the task, so it is counted apart (`unknown`, `first_unknown_ms`) and
@@ -22,13 +23,24 @@ local d = {}
 local rec = redis.call('HGET', KEYS[2], ARGV[2])
 if rec then
   local ok, decoded = pcall(cjson.decode, rec)
-  if ok and type(decoded) == 'table' then d = decoded end
+  if ok and type(decoded) == 'table' then
+    d = decoded
+    -- One claim fails at most once: the same token again is this failure
+    -- resent after its reply was lost, already counted. (The token is kept
+    -- as a string: cjson would round a number this large.)
+    if ARGV[5] ~= '1' and d.token == ARGV[1] then
+      return {tonumber(d.failures) or 0, tonumber(d.first_failure_ms) or now, now}
+    end
+    if ARGV[5] == '1' and d.unknown_token == ARGV[1] then
+      return {tonumber(d.unknown) or 0, tonumber(d.first_unknown_ms) or now, now}
+    end
+  end
 end
 if ARGV[5] == '1' then
   local unknown = (tonumber(d.unknown) or 0) + 1
   local first_unknown = tonumber(d.first_unknown_ms) or now
   d.unknown, d.first_unknown_ms, d.last_failure_ms = unknown, first_unknown, now
-  d.error_class, d.message = ARGV[3], ARGV[4]
+  d.error_class, d.message, d.unknown_token = ARGV[3], ARGV[4], ARGV[1]
   redis.call('HSET', KEYS[2], ARGV[2], cjson.encode(d))
   redis.call('INCR', KEYS[3])
   return {unknown, first_unknown, now}
@@ -38,6 +50,6 @@ local first = tonumber(d.first_failure_ms) or now
 -- A new record: the task ran, so the unknown-task count no longer applies.
 redis.call('HSET', KEYS[2], ARGV[2], cjson.encode({
   failures = failures, first_failure_ms = first, last_failure_ms = now,
-  error_class = ARGV[3], message = ARGV[4] }))
+  error_class = ARGV[3], message = ARGV[4], token = ARGV[1] }))
 redis.call('INCR', KEYS[3])
 return {failures, first, now}

@@ -17,7 +17,7 @@
 local mode = ARGV[3]
 if mode == 'recover' and redis.call('EXISTS', KEYS[2]) == 1 then return -1 end
 local all = redis.call('HGETALL', KEYS[1])
-local tokens, records = {}, {}
+local entries = {}
 for i = 1, #all, 2 do
   local rec = all[i + 1]
   local keep = true
@@ -26,44 +26,17 @@ for i = 1, #all, 2 do
     local s2 = s1 and string.find(rec, '|', s1 + 1, true)
     keep = s2 ~= nil and string.sub(rec, s1 + 1, s2 - 1) == ARGV[4]
   end
-  if keep then
-    local t = tonumber(all[i])
-    tokens[#tokens + 1] = t
-    records[t] = rec
-  end
+  if keep then entries[#entries + 1] = { all[i], rec } end
 end
-table.sort(tokens)
-local n, rang = 0, false
-local report = ARGV[5] == '1'
-local moved = {}
--- Newest claim first, so the oldest ends up rightmost: popped first.
-for i = #tokens, 1, -1 do
-  local rec = records[tokens[i]]
-  local s1 = string.find(rec, '|', 1, true)
-  local s2 = s1 and string.find(rec, '|', s1 + 1, true)
-  if s2 then
-    local channel, env = string.sub(rec, 1, s1 - 1), string.sub(rec, s2 + 1)
-    local id = job_id(env)
-    if id then redis.call('HSET', KEYS[6], id, 'ready|' .. channel) end
-    if redis.call('RPUSH', ARGV[1] .. 'channel:' .. channel, env) == 1 then rang = true end
-    n = n + 1
-    if report then
-      moved[#moved + 1] = tokens[i]
-      moved[#moved + 1] = channel
-      moved[#moved + 1] = env
-    end
-  else
-    redis.call('HSET', KEYS[5], 'malformed-claim:' .. tokens[i],
-      cjson.encode({ reason = 'malformed claim record', raw = rec, discarded_ms = redis_now_ms() }))
-  end
-  if mode == 'release' then redis.call('HDEL', KEYS[1], tokens[i]) end
-end
-if mode ~= 'release' then
+local n, rang, moved = requeue_records(entries, ARGV[1], KEYS[6], KEYS[5], redis_now_ms())
+if mode == 'release' then
+  for _, e in ipairs(entries) do redis.call('HDEL', KEYS[1], e[1]) end
+else
   redis.call('DEL', KEYS[1], KEYS[2])
   redis.call('SREM', KEYS[3], ARGV[2])
 end
 if rang then redis.call('PUBLISH', KEYS[4], 'ready') end
-if report then
+if ARGV[5] == '1' then
   table.insert(moved, 1, n)
   return moved
 end

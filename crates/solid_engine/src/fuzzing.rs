@@ -97,7 +97,7 @@ fn drive(engine: &mut Engine, now: u64, cmd: Command) {
             Reply::Reservations(reserved)
         }
         Command::Ack { id, fence } => engine.ack(now, id, fence).map_or_else(Reply::Error, |_| Reply::Ok),
-        Command::AckMany(pairs) => Reply::Ints(engine.ack_many(now, &pairs).into_iter().map(i64::from).collect()),
+        Command::AckMany(pairs) => Reply::Ints(engine.ack_many(now, &pairs)),
         Command::Retry { id, fence, delay_ms } => {
             engine.retry(now, id, fence, delay_ms).map_or_else(Reply::Error, |_| Reply::Ok)
         }

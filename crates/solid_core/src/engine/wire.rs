@@ -151,7 +151,10 @@ pub fn fetch(
         .collect())
 }
 
-/// Acks `(id, fence)` pairs; returns the fences that were stale.
+/// Acks `(id, fence)` pairs; returns the fences that were stale. A pair the
+/// engine reports as acked already under the same fence (2: this batch was
+/// resent after its reply was lost, and the first attempt applied) is not
+/// stale.
 pub fn ack_many(c: &mut Connection, done: &[(String, u64)]) -> Result<Vec<u64>> {
     let mut stale = Vec::new();
     for chunk in done.chunks(MAX_BATCH) {
@@ -160,7 +163,7 @@ pub fn ack_many(c: &mut Connection, done: &[(String, u64)]) -> Result<Vec<u64>> 
             cmd.arg(id).arg(*fence);
         }
         let results: Vec<i64> = cmd.query(c)?;
-        stale.extend(chunk.iter().zip(results).filter(|(_, r)| *r != 1).map(|((_, f), _)| *f));
+        stale.extend(chunk.iter().zip(results).filter(|(_, r)| *r == 0).map(|((_, f), _)| *f));
     }
     Ok(stale)
 }

@@ -84,9 +84,26 @@ impl Keyspace {
     pub fn settled(&self, token: u64) -> String {
         self.key(&format!("settled:{token}"))
     }
-    /// STRING counter: the source of monotonically increasing claim tokens.
+    /// STRING counter: the source of monotonically increasing claim tokens
+    /// (raised to a floor from Redis's clock by every claim, so it survives
+    /// a rollback).
     pub fn fence(&self) -> String {
         self.key("fence")
+    }
+    /// STRING with a TTL: what a node held at its last heartbeat,
+    /// `floor|checked_ms|token,token,...`, for `IntegrityCheck`.
+    pub fn holding(&self, node_id: &str) -> String {
+        self.key(&format!("holding:{node_id}"))
+    }
+    /// STRING with a TTL: the last completion batch a node's acker wrote
+    /// and what it found stale, so the same batch resent is recognised.
+    pub fn acked(&self, node_id: &str) -> String {
+        self.key(&format!("acked:{node_id}"))
+    }
+    /// STRING: the namespace's incarnation (Redis TIME when a heartbeat
+    /// found it missing); it changes only when the namespace was lost.
+    pub fn incarnation(&self) -> String {
+        self.key("incarnation")
     }
     /// STRING counter of a metric (`processed`, `failed`, `discarded`, `stale`...).
     pub fn metric(&self, name: &str) -> String {
@@ -157,6 +174,9 @@ mod tests {
             k.node("n1"),
             k.nodes(),
             k.fence(),
+            k.holding("n1"),
+            k.acked("n1"),
+            k.incarnation(),
             k.jobs(),
             k.cancelling(),
             k.settled(7),

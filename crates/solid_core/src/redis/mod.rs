@@ -4,13 +4,16 @@
 //! Dependencies run downwards: `connection` and `keyspace` need nothing
 //! else here; `scripts` and `claim` (the claim hash record) feed `store`
 //! (one method per state transition); `doorbell` turns pub/sub into local
-//! wake-ups; `source` ([`source::RedisSource`]) puts them all to work. The
+//! wake-ups; `holdings` is what a node holds, for its heartbeat to
+//! reconcile its claims against; `source` ([`source::RedisSource`]) puts
+//! them all to work. The
 //! SolidEngine backend ([`crate::engine`]) speaks RESP too and borrows
 //! `connection` for its transport.
 
 pub mod claim;
 pub mod connection;
 pub mod doorbell;
+pub mod holdings;
 pub mod keyspace;
 pub mod scripts;
 pub mod source;

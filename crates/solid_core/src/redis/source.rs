@@ -31,6 +31,7 @@ use crate::now_ms;
 use crate::prefetch::Prefetch;
 use crate::redis::connection::{Connector, Pool, Reconnecting};
 use crate::redis::doorbell::{run_subscriber, Bells};
+use crate::redis::holdings::Holdings;
 use crate::redis::keyspace::Keyspace;
 use crate::redis::store::{ArchivePolicy, ClaimBatch, Heartbeat, Requeue, Store};
 use crate::source::{JobSource, Stats};
@@ -97,6 +98,12 @@ struct Shared {
     heartbeat_closed: AtomicBool,
     /// (index in the hub, telemetry, whether this source writes it).
     telemetry: OnceLock<(usize, Arc<Telemetry>, bool)>,
+    /// The claims this node holds, sent with each heartbeat.
+    holdings: Holdings,
+    /// The namespace's incarnation as this node first saw it (see
+    /// `Heartbeat::incarnation`), and the token above which it last
+    /// reported the fence counter going back, so each is said once.
+    keyspace_seen: Mutex<(Option<String>, u64)>,
 }
 
 impl Shared {
@@ -113,12 +120,93 @@ impl Shared {
         self.telemetry.get().filter(|(_, _, writer)| *writer).map(|(_, t, _)| t.as_ref())
     }
 
-    /// This node's heartbeat (see `Store::heartbeat`), taking up to
-    /// `take_requests` control requests.
-    fn heartbeat(&self, c: &mut Connection, take_requests: usize) -> Result<Heartbeat> {
+    /// This node's heartbeat (see `Store::heartbeat_holding`), taking up to
+    /// `take_requests` control requests and reconciling the node's claims
+    /// with what it holds. Whichever thread beats, what the heartbeat
+    /// learned about the keyspace is logged here; the flag says Redis lost
+    /// the namespace.
+    fn heartbeat(&self, c: &mut Connection, take_requests: usize) -> Result<(Heartbeat, bool)> {
         let names: Vec<&str> = self.cfg.channels.iter().map(|(n, _)| n.as_str()).collect();
         let ttl_ms = self.cfg.node_ttl.as_millis() as u64;
-        self.store.heartbeat(c, &self.cfg.node_id, ttl_ms, &self.cfg.description, &names, take_requests)
+        let held = self.holdings.snapshot();
+        let heartbeat = self.store.heartbeat_holding(
+            c,
+            &self.cfg.node_id,
+            ttl_ms,
+            &self.cfg.description,
+            &names,
+            take_requests,
+            Some(&held),
+        )?;
+        let went_back = self.holdings.checked(&held, heartbeat.previous_check);
+        let lost = self.notice_keyspace(&heartbeat, went_back);
+        Ok((heartbeat, lost))
+    }
+
+    /// Says in plain words when Redis lost this namespace or went back in
+    /// time (`went_back`: the node's holding record was older than one Redis
+    /// had acknowledged, by that many ms), and which claims the heartbeat
+    /// handed back. Returns whether the namespace was lost.
+    fn notice_keyspace(&self, heartbeat: &Heartbeat, went_back: Option<u64>) -> bool {
+        let mut seen = self.keyspace_seen.lock();
+        let lost = matches!(&seen.0, Some(known) if *known != heartbeat.incarnation);
+        seen.0 = Some(heartbeat.incarnation.clone());
+        let max_token = self.holdings.max_token();
+        // Each way of noticing is said once: the fence counter stays below
+        // the same token until the next claim, the record is rewritten now.
+        let fence_back = heartbeat.fence < max_token && seen.1 < max_token;
+        if fence_back || lost {
+            seen.1 = max_token;
+        }
+        drop(seen);
+        if lost {
+            let held = self.holdings.len();
+            let running = if held > 0 {
+                format!("; the {held} job(s) this node holds still run, but Redis can no longer record their outcome")
+            } else {
+                String::new()
+            };
+            log(
+                "ERROR",
+                &format!(
+                    "Redis lost all SolidJobs data in namespace {:?}: every key is gone (Redis restarted without \
+                     persistence, was flushed, or was restored from a copy older than the namespace). Jobs that \
+                     were waiting, planned or retrying are gone and must be enqueued again{running}",
+                    self.cfg.namespace
+                ),
+            );
+        } else if went_back.is_some() || fence_back {
+            let how = match went_back {
+                Some(ms) => format!("at least the last {ms} ms of them"),
+                None => format!("its fence counter {} is below token {max_token} this node was given", heartbeat.fence),
+            };
+            log(
+                "WARN",
+                &format!(
+                    "Redis went back in time: writes it had acknowledged are gone ({how}; it was restored from an \
+                     older AOF or RDB, or failed over to a replica that was behind). Claim tokens stay above every \
+                     earlier one; claims Redis brought back are handed back to their channels, so jobs completed in \
+                     the lost window run again"
+                ),
+            );
+        }
+        if !heartbeat.handed_back.is_empty() {
+            const SHOWN: usize = 10;
+            let n = heartbeat.handed_back.len();
+            let mut ids = heartbeat.handed_back.iter().take(SHOWN).cloned().collect::<Vec<_>>().join(", ");
+            if n > SHOWN {
+                ids.push_str(&format!(" and {} more", n - SHOWN));
+            }
+            log(
+                "WARN",
+                &format!(
+                    "handed back {n} job(s) claimed under this node that it does not hold ({ids}): a claim whose \
+                     reply was lost reached Redis late, or Redis lost writes and brought back claims already \
+                     settled; they are at the head of their channels again"
+                ),
+            );
+        }
+        lost
     }
 }
 
@@ -148,6 +236,8 @@ impl RedisSource {
             closed: Arc::new(AtomicBool::new(false)),
             heartbeat_closed: AtomicBool::new(false),
             telemetry: OnceLock::new(),
+            holdings: Holdings::default(),
+            keyspace_seen: Mutex::new((None, 0)),
         });
         shared.pool.with(|c| shared.heartbeat(c, 0))?;
 
@@ -184,8 +274,12 @@ impl RedisSource {
     }
 
     /// Settles after a write that succeeded or was rejected as stale; after a
-    /// connection error the job stays unsettled so the caller can try again.
-    fn settle_if_final(&self, out: &Result<()>) {
+    /// connection error the job stays unsettled (and held) so the caller can
+    /// try again.
+    fn settle_if_final(&self, job: &ClaimedJob, out: &Result<()>) {
+        if crate::source::is_final(out) {
+            self.shared.holdings.release([job.token]);
+        }
         match out {
             Ok(()) => self.shared.feed.settled(),
             Err(Error::StaleClaim(t)) => {
@@ -281,7 +375,7 @@ impl JobSource for RedisSource {
         let s = &self.shared;
         let due = now_ms() + delay.as_millis() as u64;
         let out = s.pool.with(|c| s.store.retry(c, &s.cfg.node_id, job, due));
-        self.settle_if_final(&out);
+        self.settle_if_final(job, &out);
         out
     }
 
@@ -290,7 +384,7 @@ impl JobSource for RedisSource {
         let s = &self.shared;
         let out =
             s.pool.with(|c| s.store.discard(c, &s.cfg.node_id, Some(job.token), &job.envelope.id, record, archive));
-        self.settle_if_final(&out);
+        self.settle_if_final(job, &out);
         out
     }
 
@@ -301,13 +395,15 @@ impl JobSource for RedisSource {
         if out.is_ok() {
             s.stats().quarantined.fetch_add(1, Ordering::Relaxed);
         }
-        self.settle_if_final(&out);
+        self.settle_if_final(job, &out);
         out
     }
 
-    /// Settles a job without writing anything: it stays claimed and is
-    /// requeued at shutdown or recovered (used when settling itself failed).
-    fn abandon(&self, _job: &ClaimedJob) {
+    /// Settles a job without writing anything (used when settling itself
+    /// failed): it stays claimed in Redis but is no longer held, so the next
+    /// heartbeat hands it back to its channel (shutdown would too).
+    fn abandon(&self, job: &ClaimedJob) {
+        self.shared.holdings.release([job.token]);
         self.shared.feed.settled();
     }
 
@@ -395,10 +491,12 @@ struct Claimer<'a> {
     s: &'a Shared,
     selector: ChannelSelector,
     conn: Reconnecting,
-    /// Each claim call records a stamp unique to this node (its claimed_ms).
-    /// When a call fails after it may have reached Redis, its jobs could be
-    /// claimed with the reply lost: the stamp lets us hand exactly those back.
-    last_stamp: u64,
+    /// Each claim call records a stamp unique to this node (its claimed_ms,
+    /// from `Holdings::begin_claim`). When a call fails after it may have
+    /// reached Redis, its jobs could be claimed with the reply lost: the
+    /// stamp lets us hand exactly those back. (A request still in flight
+    /// that reaches Redis after this release is handed back by the next
+    /// heartbeat: those claims are not held.)
     unsettled_stamp: Option<u64>,
     /// A failing claim is retried every few tens of milliseconds: its
     /// warnings are rate-limited.
@@ -413,7 +511,6 @@ impl<'a> Claimer<'a> {
             s,
             selector,
             conn: Reconnecting::new(s.pool.connector().clone()),
-            last_stamp: 0,
             unsettled_stamp: None,
             claim_warning: Throttled::default(),
             expired_warning: Throttled::default(),
@@ -438,10 +535,14 @@ impl<'a> Claimer<'a> {
                 Ok(()) => {
                     s.stats().quarantined.fetch_add(1, Ordering::Relaxed);
                 }
-                Err(e) => {
-                    log("WARN", &format!("quarantine failed ({e}); the entry stays claimed and will be requeued"))
-                }
+                Err(e) => log(
+                    "WARN",
+                    &format!("quarantine failed ({e}); the entry stays claimed and the next heartbeat requeues it"),
+                ),
             }
+            // Held no longer either way: archived, or handed back by the
+            // next heartbeat so another claim quarantines it again.
+            s.holdings.release([m.token]);
         }
         s.stats().claimed.fetch_add(batch.jobs.len() as u64, Ordering::Relaxed);
         if !fetcher.deliver(batch.jobs) {
@@ -456,6 +557,7 @@ impl<'a> Claimer<'a> {
 
     fn failed(&mut self, fetcher: &Fetcher, e: Error, stamp: u64) {
         let s = self.s;
+        s.holdings.claim_failed(stamp);
         s.stats().redis_errors.fetch_add(1, Ordering::Relaxed);
         // The script may have run with its reply lost; releasing a
         // stamp that claimed nothing is harmless.
@@ -463,9 +565,13 @@ impl<'a> Claimer<'a> {
             self.unsettled_stamp = Some(stamp);
         }
         if matches!(&e, Error::Redis(m) if m.contains("NODE_EXPIRED")) {
-            // Say why when we can: the re-registration fails the way the
-            // heartbeats did (out of memory, a script error...).
+            // Re-register first, and say why when we can: the
+            // re-registration fails the way the heartbeats did (out of
+            // memory, a script error...); when Redis lost the namespace
+            // (which also removes the key), that is what the heartbeat logs
+            // instead.
             match self.conn.run(|c| s.heartbeat(c, 0)) {
+                Ok((_, true)) => false,
                 Ok(_) => self.expired_warning.log(
                     "WARN",
                     "node heartbeat had expired (this process was paused, or cut off from Redis, for longer than \
@@ -509,12 +615,15 @@ impl Fetch for Claimer<'_> {
         let seen = s.bells.ready.epoch();
         let order = self.selector.next_order();
         let names: Vec<&str> = order.iter().map(|&i| self.selector.names()[i].as_str()).collect();
-        self.last_stamp = now_ms().max(self.last_stamp + 1);
-        let stamp = self.last_stamp;
+        let stamp = s.holdings.begin_claim();
         let claimed = self.conn.run(|c| s.store.claim(c, &s.cfg.node_id, &names, want, stamp));
         s.stats().note(&claimed);
         match claimed {
-            Ok(batch) => self.deliver(fetcher, batch, want, seen),
+            Ok(batch) => {
+                let tokens = batch.jobs.iter().map(|j| j.token).chain(batch.malformed.iter().map(|m| m.token));
+                s.holdings.claimed(stamp, tokens);
+                self.deliver(fetcher, batch, want, seen)
+            }
             Err(e) => {
                 self.failed(fetcher, e, stamp);
                 true
@@ -526,9 +635,11 @@ impl Fetch for Claimer<'_> {
 fn ack_loop(s: &Shared, acks_rx: Receiver<AckMsg<(ClaimToken, String)>>) {
     let conn = Reconnecting::new(s.pool.connector().clone());
     acker::run(acks_rx, conn, &s.closed, s.stats(), |conn, batch| {
-        let written = conn.run(|c| s.store.ack(c, &s.cfg.node_id, batch));
+        let written = conn.run(|c| s.store.ack_resendable(c, &s.cfg.node_id, batch));
         s.stats().note(&written);
         let stale = written?;
+        // Answered (completed or stale): these claims are no longer held.
+        s.holdings.release(batch.iter().map(|(token, _)| *token));
         if let Some((index, t, _)) = s.telemetry.get() {
             t.acknowledged(*index, batch.iter().map(|(token, _)| *token).filter(|token| !stale.contains(token)));
             t.unacknowledged(*index, stale.iter().copied());
@@ -597,7 +708,7 @@ impl<'a> HeartbeatThread<'a> {
         let heartbeat = self.conn.run(|c| s.heartbeat(c, take));
         s.stats().note(&heartbeat);
         match heartbeat {
-            Ok(heartbeat) => {
+            Ok((heartbeat, _)) => {
                 self.next_beat = now + s.cfg.heartbeat_interval;
                 if heartbeat.ready {
                     s.bells.ready.ring();

@@ -264,7 +264,33 @@ impl Store {
     }
 
     /// Completes claims; returns the stale tokens (rejected, nothing changed).
+    /// Completing a claim twice is stale the second time, as for a caller
+    /// of the adapter API that acks twice.
     pub fn ack(&self, conn: &mut Connection, node_id: &str, done: &[(ClaimToken, String)]) -> Result<Vec<ClaimToken>> {
+        self.ack_batches(conn, node_id, done, false)
+    }
+
+    /// [`Store::ack`] for a writer that never completes a claim twice and
+    /// resends a batch, unchanged, only when it got no reply (a node's
+    /// acker): the batch again, after it applied, gets the first answer and
+    /// changes nothing, instead of reading as stale. One more write per
+    /// call (the node's `acked` marker).
+    pub fn ack_resendable(
+        &self,
+        conn: &mut Connection,
+        node_id: &str,
+        done: &[(ClaimToken, String)],
+    ) -> Result<Vec<ClaimToken>> {
+        self.ack_batches(conn, node_id, done, true)
+    }
+
+    fn ack_batches(
+        &self,
+        conn: &mut Connection,
+        node_id: &str,
+        done: &[(ClaimToken, String)],
+        resendable: bool,
+    ) -> Result<Vec<ClaimToken>> {
         let mut stale = Vec::new();
         for chunk in done.chunks(MAX_BATCH) {
             let mut inv = self.scripts.ack.prepare_invoke();
@@ -272,7 +298,9 @@ impl Store {
                 .key(self.keys.attempts())
                 .key(self.keys.metric("processed"))
                 .key(self.keys.metric("stale"))
-                .key(self.keys.jobs());
+                .key(self.keys.jobs())
+                .key(self.keys.acked(node_id))
+                .arg(if resendable { "1" } else { "0" });
             for (token, id) in chunk {
                 inv.arg(*token).arg(id);
             }
@@ -531,7 +559,8 @@ impl Store {
     /// `take_requests` control requests from the node's mailbox (only its
     /// heartbeat thread asks for any; other callers pass 0 and leave the
     /// mailbox alone). Reports whether any served channel has ready jobs and
-    /// which registered nodes have expired.
+    /// which registered nodes have expired. Leaves the node's claims alone:
+    /// see [`Store::heartbeat_holding`].
     pub fn heartbeat(
         &self,
         conn: &mut Connection,
@@ -540,6 +569,25 @@ impl Store {
         description: &str,
         channels: &[&str],
         take_requests: usize,
+    ) -> Result<Heartbeat> {
+        self.heartbeat_holding(conn, node_id, ttl_ms, description, channels, take_requests, None)
+    }
+
+    /// [`Store::heartbeat`], and with `held` (what the node holds) in the
+    /// same script call: every claim recorded under the node that it does
+    /// not hold, stamped below `held.floor`, goes back to the head of its
+    /// channel (their job ids are in `Heartbeat::handed_back`), and the
+    /// node's holding record is written for `IntegrityCheck`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn heartbeat_holding(
+        &self,
+        conn: &mut Connection,
+        node_id: &str,
+        ttl_ms: u64,
+        description: &str,
+        channels: &[&str],
+        take_requests: usize,
+        held: Option<&Held>,
     ) -> Result<Heartbeat> {
         let mut inv = self.scripts.heartbeat.prepare_invoke();
         inv.key(self.keys.node(node_id))
@@ -557,18 +605,35 @@ impl Store {
             inv.key(self.keys.channel(c));
         }
         inv.arg(node_id).arg(ttl_ms).arg(description).arg(self.keys.prefix()).arg(take_requests);
+        match held {
+            // A floor of 0 reconciles nothing; stamps start above it.
+            Some(held) => {
+                inv.arg(held.floor.max(1)).arg(held.check);
+                for token in &held.tokens {
+                    inv.arg(*token);
+                }
+            }
+            None => {
+                inv.arg(0);
+            }
+        }
         let out: Vec<Value> = inv.invoke(conn)?;
         let int =
             |i: usize| -> Result<u64> { Ok(out.get(i).map(redis::from_redis_value::<u64>).transpose()?.unwrap_or(0)) };
-        let ready = int(0)? == 1;
-        let released = int(1)?;
-        let k = int(2)? as usize;
         let strings = |range: std::ops::Range<usize>| -> Result<Vec<String>> {
             out.get(range).unwrap_or_default().iter().map(|v| redis::from_redis_value(v).map_err(Error::from)).collect()
         };
-        let requests = strings(3..3 + k)?;
-        let dead = strings(3 + k..out.len().max(3 + k))?;
-        Ok(Heartbeat { ready, released, requests, dead })
+        let ready = int(0)? == 1;
+        let released = int(1)?;
+        let incarnation = out.get(2).map(redis::from_redis_value::<String>).transpose()?.unwrap_or_default();
+        let fence = int(3)?;
+        let previous_check = Some(int(4)?).filter(|&c| c > 0);
+        let u = int(5)? as usize;
+        let handed_back = strings(6..6 + u)?;
+        let k = int(6 + u)? as usize;
+        let requests = strings(7 + u..7 + u + k)?;
+        let dead = strings(7 + u + k..out.len().max(7 + u + k))?;
+        Ok(Heartbeat { ready, released, requests, dead, incarnation, fence, previous_check, handed_back })
     }
 
     /// Writes publications behind the publication barrier (`hold.lua`):
@@ -681,6 +746,34 @@ pub struct Heartbeat {
     pub requests: Vec<String>,
     /// Registered nodes whose heartbeat has expired.
     pub dead: Vec<String>,
+    /// The namespace's incarnation: it changes only when Redis lost the
+    /// namespace (every key gone) and a heartbeat created it again.
+    pub incarnation: String,
+    /// The fence counter: below a token a node was given only after Redis
+    /// went back in time (claims raise it past its clock floor).
+    pub fence: u64,
+    /// The check stamp of the holding record this heartbeat replaced (see
+    /// [`Held::check`]); None when there was none (or no reconciliation).
+    pub previous_check: Option<u64>,
+    /// Job ids (or `token N` for a record without one) of claims recorded
+    /// under the node that it did not hold, handed back to their channels.
+    pub handed_back: Vec<String>,
+}
+
+/// What a node holds, for the heartbeat to reconcile its claims against:
+/// every token claimed and not yet settled in Redis, and `floor`, the stamp
+/// of the node's oldest claim call whose outcome it does not know yet (or
+/// of its next one). A claim stamped at or above the floor may still be on
+/// its way to the node and is left alone.
+///
+/// `check` stamps this heartbeat's holding record (increasing per node): a
+/// later heartbeat that finds a record with an older check than the last
+/// one Redis acknowledged learns that Redis lost writes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Held {
+    pub floor: u64,
+    pub check: u64,
+    pub tokens: Vec<ClaimToken>,
 }
 
 /// A job moved back to its channel from a dead node's claims.

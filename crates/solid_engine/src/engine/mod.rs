@@ -49,6 +49,11 @@ use crate::error::Error;
 /// the log is much larger than the live state.
 const JOB_OVERHEAD_BYTES: u64 = 96;
 
+/// ACKMANY's answer per pair (docs/protocol.md).
+pub const NOT_ACKED: i64 = 0;
+pub const ACKED: i64 = 1;
+pub const ALREADY_ACKED: i64 = 2;
+
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
     /// Lease used when FETCH / EXTEND pass 0.
@@ -471,10 +476,23 @@ impl Engine {
         self.ack_one(now_ms, id, fence)
     }
 
-    /// Acks each pair; `true` where acked, `false` where stale or unknown.
-    pub fn ack_many(&mut self, now_ms: u64, pairs: &[(JobId, u64)]) -> Vec<bool> {
+    /// Acks each pair: [`ACKED`] where acked now, [`ALREADY_ACKED`] where the
+    /// job was completed by this same fence before (an ACKMANY resent after
+    /// its reply was lost: the first attempt applied), [`NOT_ACKED`] where
+    /// stale or unknown. A single ACK stays strict (a second one is STALE):
+    /// ACKMANY is what a node's acker sends, and it never acks twice.
+    pub fn ack_many(&mut self, now_ms: u64, pairs: &[(JobId, u64)]) -> Vec<i64> {
         self.tick(now_ms);
-        pairs.iter().map(|&(id, fence)| self.ack_one(now_ms, id, fence).is_ok()).collect()
+        pairs
+            .iter()
+            .map(|&(id, fence)| match self.ack_one(now_ms, id, fence) {
+                Ok(()) => ACKED,
+                Err(_) if self.jobs.get(&id).is_some_and(|j| j.state == State::Completed && j.fence == fence) => {
+                    ALREADY_ACKED
+                }
+                Err(_) => NOT_ACKED,
+            })
+            .collect()
     }
 
     fn ack_one(&mut self, now_ms: u64, id: JobId, fence: u64) -> Result<(), Error> {

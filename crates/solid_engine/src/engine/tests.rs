@@ -241,7 +241,24 @@ fn ack_many_reports_each_pair() {
     e.push(0, 1, id(2), p("b"), None);
     let r = fetch(&mut e, 0, 2, &[1]);
     let res = e.ack_many(1, &[(id(1), r[0].fence), (id(2), r[0].fence), (id(3), 1), (id(2), r[1].fence)]);
-    assert_eq!(res, vec![true, false, false, true]);
+    assert_eq!(res, vec![ACKED, NOT_ACKED, NOT_ACKED, ACKED]);
+}
+
+#[test]
+fn ack_many_resent_after_it_applied_says_already_acked() {
+    let mut e = engine();
+    e.push(0, 1, id(1), p("a"), None);
+    e.push(0, 1, id(2), p("b"), None);
+    let r = fetch(&mut e, 0, 2, &[1]);
+    let pairs = [(id(1), r[0].fence), (id(2), r[1].fence)];
+    assert_eq!(e.ack_many(1, &pairs), vec![ACKED, ACKED]);
+    let acked = e.stats().acked_total;
+    // The same batch again (its reply was lost): applied already, nothing changes.
+    assert_eq!(e.ack_many(2, &pairs), vec![ALREADY_ACKED, ALREADY_ACKED]);
+    assert_eq!(e.stats().acked_total, acked);
+    // Another fence of a completed job is stale; a single ACK stays strict.
+    assert_eq!(e.ack_many(3, &[(id(1), r[0].fence + 100)]), vec![NOT_ACKED]);
+    assert!(matches!(e.ack(4, id(1), r[0].fence), Err(Error::Stale { .. })));
 }
 
 #[test]

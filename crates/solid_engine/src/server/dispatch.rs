@@ -105,7 +105,7 @@ pub(crate) fn execute(
         Command::Ack { id, fence } => unit(with_engine(shared, session, |e, now| e.ack(now, id, fence))),
         Command::AckMany(pairs) => {
             let acked = with_engine(shared, session, |e, now| e.ack_many(now, &pairs));
-            Reply::Ints(acked.into_iter().map(i64::from).collect())
+            Reply::Ints(acked)
         }
         Command::Retry { id, fence, delay_ms } => {
             let result = with_engine(shared, session, |e, now| e.retry(now, id, fence, delay_ms));

@@ -65,6 +65,15 @@ impl Keyspace {
     fn fence(&self) -> String {
         self.0.fence()
     }
+    fn holding(&self, node_id: String) -> String {
+        self.0.holding(&node_id)
+    }
+    fn acked(&self, node_id: String) -> String {
+        self.0.acked(&node_id)
+    }
+    fn incarnation(&self) -> String {
+        self.0.incarnation()
+    }
     fn metric(&self, name: String) -> String {
         self.0.metric(&name)
     }
@@ -118,6 +127,9 @@ pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
     class.define_method("cancelling", method!(Keyspace::cancelling, 0))?;
     class.define_method("settled", method!(Keyspace::settled, 1))?;
     class.define_method("fence", method!(Keyspace::fence, 0))?;
+    class.define_method("holding", method!(Keyspace::holding, 1))?;
+    class.define_method("acked", method!(Keyspace::acked, 1))?;
+    class.define_method("incarnation", method!(Keyspace::incarnation, 0))?;
     class.define_method("metric", method!(Keyspace::metric, 1))?;
     class.define_method("doorbell", method!(Keyspace::doorbell, 0))?;
     class.define_method("publishing", method!(Keyspace::publishing, 0))?;
