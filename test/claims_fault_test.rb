@@ -122,7 +122,7 @@ class ClaimsFaultTest < SolidJobsTest
     assert_operator fence_before, :>, fence_then
 
     # The rollback: Redis comes back with the older data.
-    @private_redis.kill
+    @private_redis.kill!
     FileUtils.cp(snapshot, File.join(@private_redis.dir, "dump.rdb"))
     @private_redis.start
     direct = Redis.new(url: url)

@@ -197,7 +197,8 @@ end
 -- string conversion would round it). The caller deletes the claim fields.
 -- A record without its channel prefix is archived with a reason. Returns
 -- the number requeued, whether a channel went from empty to non-empty, and
--- {token, channel, envelope, ...} of the jobs moved.
+-- {token, channel, envelope, ...} of the jobs moved. `now` (Redis' clock,
+-- ms) dates such an archive entry; nil reads TIME only if one is written.
 local function requeue_records(entries, prefix, index, archive_entries, now)
   table.sort(entries, function(a, b) return tonumber(a[1]) < tonumber(b[1]) end)
   local n, rang, moved = 0, false, {}
@@ -217,7 +218,7 @@ local function requeue_records(entries, prefix, index, archive_entries, now)
       moved[#moved + 1] = env
     else
       redis.call('HSET', archive_entries, 'malformed-claim:' .. token,
-        cjson.encode({ reason = 'malformed claim record', raw = rec, discarded_ms = now }))
+        cjson.encode({ reason = 'malformed claim record', raw = rec, discarded_ms = now or redis_now_ms() }))
     end
   end
   return n, rang, moved

@@ -28,7 +28,7 @@ for i = 1, #all, 2 do
   end
   if keep then entries[#entries + 1] = { all[i], rec } end
 end
-local n, rang, moved = requeue_records(entries, ARGV[1], KEYS[6], KEYS[5], redis_now_ms())
+local n, rang, moved = requeue_records(entries, ARGV[1], KEYS[6], KEYS[5], nil)
 if mode == 'release' then
   for _, e in ipairs(entries) do redis.call('HDEL', KEYS[1], e[1]) end
 else
