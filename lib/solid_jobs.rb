@@ -52,7 +52,10 @@ module SolidJobs
 
       yield config
       config.validate!
-      @client = nil if @client && (@client.url != config.redis_url || @client_namespace != config.namespace)
+      if @client && (@client.url != config.redis_url || @client_namespace != config.namespace ||
+                     @client_timeouts != config.timeouts)
+        @client = nil
+      end
       @routing = nil
       config
     end
@@ -66,7 +69,8 @@ module SolidJobs
         end
 
         @client_namespace = config.namespace
-        @client = Ractor.make_shareable(Native::Client.new(config.redis_url, config.namespace))
+        @client_timeouts = config.timeouts
+        @client = Ractor.make_shareable(Native::Client.new(config.redis_url, config.namespace, @client_timeouts))
       end
     end
 

@@ -7,6 +7,9 @@ use std::fmt;
 pub enum Error {
     /// Redis could not be reached, or the connection broke mid-command.
     Connection(String),
+    /// Redis (or SolidEngine) did not answer within the connection's
+    /// timeouts: a connection failure whose command may or may not have run.
+    Timeout(String),
     /// Redis answered with an error (script error, wrong type, ...).
     Redis(String),
     /// An envelope could not be decoded or has the wrong shape.
@@ -26,6 +29,7 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Connection(m) => write!(f, "Redis connection failed: {m}"),
+            Error::Timeout(m) => write!(f, "Redis connection timed out: {m}"),
             Error::Redis(m) => write!(f, "Redis error: {m}"),
             Error::Envelope(m) => write!(f, "invalid envelope: {m}"),
             Error::Invalid(m) => write!(f, "{m}"),
@@ -49,7 +53,9 @@ impl From<redis::RedisError> for Error {
                 | redis::ErrorKind::MasterDown
                 | redis::ErrorKind::ReadOnly
         );
-        if transient || e.is_io_error() || e.is_connection_refusal() || e.is_connection_dropped() || e.is_timeout() {
+        if e.is_timeout() {
+            Error::Timeout(e.to_string())
+        } else if transient || e.is_io_error() || e.is_connection_refusal() || e.is_connection_dropped() {
             Error::Connection(e.to_string())
         } else {
             Error::Redis(e.to_string())
@@ -60,7 +66,13 @@ impl From<redis::RedisError> for Error {
 impl Error {
     /// True when retrying the same operation after reconnecting may succeed.
     pub fn is_connection(&self) -> bool {
-        matches!(self, Error::Connection(_))
+        matches!(self, Error::Connection(_) | Error::Timeout(_))
+    }
+
+    /// True when the server did not answer in time (a hung or unreachable
+    /// server rather than a refused or reset connection).
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, Error::Timeout(_))
     }
 }
 

@@ -6,12 +6,12 @@ use redis::{Connection, Value};
 
 use crate::claim::MAX_BATCH;
 use crate::error::{Error, Result};
-use crate::redis::connection::Connector;
+use crate::redis::connection::{Connector, Timeouts};
 
 /// `unix:///path.sock` or `tcp://host:port`, as users write them, to the
 /// URL forms the redis crate opens (`redis+unix://`, `redis://`). A password
 /// is sent with AUTH on connect.
-pub fn connector(url: &str, password: Option<&str>) -> Result<Connector> {
+pub fn connector(url: &str, password: Option<&str>, timeouts: Timeouts) -> Result<Connector> {
     let auth = password.map(|p| format!(":{}@", urlencode(p))).unwrap_or_default();
     let converted = if let Some(path) = url.strip_prefix("unix://") {
         let pass = password.map(|p| format!("?pass={}", urlencode(p))).unwrap_or_default();
@@ -23,7 +23,8 @@ pub fn connector(url: &str, password: Option<&str>) -> Result<Connector> {
             "invalid SolidEngine URL {url:?}: use unix:///path/to.sock or tcp://host:port"
         )));
     };
-    Connector::new(&converted).map_err(|_| Error::Invalid(format!("invalid SolidEngine URL {url:?}")))
+    timeouts.validate()?;
+    Connector::with_timeouts(&converted, timeouts).map_err(|_| Error::Invalid(format!("invalid SolidEngine URL {url:?}")))
 }
 
 fn urlencode(s: &str) -> String {
@@ -195,9 +196,9 @@ mod tests {
 
     #[test]
     fn urls() {
-        assert_eq!(connector("unix:///tmp/e.sock", None).unwrap().url(), "redis+unix:///tmp/e.sock");
-        assert_eq!(connector("unix:///tmp/e.sock", Some("p w")).unwrap().url(), "redis+unix:///tmp/e.sock?pass=p%20w");
-        assert_eq!(connector("tcp://127.0.0.1:7777", Some("s3")).unwrap().url(), "redis://:s3@127.0.0.1:7777");
-        assert!(connector("http://x", None).is_err());
+        assert_eq!(connector("unix:///tmp/e.sock", None, Timeouts::default()).unwrap().url(), "redis+unix:///tmp/e.sock");
+        assert_eq!(connector("unix:///tmp/e.sock", Some("p w"), Timeouts::default()).unwrap().url(), "redis+unix:///tmp/e.sock?pass=p%20w");
+        assert_eq!(connector("tcp://127.0.0.1:7777", Some("s3"), Timeouts::default()).unwrap().url(), "redis://:s3@127.0.0.1:7777");
+        assert!(connector("http://x", None, Timeouts::default()).is_err());
     }
 }

@@ -1,45 +1,180 @@
 //! Redis connections: a small checkout pool for request/response callers
 //! (enqueue, failure handling) and a reconnecting connection with backoff for
 //! the dispatcher's long-lived threads.
+//!
+//! Every byte exchanged with the server, the connection handshake included,
+//! runs under the [`Timeouts`]: a server that accepts connections but never
+//! answers (paused with SIGSTOP, a black-holed route, a wedged proxy) makes a
+//! call fail with [`Error::Timeout`] within them, never hang.
 
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use redis::{Client, Connection};
+use redis::{Client, Connection, ConnectionInfo, IntoConnectionInfo, ProtocolVersion};
 
 use crate::error::{Error, Result};
 
-/// How long to wait for a TCP connect, and for any reply. A reply slower than
-/// this is treated as a broken connection and retried elsewhere.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
-pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long to wait for a TCP connect (`connect`), for a request to be
+/// written (`write`) and for its reply (`read`). A slower reply is treated as
+/// a broken connection: the call fails with [`Error::Timeout`], the
+/// connection is dropped, and whether the command ran is unknown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    pub connect: Duration,
+    pub read: Duration,
+    pub write: Duration,
+}
+
+impl Default for Timeouts {
+    /// Connect: far above a LAN or cross-zone handshake. Read and write:
+    /// above any healthy command (the slowest scripts, a large enqueue_many
+    /// or a dead node's recovery, take milliseconds; Redis itself answers
+    /// BUSY to others after a 5 s script) and far below `recovery_delay`, so
+    /// a hung Redis surfaces as an error within seconds.
+    fn default() -> Self {
+        Timeouts { connect: Duration::from_secs(2), read: Duration::from_secs(5), write: Duration::from_secs(5) }
+    }
+}
+
+impl Timeouts {
+    pub fn validate(&self) -> Result<()> {
+        for (name, d) in [("connect", self.connect), ("read", self.read), ("write", self.write)] {
+            if d.is_zero() {
+                return Err(Error::Invalid(format!("the {name} timeout must be above zero")));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Idle connections kept per pool; more callers at once simply connect.
 const POOL_KEEP: usize = 32;
 
 #[derive(Clone)]
 pub struct Connector {
-    client: Client,
+    /// Opens the socket only: no credentials and database 0, so the redis
+    /// crate sends nothing during its own handshake, which it would run
+    /// without any read timeout (a paused server accepts the TCP connection
+    /// from its listen backlog and then never answers). [`Connector::connect`]
+    /// authenticates and selects the database itself, under the timeouts.
+    bare: Client,
+    username: Option<String>,
+    password: Option<String>,
+    db: i64,
     url: String,
+    timeouts: Timeouts,
 }
 
 impl Connector {
     pub fn new(url: &str) -> Result<Self> {
-        let client = Client::open(url).map_err(|e| Error::Invalid(format!("invalid Redis URL {url:?}: {e}")))?;
-        Ok(Connector { client, url: url.to_owned() })
+        Self::with_timeouts(url, Timeouts::default())
+    }
+
+    pub fn with_timeouts(url: &str, timeouts: Timeouts) -> Result<Self> {
+        timeouts.validate()?;
+        let invalid = |e: redis::RedisError| Error::Invalid(format!("invalid Redis URL {url:?}: {e}"));
+        let info: ConnectionInfo = url.into_connection_info().map_err(invalid)?;
+        let bare_info = ConnectionInfo {
+            addr: info.addr.clone(),
+            redis: redis::RedisConnectionInfo {
+                db: 0,
+                username: None,
+                password: None,
+                // Our replies are parsed as RESP2 (HELLO 3 would also be a
+                // handshake command sent without a timeout).
+                protocol: ProtocolVersion::RESP2,
+            },
+        };
+        let bare = Client::open(bare_info).map_err(invalid)?;
+        Ok(Connector {
+            bare,
+            username: info.redis.username,
+            password: info.redis.password,
+            db: info.redis.db,
+            url: url.to_owned(),
+            timeouts,
+        })
     }
 
     pub fn url(&self) -> &str {
         &self.url
     }
 
+    pub fn timeouts(&self) -> Timeouts {
+        self.timeouts
+    }
+
+    /// The same server with `extra` added to the read timeout, for a
+    /// connection whose commands wait on the server by design (SolidEngine's
+    /// long-polling FETCH): the timeout still bounds the server's silence
+    /// beyond that wait.
+    pub fn with_extra_read_time(&self, extra: Duration) -> Connector {
+        let mut c = self.clone();
+        c.timeouts.read += extra;
+        c
+    }
+
     pub fn connect(&self) -> Result<Connection> {
-        let conn = self
-            .client
-            .get_connection_with_timeout(CONNECT_TIMEOUT)
-            .map_err(|e| Error::Connection(format!("{} ({})", e, self.url)))?;
-        conn.set_read_timeout(Some(IO_TIMEOUT)).map_err(Error::from)?;
-        conn.set_write_timeout(Some(IO_TIMEOUT)).map_err(Error::from)?;
+        let t = self.timeouts;
+        let mut conn = self.bare.get_connection_with_timeout(t.connect).map_err(|e| self.failed(e))?;
+        conn.set_read_timeout(Some(t.read)).map_err(Error::from)?;
+        conn.set_write_timeout(Some(t.write)).map_err(Error::from)?;
+        if let Some(password) = &self.password {
+            self.authenticate(&mut conn, password)?;
+        }
+        if self.db != 0 {
+            redis::cmd("SELECT").arg(self.db).query::<()>(&mut conn).map_err(|e| self.failed(e))?;
+        }
         Ok(conn)
+    }
+
+    /// AUTH as the redis crate sends it: with the username when the URL
+    /// has one, and once more without it for a server older than ACLs
+    /// (which refuses the two-argument form).
+    fn authenticate(&self, conn: &mut Connection, password: &str) -> Result<()> {
+        let auth = |conn: &mut Connection, user: Option<&str>| {
+            let mut cmd = redis::cmd("AUTH");
+            if let Some(u) = user {
+                cmd.arg(u);
+            }
+            cmd.arg(password).query::<()>(conn)
+        };
+        let out = match auth(conn, self.username.as_deref()) {
+            Err(e) if self.username.is_some() && e.to_string().contains("wrong number of arguments") => {
+                auth(conn, None)
+            }
+            out => out,
+        };
+        out.map_err(|e| self.failed(e))
+    }
+
+    /// A failed connection attempt (connect, AUTH, SELECT) as an error
+    /// naming the server: a timeout, or else a connection failure, so a
+    /// refused password is reported like an unreachable server.
+    fn failed(&self, e: redis::RedisError) -> Error {
+        if e.is_timeout() {
+            self.timed_out(&e.to_string())
+        } else {
+            Error::Connection(format!("{e} ({})", self.url))
+        }
+    }
+
+    /// A timeout in words a reader can act on: which limits were exceeded,
+    /// and where (the socket only says "Resource temporarily unavailable").
+    fn timed_out(&self, detail: &str) -> Error {
+        let t = self.timeouts;
+        Error::Timeout(format!(
+            "no answer within the timeouts (connect {:?}, read {:?}, write {:?}): {detail} ({})",
+            t.connect, t.read, t.write, self.url
+        ))
+    }
+
+    /// Names the limits and the server in a command's timeout.
+    fn explain<T>(&self, out: Result<T>) -> Result<T> {
+        match out {
+            Err(Error::Timeout(m)) => Err(self.timed_out(&m)),
+            other => other,
+        }
     }
 }
 
@@ -62,7 +197,9 @@ impl Pool {
     /// Runs `f` on a pooled connection. A connection that saw a connection
     /// error is dropped, not returned. When a connection taken from the pool
     /// fails that way (typically: Redis restarted while it sat idle), the
-    /// idle connections are discarded and `f` runs once more on a fresh one.
+    /// idle connections are discarded and `f` runs once more on a fresh one
+    /// (not after a timeout, so a silent server fails a call within one
+    /// read timeout).
     /// That retry can repeat a command whose reply was lost; every caller's
     /// operation is either idempotent or, for an enqueue, at worst writes
     /// the same envelope (same job id) twice: at-least-once.
@@ -73,11 +210,13 @@ impl Pool {
             Some(c) => c,
             None => self.connector.connect()?,
         };
-        let mut out = f(&mut conn);
-        if reused && matches!(&out, Err(e) if e.is_connection()) {
+        let mut out = self.connector.explain(f(&mut conn));
+        // Not after a timeout: the server is there but silent, and a second
+        // attempt would only double how long the caller waits for the error.
+        if reused && matches!(&out, Err(e) if e.is_connection() && !e.is_timeout()) {
             self.idle.lock().clear();
             conn = self.connector.connect()?;
-            out = f(&mut conn);
+            out = self.connector.explain(f(&mut conn));
         }
         if !matches!(&out, Err(e) if e.is_connection()) {
             let mut idle = self.idle.lock();
@@ -148,7 +287,7 @@ impl Reconnecting {
             }
         }
         self.sent = true;
-        let out = f(self.conn.as_mut().expect("connected"));
+        let out = self.connector.explain(f(self.conn.as_mut().expect("connected")));
         match &out {
             Err(e) if e.is_connection() => {
                 self.conn = None;

@@ -15,7 +15,7 @@ fn class(name: &str) -> ExceptionClass {
 
 pub fn to_ruby(e: CoreError) -> Error {
     let name = match &e {
-        CoreError::Connection(_) => "ConnectionError",
+        CoreError::Connection(_) | CoreError::Timeout(_) => "ConnectionError",
         CoreError::Redis(_) => "RedisError",
         CoreError::Envelope(_) => "EnvelopeError",
         CoreError::Invalid(_) => return Error::new(Ruby::get().expect("GVL").exception_arg_error(), e.to_string()),
