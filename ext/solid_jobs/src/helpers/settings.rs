@@ -13,6 +13,7 @@
 //! the source settings).
 
 use magnus::error::ErrorType;
+use magnus::value::ReprValue;
 use magnus::{Error, Value};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
@@ -158,10 +159,9 @@ impl TimeoutSettings {
 
 /// A constructor's optional timeouts Hash: nil means the defaults.
 pub fn timeouts(hash: Option<Value>) -> Result<Timeouts, Error> {
-    // magnus converts nil to None.
     match hash {
-        Some(h) => from_hash::<TimeoutSettings>(h, "timeouts")?.into_timeouts(),
-        None => Ok(Timeouts::default()),
+        Some(h) if !h.is_nil() => from_hash::<TimeoutSettings>(h, "timeouts")?.into_timeouts(),
+        _ => Ok(Timeouts::default()),
     }
 }
 
