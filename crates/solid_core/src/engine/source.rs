@@ -379,10 +379,16 @@ impl Fetch for Fetching<'_> {
         let s = self.s;
         let order: Vec<u32> = self.selector.next_order().into_iter().map(|i| self.ids[i]).collect();
         let lease_ms = s.cfg.lease.as_millis() as u64;
+        let sent = Instant::now();
         let fetched = self.conn.run(|c| wire::fetch(c, want, lease_ms, FETCH_BLOCK.as_millis() as u64, &order));
         s.stats().note(&fetched);
         match fetched {
             Ok(reservations) => {
+                // An empty answer may have waited on the server (long poll):
+                // only a FETCH that found work measures the round trip.
+                if !reservations.is_empty() {
+                    s.feed.claimed_in(sent.elapsed());
+                }
                 let fetched = Instant::now();
                 let batch: Vec<ClaimedJob> = reservations.into_iter().filter_map(|r| self.claimed(r)).collect();
                 // Held before a worker can see them, so a job taken at once

@@ -520,10 +520,14 @@ impl Fetch for Claimer<'_> {
         let names: Vec<&str> = order.iter().map(|&i| self.selector.names()[i].as_str()).collect();
         self.last_stamp = now_ms().max(self.last_stamp + 1);
         let stamp = self.last_stamp;
+        let sent = Instant::now();
         let claimed = self.conn.run(|c| s.store.claim(c, &s.cfg.node_id, &names, want, stamp));
         s.stats().note(&claimed);
         match claimed {
-            Ok(batch) => self.deliver(fetcher, batch, want, seen),
+            Ok(batch) => {
+                s.feed.claimed_in(sent.elapsed());
+                self.deliver(fetcher, batch, want, seen)
+            }
             Err(e) => {
                 self.failed(fetcher, e, stamp);
                 true
