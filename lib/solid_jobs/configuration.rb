@@ -140,7 +140,8 @@ module SolidJobs
 
     # Unstarted jobs a node keeps claimed for its workers. nil (default):
     # adaptive, about 10 ms of work per worker from the measured job
-    # duration (up to 512); an Integer fixes the window.
+    # duration plus twice the measured claim round trip (up to 2,048); an
+    # Integer fixes the window.
     def prefetch=(value)
       valid = value.nil? || (value.is_a?(Integer) && value.between?(1, 10_000))
       invalid!(:prefetch, value, "nil or an Integer from 1 to 10000") unless valid

@@ -8,7 +8,10 @@ module SolidJobs
   # A configuration value is invalid.
   class ConfigurationError < Error; end
 
-  # Redis could not be reached. An enqueue that raises this wrote nothing.
+  # Redis could not be reached, or did not answer within the connection
+  # timeouts. An enqueue that raises this after a refused or broken
+  # connection wrote nothing; after a timeout its outcome is unknown (the
+  # request may still run when Redis catches up: docs/reliability.md).
   class ConnectionError < Error; end
 
   # Redis answered with an error.

@@ -149,7 +149,11 @@ mod tests {
         for _ in 0..50 {
             w.record_round_trip(Duration::from_micros(200));
         }
-        assert_eq!(w.window(), 4, "back on a LAN: the window shrinks again (the round trip still rounds up to one job)");
+        assert_eq!(
+            w.window(),
+            4,
+            "back on a LAN: the window shrinks again (the round trip still rounds up to one job)"
+        );
         let fixed = PrefetchWindow::new(Prefetch::Fixed(8));
         fixed.record_round_trip(Duration::from_secs(1));
         assert_eq!(fixed.window(), 8, "a fixed window stays fixed");

@@ -298,7 +298,8 @@ impl JobSource for EngineSource {
         let running: Vec<(String, u64)> = started.into_iter().map(|(fence, h)| (h.id, fence)).collect();
         let count = unstarted.len() + running.len();
         let s = self.shared.clone();
-        match deadline::within(deadline, "engine-hand-back", move || hand_back_all(&s, &unstarted, &running, deadline)) {
+        let handed_back = move || hand_back_all(&s, &unstarted, &running, deadline);
+        match deadline::within(deadline, "engine-hand-back", handed_back) {
             Some(n) => Ok(n),
             None => {
                 log("WARN", &format!("SolidEngine did not answer before the shutdown deadline; {count} held job(s) run again after their lease"));

@@ -24,7 +24,8 @@ pub fn connector(url: &str, password: Option<&str>, timeouts: Timeouts) -> Resul
         )));
     };
     timeouts.validate()?;
-    Connector::with_timeouts(&converted, timeouts).map_err(|_| Error::Invalid(format!("invalid SolidEngine URL {url:?}")))
+    Connector::with_timeouts(&converted, timeouts)
+        .map_err(|_| Error::Invalid(format!("invalid SolidEngine URL {url:?}")))
 }
 
 fn urlencode(s: &str) -> String {
@@ -196,9 +197,13 @@ mod tests {
 
     #[test]
     fn urls() {
-        assert_eq!(connector("unix:///tmp/e.sock", None, Timeouts::default()).unwrap().url(), "redis+unix:///tmp/e.sock");
-        assert_eq!(connector("unix:///tmp/e.sock", Some("p w"), Timeouts::default()).unwrap().url(), "redis+unix:///tmp/e.sock?pass=p%20w");
-        assert_eq!(connector("tcp://127.0.0.1:7777", Some("s3"), Timeouts::default()).unwrap().url(), "redis://:s3@127.0.0.1:7777");
-        assert!(connector("http://x", None, Timeouts::default()).is_err());
+        let t = Timeouts::default();
+        assert_eq!(connector("unix:///tmp/e.sock", None, t).unwrap().url(), "redis+unix:///tmp/e.sock");
+        assert_eq!(
+            connector("unix:///tmp/e.sock", Some("p w"), t).unwrap().url(),
+            "redis+unix:///tmp/e.sock?pass=p%20w"
+        );
+        assert_eq!(connector("tcp://127.0.0.1:7777", Some("s3"), t).unwrap().url(), "redis://:s3@127.0.0.1:7777");
+        assert!(connector("http://x", None, t).is_err());
     }
 }

@@ -370,7 +370,12 @@ impl JobSource for RedisSource {
                     Some(Err(e)) => e.to_string(),
                     _ => "Redis did not answer before the shutdown deadline".to_owned(),
                 };
-                log("WARN", &format!("this node's claims could not be requeued ({why}); they are left for recovery by other nodes"));
+                log(
+                    "WARN",
+                    &format!(
+                        "this node's claims could not be requeued ({why}); they are left for recovery by other nodes"
+                    ),
+                );
                 0
             }
         };
