@@ -305,3 +305,73 @@ impl Reconnecting {
         self.next_attempt = Instant::now() + delay;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    fn short() -> Timeouts {
+        Timeouts { connect: Duration::from_secs(1), read: Duration::from_millis(300), write: Duration::from_millis(300) }
+    }
+
+    /// A server that accepts every connection and answers `answered`
+    /// requests of the first one with +PONG, then nothing ever again (as a
+    /// paused Redis: the kernel still accepts from the listen backlog).
+    /// Returns its port and the number of connections it accepted.
+    fn going_silent(answered: usize) -> (u16, Arc<AtomicUsize>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = accepted.clone();
+        std::thread::spawn(move || {
+            let mut kept = Vec::new();
+            for (i, stream) in listener.incoming().enumerate() {
+                let Ok(mut stream) = stream else { return };
+                count.fetch_add(1, Ordering::SeqCst);
+                if i == 0 {
+                    let mut buf = [0u8; 512];
+                    for _ in 0..answered {
+                        if stream.read(&mut buf).unwrap_or(0) == 0 {
+                            break;
+                        }
+                        let _ = stream.write_all(b"+PONG\r\n");
+                    }
+                }
+                kept.push(stream);
+            }
+        });
+        (port, accepted)
+    }
+
+    #[test]
+    fn the_handshake_runs_under_the_timeouts() {
+        let (port, _) = going_silent(0);
+        let connector = Connector::with_timeouts(&format!("redis://:secret@127.0.0.1:{port}/3"), short()).unwrap();
+        let started = Instant::now();
+        let e = connector.connect().err().expect("AUTH is never answered");
+        assert!(e.is_timeout(), "{e}");
+        assert!(e.to_string().contains("read 300ms"), "names the limit: {e}");
+        assert!(started.elapsed() < Duration::from_secs(3), "bounded by the read timeout");
+    }
+
+    #[test]
+    fn a_timeout_fails_the_call_once_without_a_second_connection() {
+        let (port, accepted) = going_silent(1);
+        let pool = Pool::new(Connector::with_timeouts(&format!("redis://127.0.0.1:{port}"), short()).unwrap());
+        let ping = |c: &mut Connection| redis::cmd("PING").query::<String>(c).map_err(Error::from);
+        assert_eq!(pool.with(ping).unwrap(), "PONG");
+        let e = pool.with(ping).unwrap_err();
+        assert!(e.is_timeout() && e.is_connection(), "{e}");
+        assert_eq!(accepted.load(Ordering::SeqCst), 1, "a silent server is not asked again on a new connection");
+    }
+
+    #[test]
+    fn timeouts_must_be_above_zero() {
+        let t = Timeouts { read: Duration::ZERO, ..Timeouts::default() };
+        assert!(matches!(Connector::with_timeouts("redis://127.0.0.1:1", t), Err(Error::Invalid(_))));
+    }
+}
