@@ -315,7 +315,11 @@ mod tests {
     use std::sync::Arc;
 
     fn short() -> Timeouts {
-        Timeouts { connect: Duration::from_secs(1), read: Duration::from_millis(300), write: Duration::from_millis(300) }
+        Timeouts {
+            connect: Duration::from_secs(1),
+            read: Duration::from_millis(300),
+            write: Duration::from_millis(300),
+        }
     }
 
     /// A server that accepts every connection and answers `answered`
