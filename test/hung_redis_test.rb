@@ -31,6 +31,7 @@ class HungRedisTest < SolidJobsTest
       w.wait(timeout: 5)
     end
     @proxies.each(&:close)
+    @redis_at&.each_value(&:close)
     @servers.each(&:cleanup)
     super
   end
@@ -73,7 +74,7 @@ class HungRedisTest < SolidJobsTest
     [status, now - started]
   end
 
-  def redis_at(server) = Redis.new(url: server.url)
+  def redis_at(server, db = 0) = ((@redis_at ||= {})[[server, db]] ||= Redis.new(url: server.url(db)))
   def claims_at(server) = redis_at(server).keys(key("claims:*")).sum { |k| redis_at(server).hlen(k) }
   def completed(label) = ledger_lines.count { |l| l.start_with?("#{label} ") }
 
@@ -97,7 +98,7 @@ class HungRedisTest < SolidJobsTest
 
     server.resume
     LedgerTask.enqueue(ledger_path, "after")
-    assert_operator redis_at(server).tap { |r| r.select(3) }.llen(key("channel:default")), :>=, 2
+    assert_operator redis_at(server, 3).llen(key("channel:default")), :>=, 2
   end
 
   def test_enqueue_through_a_black_holed_proxy_raises_connection_error_within_the_read_timeout

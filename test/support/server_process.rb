@@ -17,12 +17,16 @@ module ServerProcess
     @paused = false
   end
 
+  def kill = stop("KILL")
+  def running? = !@pid.nil?
+
   # SIGSTOP: the server keeps its sockets, the kernel still accepts new
   # connections into the listen backlog, and nothing is ever answered (a
   # hung server). `resume` (SIGCONT) lets it read what was sent meanwhile.
   def pause
     Process.kill("STOP", @pid)
     @paused = true
+    wait_until_stopped
   end
 
   def resume
@@ -32,6 +36,19 @@ module ServerProcess
     @paused = false
   end
 
-  def kill = stop("KILL")
-  def running? = !@pid.nil?
+  private
+
+  # kill(2) returns before the process stops: one of its threads must run
+  # to start the group stop, and until then the others keep serving (on a
+  # loaded host, for milliseconds). Paused means every thread is stopped.
+  def wait_until_stopped
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 10
+    until Dir.glob("/proc/#{@pid}/task/*/stat").all? { |f| File.read(f)[/\) (\S)/, 1] == "T" }
+      raise "process #{@pid} did not stop" if Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+
+      sleep 0.005
+    end
+  rescue Errno::ENOENT
+    retry # a thread ended while we looked
+  end
 end

@@ -10,9 +10,13 @@
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use redis::{Client, Connection, ConnectionInfo, IntoConnectionInfo, ProtocolVersion};
+use redis::{
+    Client, Connection, ConnectionInfo, ConnectionLike, FromRedisValue, IntoConnectionInfo, Pipeline, ProtocolVersion,
+    Value,
+};
 
 use crate::error::{Error, Result};
+use crate::interrupt;
 
 /// How long to wait for a TCP connect (`connect`), for a request to be
 /// written (`write`) and for its reply (`read`). A slower reply is treated as
@@ -178,6 +182,60 @@ impl Connector {
     }
 }
 
+/// Runs `pipe` as `Pipeline::query` does, except that the first reply that
+/// does not arrive ends it. The redis crate goes on reading every remaining
+/// reply after a read error, each with a full read timeout, so a silent
+/// server held a pipeline of N commands (a telemetry flush, a MULTI/EXEC)
+/// for N read timeouts. The connection is dropped afterwards like after any
+/// connection error (`Pool::with`, `Reconnecting::run`).
+pub fn query_pipeline<T: FromRedisValue>(pipe: &Pipeline, conn: &mut Connection) -> redis::RedisResult<T> {
+    pipe.query(&mut FailFast(conn))
+}
+
+/// A connection whose pipelined reads stop at the first I/O error.
+struct FailFast<'a>(&'a mut Connection);
+
+impl ConnectionLike for FailFast<'_> {
+    fn req_packed_command(&mut self, cmd: &[u8]) -> redis::RedisResult<Value> {
+        self.0.req_packed_command(cmd)
+    }
+
+    /// As the redis crate's: replies before `offset` are checked for errors
+    /// and dropped, `count` replies after them returned; but an I/O error
+    /// (timeout, reset) returns at once, since no later reply can arrive.
+    fn req_packed_commands(&mut self, cmd: &[u8], offset: usize, count: usize) -> redis::RedisResult<Vec<Value>> {
+        self.0.send_packed_command(cmd)?;
+        let mut replies = Vec::with_capacity(count);
+        let mut first_error = None;
+        for index in 0..offset + count {
+            match self.0.recv_response() {
+                Ok(Value::ServerError(e)) if index < offset => {
+                    first_error.get_or_insert(e.into());
+                }
+                Ok(reply) if index >= offset => replies.push(reply),
+                Ok(_) => {}
+                Err(e) if e.is_io_error() => return Err(e),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        first_error.map_or(Ok(replies), Err)
+    }
+
+    fn get_db(&self) -> i64 {
+        self.0.get_db()
+    }
+
+    fn check_connection(&mut self) -> bool {
+        self.0.check_connection()
+    }
+
+    fn is_open(&self) -> bool {
+        self.0.is_open()
+    }
+}
+
 /// A checkout pool. The lock is held only to pop or push a connection, never
 /// during I/O, so concurrent callers (one per worker Ractor) do not serialize.
 pub struct Pool {
@@ -199,7 +257,7 @@ impl Pool {
     /// fails that way (typically: Redis restarted while it sat idle), the
     /// idle connections are discarded and `f` runs once more on a fresh one
     /// (not after a timeout, so a silent server fails a call within one
-    /// read timeout).
+    /// read timeout, and not when Ruby interrupted the call).
     /// That retry can repeat a command whose reply was lost; every caller's
     /// operation is either idempotent or, for an enqueue, at worst writes
     /// the same envelope (same job id) twice: at-least-once.
@@ -213,7 +271,10 @@ impl Pool {
         let mut out = self.connector.explain(f(&mut conn));
         // Not after a timeout: the server is there but silent, and a second
         // attempt would only double how long the caller waits for the error.
-        if reused && matches!(&out, Err(e) if e.is_connection() && !e.is_timeout()) {
+        // Nor when Ruby interrupted the call (a signal cut the wait short,
+        // and the process wants its thread back).
+        let retry = |e: &Error| e.is_connection() && !e.is_timeout() && !interrupt::current_is_set();
+        if reused && matches!(&out, Err(e) if retry(e)) {
             self.idle.lock().clear();
             conn = self.connector.connect()?;
             out = self.connector.explain(f(&mut conn));
@@ -322,9 +383,9 @@ mod tests {
         }
     }
 
-    /// A server that accepts every connection and answers `answered`
-    /// requests of the first one with +PONG, then nothing ever again (as a
-    /// paused Redis: the kernel still accepts from the listen backlog).
+    /// A server that accepts every connection and answers the PINGs of the
+    /// first `answered` requests of the first one, then nothing ever again
+    /// (as a paused Redis: the kernel still accepts from the listen backlog).
     /// Returns its port and the number of connections it accepted.
     fn going_silent(answered: usize) -> (u16, Arc<AtomicUsize>) {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -337,12 +398,15 @@ mod tests {
                 let Ok(mut stream) = stream else { return };
                 count.fetch_add(1, Ordering::SeqCst);
                 if i == 0 {
-                    let mut buf = [0u8; 512];
+                    let mut buf = [0u8; 4096];
                     for _ in 0..answered {
-                        if stream.read(&mut buf).unwrap_or(0) == 0 {
+                        let n = stream.read(&mut buf).unwrap_or(0);
+                        if n == 0 {
                             break;
                         }
-                        let _ = stream.write_all(b"+PONG\r\n");
+                        // One PONG per PING of the chunk (a pipeline comes in one).
+                        let pings = buf[..n].windows(4).filter(|w| w == b"PING").count();
+                        let _ = stream.write_all(&b"+PONG\r\n".repeat(pings));
                     }
                 }
                 kept.push(stream);
@@ -371,6 +435,26 @@ mod tests {
         let e = pool.with(ping).unwrap_err();
         assert!(e.is_timeout() && e.is_connection(), "{e}");
         assert_eq!(accepted.load(Ordering::SeqCst), 1, "a silent server is not asked again on a new connection");
+    }
+
+    #[test]
+    fn a_pipeline_gives_up_at_the_first_missing_reply() {
+        let (port, _) = going_silent(1);
+        let mut conn =
+            Connector::with_timeouts(&format!("redis://127.0.0.1:{port}"), short()).unwrap().connect().unwrap();
+        let mut pipe = redis::pipe();
+        for _ in 0..3 {
+            pipe.cmd("PING");
+        }
+        let pongs: Vec<String> = query_pipeline(&pipe, &mut conn).unwrap();
+        assert_eq!(pongs, ["PONG"; 3], "answered: the replies, as Pipeline::query gives them");
+        for _ in 0..7 {
+            pipe.cmd("PING").ignore();
+        }
+        let started = Instant::now();
+        let e = Error::from(query_pipeline::<()>(&pipe, &mut conn).unwrap_err());
+        assert!(e.is_timeout(), "{e}");
+        assert!(started.elapsed() < Duration::from_millis(900), "one read timeout for 10 commands, not 10");
     }
 
     #[test]

@@ -221,19 +221,19 @@ impl RedisSource {
     /// blocked on a silent Redis is detached (it ends within its
     /// connection's timeouts, or with the process). The handles leave the
     /// lock before the wait, so a second shutdown never queues behind it.
-    fn join_until(&self, names: &[&str], deadline: Instant) -> Vec<&'static str> {
+    fn join_until(&self, names: &[&str], deadline: Instant) {
         let wanted: Vec<(&'static str, JoinHandle<()>)> = {
             let mut threads = self.threads.lock();
             let (wanted, keep) = threads.drain(..).partition(|(n, _)| names.contains(n));
             *threads = keep;
             wanted
         };
-        deadline::join_until(wanted, deadline)
+        deadline::join_until(wanted, deadline);
     }
 }
 
-/// The shutdown requeue (see `RedisSource::shutdown`), retried on a broken
-/// connection until it succeeds or `deadline` passes.
+/// The shutdown requeue (see `RedisSource::shutdown`), tried again a few
+/// times on a broken connection, never past `deadline`.
 fn requeue_own_claims(s: &Shared, deadline: Instant) -> Result<u64> {
     let mut attempt = 0;
     loop {
