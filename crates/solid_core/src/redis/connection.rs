@@ -182,6 +182,39 @@ impl Connector {
     }
 }
 
+/// Runs `f` with asynchronous signals blocked on this thread. With a read
+/// timeout on the socket, Linux does not restart a `recv` that a signal
+/// handler interrupted (EINTR), and the redis crate then treats the reply
+/// as lost: any signal meant for someone else (the Ruby VM's timer signal,
+/// SIGVTALRM, fires whenever threads contend for the GVL) failed a call with
+/// "Interrupted system call". Blocked here, a signal waits until the call
+/// returns, within its timeouts, or goes to another thread; Ruby itself
+/// interrupts a blocking call through its unblocking function, not a
+/// signal. Fault signals (SIGSEGV...) stay unblocked.
+pub(crate) fn signals_deferred<T>(f: impl FnOnce() -> T) -> T {
+    struct Restore(libc::sigset_t);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            // SAFETY: restores the mask saved below, on this thread.
+            unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.0, std::ptr::null_mut()) };
+        }
+    }
+    // SAFETY: plain libc calls on stack-allocated signal sets.
+    let _restore = unsafe {
+        let mut blocked: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut blocked);
+        for fault in
+            [libc::SIGSEGV, libc::SIGBUS, libc::SIGILL, libc::SIGFPE, libc::SIGABRT, libc::SIGTRAP, libc::SIGSYS]
+        {
+            libc::sigdelset(&mut blocked, fault);
+        }
+        let mut previous: libc::sigset_t = std::mem::zeroed();
+        libc::pthread_sigmask(libc::SIG_BLOCK, &blocked, &mut previous);
+        Restore(previous)
+    };
+    f()
+}
+
 /// Runs `pipe` as `Pipeline::query` does, except that the first reply that
 /// does not arrive ends it. The redis crate goes on reading every remaining
 /// reply after a read error, each with a full read timeout, so a silent
@@ -262,6 +295,10 @@ impl Pool {
     /// operation is either idempotent or, for an enqueue, at worst writes
     /// the same envelope (same job id) twice: at-least-once.
     pub fn with<T>(&self, f: impl Fn(&mut Connection) -> Result<T>) -> Result<T> {
+        signals_deferred(|| self.run(f))
+    }
+
+    fn run<T>(&self, f: impl Fn(&mut Connection) -> Result<T>) -> Result<T> {
         let popped = self.idle.lock().pop();
         let reused = popped.is_some();
         let mut conn = match popped {
@@ -334,6 +371,10 @@ impl Reconnecting {
     }
 
     pub fn run<T>(&mut self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
+        signals_deferred(|| self.attempt(f))
+    }
+
+    fn attempt<T>(&mut self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
         self.sent = false;
         if self.conn.is_none() {
             if Instant::now() < self.next_attempt {
@@ -455,6 +496,50 @@ mod tests {
         let e = Error::from(query_pipeline::<()>(&pipe, &mut conn).unwrap_err());
         assert!(e.is_timeout(), "{e}");
         assert!(started.elapsed() < Duration::from_millis(900), "one read timeout for 10 commands, not 10");
+    }
+
+    /// Delivers SIGUSR2 (a handler installed, as the Ruby VM installs its
+    /// timer signal's) to the thread blocked in a call, every few
+    /// milliseconds: the call still gets its reply.
+    #[test]
+    fn a_signal_for_someone_else_does_not_fail_a_call() {
+        extern "C" fn ignore(_: libc::c_int) {}
+        // SAFETY: a handler that does nothing, installed with SA_RESTART as
+        // Ruby installs its own.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = ignore as *const () as usize;
+            action.sa_flags = libc::SA_RESTART;
+            libc::sigaction(libc::SIGUSR2, &action, std::ptr::null_mut());
+        }
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            let (mut stream, _) = listener.accept().unwrap();
+            let mut buf = [0u8; 512];
+            while stream.read(&mut buf).unwrap_or(0) > 0 {
+                std::thread::sleep(Duration::from_millis(150));
+                let _ = stream.write_all(b"+PONG\r\n");
+            }
+        });
+        let caller = unsafe { libc::pthread_self() };
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let signaller = {
+            let done = done.clone();
+            std::thread::spawn(move || {
+                while !done.load(Ordering::SeqCst) {
+                    // SAFETY: the caller thread outlives this loop (joined below).
+                    unsafe { libc::pthread_kill(caller, libc::SIGUSR2) };
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            })
+        };
+        let pool =
+            Pool::new(Connector::with_timeouts(&format!("redis://127.0.0.1:{port}"), Timeouts::default()).unwrap());
+        let out = pool.with(|c| redis::cmd("PING").query::<String>(c).map_err(Error::from));
+        done.store(true, Ordering::SeqCst);
+        signaller.join().unwrap();
+        assert_eq!(out.unwrap(), "PONG");
     }
 
     #[test]
