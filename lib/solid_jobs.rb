@@ -60,7 +60,10 @@ module SolidJobs
       yield draft
       draft.validate!
       Instrumentation.shareable!(draft.instrumenter)
-      @client = nil if @client && (@client.url != draft.redis_url || @client_namespace != draft.namespace)
+      if @client && (@client.url != draft.redis_url || @client_namespace != draft.namespace ||
+                     @client_timeouts != draft.timeouts)
+        @client = nil
+      end
       @routing = nil
       @config = draft
     end
@@ -74,7 +77,8 @@ module SolidJobs
         end
 
         @client_namespace = config.namespace
-        @client = Ractor.make_shareable(Native::Client.new(config.redis_url, config.namespace))
+        @client_timeouts = config.timeouts
+        @client = Ractor.make_shareable(Native::Client.new(config.redis_url, config.namespace, @client_timeouts))
       end
     end
 

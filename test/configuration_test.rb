@@ -159,4 +159,17 @@ class ConfigurationTest < SolidJobsTest
     assert Ractor.shareable?(SolidJobs.config)
     assert_raises(SolidJobs::ConfigurationError) { SolidJobs.configure { |c| c.concurrency = 3 } }
   end
+
+  def test_connection_timeouts_default_to_seconds_and_must_be_positive
+    config = SolidJobs::Configuration.new
+    assert_equal({connect: 2.0, read: 5.0, write: 5.0}, config.timeouts)
+    %i[connect_timeout read_timeout write_timeout].each do |setting|
+      [0, -1, Float::INFINITY, "5"].each do |value|
+        error = assert_raises(SolidJobs::ConfigurationError) { SolidJobs.configure { |c| c.public_send(:"#{setting}=", value) } }
+        assert_match(/#{setting}/, error.message)
+      end
+    end
+    SolidJobs.configure { |c| c.read_timeout = 0.25 }
+    assert_equal 0.25, SolidJobs.config.timeouts[:read]
+  end
 end

@@ -75,4 +75,21 @@ class NativeSettingsTest < SolidJobsTest
     end
     assert_match(/publisher telemetry settings: unknown field `host`/, error.message)
   end
+
+  def test_timeouts_cross_as_a_hash_of_positive_seconds
+    redis = source_settings.first
+    assert_equal SolidJobs.config.timeouts, redis[:timeouts]
+    assert_match(/missing field `timeouts`/, dispatcher_error([redis.except(:timeouts)], telemetry_settings))
+    assert_match(/source settings 0: unknown field `idle`, expected one of `connect`, `read`, `write`/,
+                 dispatcher_error([redis.merge(timeouts: redis[:timeouts].merge(idle: 1.0))], telemetry_settings))
+    error = assert_raises(ArgumentError) do
+      SolidJobs::Native::Client.new(REDIS.url, @namespace, {connect: 1.0, read: 0.0, write: 1.0})
+    end
+    assert_match(/read timeout must be above zero/, error.message)
+    error = assert_raises(ArgumentError) do
+      SolidJobs::Native::EngineClient.new("tcp://127.0.0.1:1", nil, {connect: 1.0, read: 1.0})
+    end
+    assert_match(/timeouts: missing field `write`/, error.message)
+    assert_equal REDIS.url, SolidJobs::Native::Client.new(REDIS.url, @namespace, nil).url, "nil: the defaults"
+  end
 end

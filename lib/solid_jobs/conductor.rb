@@ -53,6 +53,13 @@ module SolidJobs
       self
     end
 
+    # Seconds the shutdown may take after the wait for running tasks
+    # (writing completions, requeueing), and after a second signal. Hard
+    # bounds: a Redis that never answers cannot stretch them; what could not
+    # be written by then is left to recovery by other nodes.
+    SHUTDOWN_GRACE = 5.0
+    SECOND_SIGNAL_GRACE = 1.0
+
     # Graceful stop. Returns true when every running task finished in time.
     def stop(timeout: @config.shutdown_timeout)
       return true unless @dispatcher
@@ -60,10 +67,11 @@ module SolidJobs
       @dispatcher.stop_claiming
       finished = @dispatcher.wait_idle(timeout)
       @monitor&.stop
-      requeued = @dispatcher.shutdown(5.0)
+      @finishing = true
+      requeued = @dispatcher.shutdown(SHUTDOWN_GRACE)
       join_workers if finished
       Log.info("node #{@node_id} stopped: #{requeued} job(s) requeued" +
-               (finished ? "" : ", #{@dispatcher.inflight} task(s) still running after #{timeout}s were requeued"))
+               (finished ? "" : " (#{@dispatcher.inflight} task(s) still running after #{timeout}s among them)"))
       finished
     end
 
@@ -93,8 +101,8 @@ module SolidJobs
         next unless IO.select([reader], nil, nil, 0) && reader.read_nonblock(16, exception: false)
 
         Log.warn("second signal: requeueing running tasks and exiting now")
-        @dispatcher.stop_claiming
-        @dispatcher.shutdown(1.0)
+        # Past the wait, the stop under way is already bounded: leave at once.
+        @dispatcher.shutdown(SECOND_SIGNAL_GRACE) unless @finishing
         return :timeout
       end
       stopper.value ? :stopped : :timeout

@@ -79,6 +79,16 @@ module SolidJobs
       # few per second show what jobs go through without weighing on a busy
       # node. Aggregates count every job regardless.
       telemetry_sample_rate: 10,
+      # Seconds to wait for a TCP connection to Redis or SolidEngine, and
+      # for a request to be written and its reply read. A call that waits
+      # longer fails with ConnectionError (an enqueue wrote nothing, or its
+      # outcome is unknown and a retry is deduplicated by job id); worker
+      # threads reconnect with backoff. Far above any healthy command (the
+      # slowest take milliseconds) and far below recovery_delay, so a hung
+      # Redis shows within seconds (docs/reliability.md, "Timeouts").
+      connect_timeout: 2,
+      read_timeout: 5,
+      write_timeout: 5,
       # Seconds a publication may stay behind its barrier (custom
       # instrumenter only) before a node's heartbeat releases it anyway, so
       # a publisher that dies mid-publication never strands its jobs.
@@ -184,7 +194,8 @@ module SolidJobs
 
     # Unstarted jobs a node keeps claimed for its workers. nil (default):
     # adaptive, about 10 ms of work per worker from the measured job
-    # duration (up to 512); an Integer fixes the window.
+    # duration plus twice the measured claim round trip (up to 2,048); an
+    # Integer fixes the window.
     def prefetch=(value)
       valid = value.nil? || (value.is_a?(Integer) && value.between?(1, 10_000))
       invalid!(:prefetch, value, "nil or an Integer from 1 to 10000") unless valid
@@ -194,6 +205,26 @@ module SolidJobs
     def shutdown_timeout=(value)
       positive_number!(:shutdown_timeout, value, allow_zero: true)
       @shutdown_timeout = value
+    end
+
+    def connect_timeout=(value)
+      positive_number!(:connect_timeout, value)
+      @connect_timeout = value
+    end
+
+    def read_timeout=(value)
+      positive_number!(:read_timeout, value)
+      @read_timeout = value
+    end
+
+    def write_timeout=(value)
+      positive_number!(:write_timeout, value)
+      @write_timeout = value
+    end
+
+    # The connection timeouts as the native constructors take them.
+    def timeouts
+      {connect: connect_timeout.to_f, read: read_timeout.to_f, write: write_timeout.to_f}
     end
 
     def heartbeat_interval=(value)

@@ -17,7 +17,10 @@ module SolidJobs
   class ConfigurationError < Error; end
 
   # The backend (Redis or SolidEngine; the message names which) could not be
-  # reached. An enqueue that raises this wrote nothing.
+  # reached, or did not answer within the connection timeouts. An enqueue
+  # that raises this after a refused or broken connection wrote nothing;
+  # after a timeout its outcome is unknown (the request may still run when
+  # the server catches up: docs/reliability.md).
   class ConnectionError < Error; end
 
   # The backend answered with an error.

@@ -20,6 +20,7 @@ SolidJobs.configure do |c|
   c.heartbeat_interval = Float(ENV.fetch("SOLID_JOBS_TEST_HEARTBEAT", "0.5"))
   c.recovery_delay = Float(ENV.fetch("SOLID_JOBS_TEST_RECOVERY_DELAY", "2"))
   c.prefetch = Integer(ENV["SOLID_JOBS_TEST_PREFETCH"]) if ENV["SOLID_JOBS_TEST_PREFETCH"]
+  c.read_timeout = Float(ENV["SOLID_JOBS_TEST_READ_TIMEOUT"]) if ENV["SOLID_JOBS_TEST_READ_TIMEOUT"]
 end
 
 # Route every channel to a SolidEngine server when the test asks for it.

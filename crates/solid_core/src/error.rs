@@ -7,12 +7,17 @@ use std::fmt;
 pub enum Error {
     /// Redis could not be reached, or the connection broke mid-command.
     Connection(String),
+    /// Redis (or SolidEngine) did not answer within the connection's
+    /// timeouts: a connection failure whose command may or may not have run.
+    Timeout(String),
     /// Redis answered with an error (script error, wrong type, ...).
     Redis(String),
     /// SolidEngine could not be reached, or the connection broke
     /// mid-command: the same failure as `Connection`, named for the backend
     /// it happened on so no engine error speaks of Redis.
     EngineConnection(String),
+    /// SolidEngine did not answer within the connection's timeouts.
+    EngineTimeout(String),
     /// SolidEngine answered with an error reply.
     Engine(String),
     /// The job is running (claimed or reserved), so it cannot be cancelled;
@@ -39,8 +44,10 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Connection(m) => write!(f, "Redis connection failed: {m}"),
+            Error::Timeout(m) => write!(f, "Redis connection timed out: {m}"),
             Error::Redis(m) => write!(f, "Redis error: {m}"),
             Error::EngineConnection(m) => write!(f, "SolidEngine connection failed: {m}"),
+            Error::EngineTimeout(m) => write!(f, "SolidEngine connection timed out: {m}"),
             Error::Engine(m) => write!(f, "SolidEngine error: {m}"),
             Error::JobRunning(id) => write!(f, "job {id} is running and cannot be cancelled"),
             Error::OutOfMemory(m) => write!(f, "Redis is out of memory (maxmemory reached): {m}"),
@@ -66,7 +73,9 @@ impl From<redis::RedisError> for Error {
                 | redis::ErrorKind::MasterDown
                 | redis::ErrorKind::ReadOnly
         );
-        if transient || e.is_io_error() || e.is_connection_refusal() || e.is_connection_dropped() || e.is_timeout() {
+        if e.is_timeout() {
+            Error::Timeout(e.to_string())
+        } else if transient || e.is_io_error() || e.is_connection_refusal() || e.is_connection_dropped() {
             Error::Connection(e.to_string())
         } else if e.code() == Some("OOM") {
             Error::OutOfMemory(e.to_string())
@@ -79,7 +88,13 @@ impl From<redis::RedisError> for Error {
 impl Error {
     /// True when retrying the same operation after reconnecting may succeed.
     pub fn is_connection(&self) -> bool {
-        matches!(self, Error::Connection(_) | Error::EngineConnection(_))
+        matches!(self, Error::Connection(_) | Error::EngineConnection(_) | Error::Timeout(_) | Error::EngineTimeout(_))
+    }
+
+    /// True when the server did not answer in time (a hung or unreachable
+    /// server rather than a refused or reset connection).
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, Error::Timeout(_) | Error::EngineTimeout(_))
     }
 
     /// The same error, named for SolidEngine: the engine speaks RESP over
@@ -87,6 +102,7 @@ impl Error {
     pub fn on_engine(self) -> Self {
         match self {
             Error::Connection(m) => Error::EngineConnection(m),
+            Error::Timeout(m) => Error::EngineTimeout(m),
             Error::Redis(m) => Error::Engine(m),
             other => other,
         }

@@ -98,6 +98,12 @@ impl Feed {
         }
     }
 
+    /// A claim round trip the fetcher measured: it feeds the window, so a
+    /// node far from its backend buffers enough to cover it.
+    pub fn claimed_in(&self, took: Duration) {
+        self.window.record_round_trip(took);
+    }
+
     /// The task of a taken job returned: its duration feeds the window.
     pub fn ran(&self, job: &ClaimedJob) {
         if let Some(t) = job.taken_at {

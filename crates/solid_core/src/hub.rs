@@ -29,7 +29,7 @@ use crossbeam_channel::{bounded, Receiver, Select, Sender};
 use parking_lot::{Mutex, RwLock};
 
 use crate::claim::{ClaimedJob, FailureCount};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::interrupt::Interrupt;
 use crate::source::JobSource;
 
@@ -315,13 +315,25 @@ impl Hub {
 
     /// Shuts every source down (see `JobSource::shutdown`); returns the
     /// number of jobs handed back. Every source is shut down even when one
-    /// fails; the first error is returned.
-    pub fn shutdown(&self, flush_timeout: Duration) -> Result<u64> {
+    /// fails; the first error is returned. Sources shut down side by side,
+    /// each within `budget`, so one whose backend never answers takes
+    /// nothing from the others' time.
+    pub fn shutdown(&self, budget: Duration) -> Result<u64> {
         self.stop_claiming();
+        let outcomes: Vec<Result<u64>> = match self.sources.as_slice() {
+            [only] => vec![only.shutdown(budget)],
+            sources => std::thread::scope(|scope| {
+                let running: Vec<_> = sources.iter().map(|s| scope.spawn(move || s.shutdown(budget))).collect();
+                running
+                    .into_iter()
+                    .map(|h| h.join().unwrap_or_else(|_| Err(Error::Invalid("a source panicked at shutdown".into()))))
+                    .collect()
+            }),
+        };
         let mut total = 0;
         let mut first_error = None;
-        for s in &self.sources {
-            match s.shutdown(flush_timeout) {
+        for outcome in outcomes {
+            match outcome {
                 Ok(n) => total += n,
                 Err(e) => {
                     first_error.get_or_insert(e);

@@ -5,6 +5,7 @@
 //! offers a channel to select on, so an idle worker sleeps until something
 //! actually happens.
 
+use std::cell::Cell;
 use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::sync::OnceLock;
 
@@ -49,11 +50,63 @@ impl Interrupt {
     }
 }
 
+thread_local! {
+    /// The interrupt of the blocking call running on this thread, if any.
+    static CURRENT: Cell<*const Interrupt> = const { Cell::new(std::ptr::null()) };
+}
+
+/// Marks an interrupt as the current thread's until dropped.
+pub struct Entered {
+    previous: *const Interrupt,
+}
+
+impl Interrupt {
+    /// Makes this the interrupt of the blocking call now running on this
+    /// thread, until the guard drops, so code deep inside the call (the
+    /// connection pool, before it retries) can ask whether Ruby wants the
+    /// thread back ([`current_is_set`]). The guard must not outlive `self`.
+    pub fn enter(&self) -> Entered {
+        Entered { previous: CURRENT.with(|c| c.replace(self as *const Interrupt)) }
+    }
+}
+
+impl Drop for Entered {
+    fn drop(&mut self) {
+        CURRENT.with(|c| c.set(self.previous));
+    }
+}
+
+/// True when the blocking call running on this thread was interrupted by
+/// Ruby (a signal, Thread#kill): work that would only prolong the call,
+/// such as a retry, should be skipped. False outside such a call.
+pub fn current_is_set() -> bool {
+    CURRENT.with(|c| {
+        let current = c.get();
+        // SAFETY: set only by `enter`, whose guard restores the previous
+        // value before the interrupt it points to goes away.
+        !current.is_null() && unsafe { (*current).is_set() }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::Arc;
     use std::time::{Duration, Instant};
+
+    #[test]
+    fn the_entered_interrupt_is_the_threads_until_the_guard_drops() {
+        let i = Interrupt::new();
+        assert!(!current_is_set(), "outside any call");
+        {
+            let _entered = i.enter();
+            assert!(!current_is_set());
+            i.trigger();
+            assert!(current_is_set());
+            assert!(!std::thread::spawn(current_is_set).join().unwrap(), "another thread's call is not this one");
+        }
+        assert!(!current_is_set(), "the guard restored the previous state");
+    }
 
     #[test]
     fn a_trigger_before_the_wait_is_seen() {

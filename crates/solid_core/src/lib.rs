@@ -6,7 +6,7 @@
 //! Layout, each group depending only on the ones before it:
 //! - shared foundations: [`error`], [`log`], [`redact`], [`envelope`], [`claim`] (the
 //!   claimed job both backends hand out), [`backoff`], [`channel_order`],
-//!   [`prefetch`], [`interrupt`];
+//!   [`prefetch`], [`interrupt`], [`deadline`] (bounded waits for shutdown);
 //! - [`redis`]: connections, keyspace, Lua scripts, the [`redis::store::Store`]
 //!   (one method per state transition), the doorbell;
 //! - [`telemetry`]: what a node or publisher journals and observes (written
@@ -21,6 +21,7 @@ pub mod acker;
 pub mod backoff;
 pub mod channel_order;
 pub mod claim;
+pub mod deadline;
 pub mod engine;
 pub mod envelope;
 pub mod error;

@@ -4,7 +4,10 @@
 //! node hoards work other nodes could run (and hands more back at shutdown).
 //! The adaptive window keeps about `TARGET_BUFFERED_WORK` of work per worker
 //! buffered, from a moving average of how long jobs take: thousands of no-op
-//! jobs, a handful of 3 ms ones, one per worker for slow ones.
+//! jobs, a handful of 3 ms ones, one per worker for slow ones. On top of
+//! that it covers the measured claim round trip: a node far from Redis (tens
+//! of milliseconds away) would otherwise let its workers run dry while each
+//! refill is on the way, and run a fraction of its neighbours' rate.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -29,11 +32,25 @@ pub struct PrefetchWindow {
     mode: Prefetch,
     /// Moving average of job duration in ns; 0 until the first sample.
     avg_ns: AtomicU64,
+    /// Moving average of a claim's round trip in ns (request, script,
+    /// reply); 0 until the first sample.
+    round_trip_ns: AtomicU64,
 }
 
 impl PrefetchWindow {
     pub fn new(mode: Prefetch) -> Self {
-        PrefetchWindow { mode, avg_ns: AtomicU64::new(0) }
+        PrefetchWindow { mode, avg_ns: AtomicU64::new(0), round_trip_ns: AtomicU64::new(0) }
+    }
+
+    /// Records how long one claim took, from sending it to having its
+    /// reply. Only the fetcher thread records, so the read-modify-write
+    /// loses nothing; the average follows a changed latency within a few
+    /// claims.
+    pub fn record_round_trip(&self, took: Duration) {
+        let sample = took.as_nanos().min(u64::MAX as u128) as u64;
+        let avg = self.round_trip_ns.load(Ordering::Relaxed);
+        let next = if avg == 0 { sample.max(1) } else { (avg - avg / 4 + sample / 4).max(1) };
+        self.round_trip_ns.store(next, Ordering::Relaxed);
     }
 
     /// Records one job's duration. Racy read-modify-write on purpose: a lost
@@ -64,7 +81,13 @@ impl PrefetchWindow {
                 if avg == 0 {
                     return (workers * 2).min(MAX_WINDOW);
                 }
-                let per_worker = (TARGET_BUFFERED_WORK.as_nanos() as u64 / avg).max(1) as usize;
+                let buffered = (TARGET_BUFFERED_WORK.as_nanos() as u64 / avg).max(1);
+                // A refill is asked for once half the window is free, and
+                // the other half must last until it arrives: twice the
+                // round trip of work per worker, rounded up.
+                let round_trip = self.round_trip_ns.load(Ordering::Relaxed);
+                let in_flight = round_trip.saturating_mul(2).div_ceil(avg);
+                let per_worker = buffered.saturating_add(in_flight).min(MAX_WINDOW as u64) as usize;
                 per_worker.saturating_mul(workers).clamp(workers.min(MAX_WINDOW), MAX_WINDOW)
             }
         }
@@ -108,5 +131,35 @@ mod tests {
             w.record(Duration::from_secs(2));
         }
         assert_eq!(w.window(), 2, "slow jobs: one per worker");
+    }
+
+    #[test]
+    fn adaptive_covers_the_claim_round_trip() {
+        let w = PrefetchWindow::new(Prefetch::Adaptive { workers: 2 });
+        for _ in 0..200 {
+            w.record(Duration::from_millis(20));
+        }
+        assert_eq!(w.window(), 2, "20 ms jobs next to Redis: one per worker");
+        for _ in 0..50 {
+            w.record_round_trip(Duration::from_millis(40));
+        }
+        // 1 + 80 ms / 20 ms per worker: the half left when a refill is
+        // asked for (5 jobs, 50 ms of work for 2 workers) outlasts it.
+        assert_eq!(w.window(), 10, "40 ms round trips: the refill arrives before the buffer runs dry");
+        for _ in 0..50 {
+            w.record_round_trip(Duration::from_micros(200));
+        }
+        assert_eq!(
+            w.window(),
+            4,
+            "back on a LAN: the window shrinks again (the round trip still rounds up to one job)"
+        );
+        let fixed = PrefetchWindow::new(Prefetch::Fixed(8));
+        fixed.record_round_trip(Duration::from_secs(1));
+        assert_eq!(fixed.window(), 8, "a fixed window stays fixed");
+        let tiny = PrefetchWindow::new(Prefetch::Adaptive { workers: 4 });
+        tiny.record(Duration::from_micros(1));
+        tiny.record_round_trip(Duration::from_secs(1));
+        assert_eq!(tiny.window(), MAX_WINDOW, "capped");
     }
 }

@@ -63,8 +63,10 @@ pub trait JobSource: Send + Sync {
         self.feed().inflight()
     }
     /// Writes pending completions and hands back every job still held.
-    /// Returns how many were handed back.
-    fn shutdown(&self, flush_timeout: Duration) -> Result<u64>;
+    /// Returns how many were handed back. Returns within `budget` even when
+    /// the backend never answers: what could not be handed back by then is
+    /// left to the backend's own recovery (dead-node recovery, lease expiry).
+    fn shutdown(&self, budget: Duration) -> Result<u64>;
     fn stats(&self) -> &Stats {
         self.feed().stats()
     }

@@ -21,7 +21,7 @@ module SolidJobs
         url = spec[:url] || config.redis_url
         @namespace = config.namespace
         @barrier_ttl_ms = (config.publication_barrier_ttl * 1000).round
-        client = Native::Client.new(url, config.namespace)
+        client = Native::Client.new(url, config.namespace, config.timeouts)
         client.enable_telemetry({hostname: Socket.gethostname, journal: config.telemetry,
                                  sample_per_interval: config.telemetry_sample_rate, buffer: PUBLISHER_BUFFER,
                                  journal_size: config.telemetry_journal_size})
@@ -110,7 +110,7 @@ module SolidJobs
         {kind: "redis", url: @client.url, namespace: @namespace, node_id: node_id, channels: channels.map(&:dup),
          channel_order: c.channel_order.to_s, prefetch: c.prefetch, workers: c.concurrency,
          heartbeat_interval: c.heartbeat_interval.to_f, node_ttl: c.recovery_delay.to_f, description: description,
-         archive_max_entries: c.archive_max_entries, archive_max_age: c.archive_max_age.to_f}
+         archive_max_entries: c.archive_max_entries, archive_max_age: c.archive_max_age.to_f, timeouts: c.timeouts}
       end
     end
   end

@@ -27,7 +27,7 @@ module SolidJobs
 
         @channel_ids = spec[:channel_ids]
         @lease = spec.fetch(:lease, DEFAULT_LEASE)
-        @client = Ractor.make_shareable(Native::EngineClient.new(url, spec[:password]))
+        @client = Ractor.make_shareable(Native::EngineClient.new(url, spec[:password], config.timeouts))
       end
 
       def capabilities = CAPABILITIES
@@ -96,7 +96,7 @@ module SolidJobs
         c = config
         {kind: "engine", url: @client.url, password: @spec[:password],
          channels: channels.map { |n, w| {name: n, id: channel_id(n), weight: w} }, channel_order: c.channel_order.to_s,
-         prefetch: c.prefetch, workers: c.concurrency, lease: @lease.to_f}
+         prefetch: c.prefetch, workers: c.concurrency, lease: @lease.to_f, timeouts: c.timeouts}
       end
     end
   end

@@ -78,6 +78,8 @@ class ChildProcess
     return @exit_status if exited?
 
     signal(signal)
+    # A paused process would never act on the signal.
+    resume
     return @exit_status if reaped_within(timeout)
 
     kill!
@@ -93,6 +95,23 @@ class ChildProcess
     nil
   ensure
     @reaped = true
+  end
+
+  # SIGSTOP: the process keeps its sockets, the kernel still accepts new
+  # connections into a server's listen backlog, and nothing is ever
+  # answered (a hung server). `resume` (SIGCONT) lets it read what was sent
+  # meanwhile.
+  def pause
+    signal("STOP")
+    @paused = true
+    wait_until_stopped
+  end
+
+  def resume
+    return unless @paused
+
+    signal("CONT")
+    @paused = false
   end
 
   def log_tail(lines = 30)
@@ -128,6 +147,20 @@ class ChildProcess
       end
       sleep 0.02
     end
+  end
+
+  # kill(2) returns before the process stops: one of its threads must run
+  # to start the group stop, and until then the others keep serving (on a
+  # loaded host, for milliseconds). Paused means every thread is stopped.
+  def wait_until_stopped
+    deadline = monotonic + 10
+    until Dir.glob("/proc/#{@pid}/task/*/stat").all? { |f| File.read(f)[/\) (\S)/, 1] == "T" }
+      raise ProcessError, "process #{@pid} did not stop" if monotonic > deadline
+
+      sleep 0.005
+    end
+  rescue Errno::ENOENT
+    retry # a thread ended while we looked
   end
 
   def monotonic = Process.clock_gettime(Process::CLOCK_MONOTONIC)

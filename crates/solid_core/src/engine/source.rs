@@ -18,6 +18,7 @@ use parking_lot::Mutex;
 use crate::acker::{self, AckMsg};
 use crate::channel_order::{ChannelOrder, ChannelSelector};
 use crate::claim::{ClaimedJob, FailureCount};
+use crate::deadline;
 use crate::engine::wire::{self, Reservation};
 use crate::envelope::Envelope;
 use crate::error::{Error, Result};
@@ -25,7 +26,7 @@ use crate::feed::{Feed, Fetch, Fetcher};
 use crate::log::log;
 use crate::now_ms;
 use crate::prefetch::Prefetch;
-use crate::redis::connection::{Pool, Reconnecting};
+use crate::redis::connection::{Pool, Reconnecting, Timeouts};
 use crate::source::{JobSource, Stats};
 use crate::telemetry::Telemetry;
 
@@ -40,6 +41,8 @@ pub struct EngineSourceConfig {
     /// Lease requested per reservation; running tasks are extended before it
     /// ends. Zero: the server's default lease, never extended.
     pub lease: Duration,
+    /// Connect, read and write timeouts of every connection to the engine.
+    pub timeouts: Timeouts,
 }
 
 /// How long one FETCH waits on the server for work. Bounds how long a
@@ -91,7 +94,7 @@ impl EngineSource {
     pub fn start(cfg: EngineSourceConfig) -> Result<Self> {
         let names: Vec<(String, u32)> = cfg.channels.iter().map(|(n, _, w)| (n.clone(), *w)).collect();
         ChannelSelector::new(names, cfg.order)?;
-        let pool = Pool::new(wire::connector(&cfg.url, cfg.password.as_deref())?);
+        let pool = Pool::new(wire::connector(&cfg.url, cfg.password.as_deref(), cfg.timeouts)?);
         pool.with(|c| redis::cmd("PING").query::<String>(c).map_err(Error::from))?;
         let (feed, fetcher) = Feed::new(cfg.prefetch);
         let (acks_tx, acks_rx) = unbounded();
@@ -153,12 +156,34 @@ impl EngineSource {
     fn write(&self, f: impl Fn(&mut redis::Connection) -> Result<()>) -> Result<()> {
         self.shared.pool.with(f)
     }
+}
 
-    /// Hands a reservation whose task ran back to the engine at once (RETRY
-    /// with no delay: the attempt stays counted).
-    fn hand_back(&self, id: &str, fence: u64) -> bool {
-        self.write(|c| wire::retry(c, id, fence, 0)).is_ok()
+/// Hands back what a stopping node still holds (see `EngineSource::shutdown`):
+/// `unstarted` reservations are released, `running` ones retried at once
+/// (RETRY with no delay: the attempt stays counted). Stops at `deadline`.
+/// Returns how many were handed back.
+fn hand_back_all(s: &Shared, unstarted: &[(String, u64)], running: &[(String, u64)], deadline: Instant) -> u64 {
+    let released = if unstarted.is_empty() {
+        0
+    } else {
+        match s.pool.with(|c| wire::release_many(c, unstarted)) {
+            Ok(n) => n,
+            Err(e) => {
+                log("WARN", &format!("{} prefetched jobs could not be released to SolidEngine ({e}); they run again after their lease", unstarted.len()));
+                0
+            }
+        }
+    };
+    let mut retried = 0;
+    for (id, fence) in running {
+        if Instant::now() >= deadline {
+            break;
+        }
+        if s.pool.with(|c| wire::retry(c, id, *fence, 0)).is_ok() {
+            retried += 1;
+        }
     }
+    released + retried
 }
 
 impl JobSource for EngineSource {
@@ -234,19 +259,24 @@ impl JobSource for EngineSource {
     /// prefetched jobs that never started are released (RELEASEMANY: ready
     /// at the head of their channel, the attempt not counted), tasks still
     /// running at the timeout are retried at once (RETRY 0: their attempt
-    /// was used). What cannot be handed back (engine unreachable) is
-    /// redelivered when its lease ends.
-    fn shutdown(&self, flush_timeout: Duration) -> Result<u64> {
+    /// was used). What cannot be handed back (engine unreachable, or silent
+    /// until the end of `budget`) is redelivered when its lease ends.
+    ///
+    /// Returns within `budget` even when the engine never answers.
+    fn shutdown(&self, budget: Duration) -> Result<u64> {
+        let deadline = Instant::now() + budget;
         self.stop_claiming();
         let (tx, rx) = bounded(1);
         let _ = self.acks_tx.send(AckMsg::Flush(tx));
-        let flushed = rx.recv_timeout(flush_timeout).is_ok();
+        let flushed = rx.recv_timeout(budget).is_ok();
         self.shared.closed.store(true, Ordering::Release);
         acker::wake(&self.acks_tx);
         self.close_tx.lock().take();
-        for handle in self.threads.lock().drain(..) {
-            let _ = handle.join();
-        }
+        // Out of the lock before waiting: a second shutdown never queues
+        // behind a thread blocked on a silent engine (left behind at the
+        // deadline; it ends within its connection's timeouts).
+        let threads: Vec<((), JoinHandle<()>)> = self.threads.lock().drain(..).map(|h| ((), h)).collect();
+        deadline::join_until(threads, deadline);
         if !flushed {
             // Handing back now would put finished jobs whose ACK is still
             // unwritten back to work; their leases end and the engine
@@ -266,18 +296,16 @@ impl JobSource for EngineSource {
             held.into_iter().partition(|(fence, _)| unstarted_fences.contains(fence));
         let unstarted: Vec<(String, u64)> = unstarted.into_iter().map(|(fence, h)| (h.id, fence)).collect();
         let running: Vec<(String, u64)> = started.into_iter().map(|(fence, h)| (h.id, fence)).collect();
-        let released = if unstarted.is_empty() {
-            0
-        } else {
-            match self.shared.pool.with(|c| wire::release_many(c, &unstarted)) {
-                Ok(n) => n,
-                Err(e) => {
-                    log("WARN", &format!("{} prefetched jobs could not be released to SolidEngine ({e}); they run again after their lease", unstarted.len()));
-                    0
-                }
+        let count = unstarted.len() + running.len();
+        let s = self.shared.clone();
+        let handed_back = move || hand_back_all(&s, &unstarted, &running, deadline);
+        match deadline::within(deadline, "engine-hand-back", handed_back) {
+            Some(n) => Ok(n),
+            None => {
+                log("WARN", &format!("SolidEngine did not answer before the shutdown deadline; {count} held job(s) run again after their lease"));
+                Ok(0)
             }
-        };
-        Ok(released + running.iter().filter(|(id, fence)| self.hand_back(id, *fence)).count() as u64)
+        }
     }
 
     fn attach(&self, index: usize, telemetry: Arc<Telemetry>, _writer: bool) {
@@ -309,7 +337,10 @@ impl<'a> Fetching<'a> {
         let names: Vec<(String, u32)> = s.cfg.channels.iter().map(|(n, _, w)| (n.clone(), *w)).collect();
         let ids = s.cfg.channels.iter().map(|(_, id, _)| *id).collect();
         let selector = ChannelSelector::new(names, s.cfg.order).expect("validated at start");
-        Fetching { s, selector, ids, conn: Reconnecting::new(s.pool.connector().clone()) }
+        // FETCH may wait FETCH_BLOCK on the server by design: the read
+        // timeout bounds the silence beyond that.
+        let conn = Reconnecting::new(s.pool.connector().with_extra_read_time(FETCH_BLOCK));
+        Fetching { s, selector, ids, conn }
     }
 
     /// A reservation as a claimed job; one whose payload does not decode is
@@ -349,10 +380,16 @@ impl Fetch for Fetching<'_> {
         let s = self.s;
         let order: Vec<u32> = self.selector.next_order().into_iter().map(|i| self.ids[i]).collect();
         let lease_ms = s.cfg.lease.as_millis() as u64;
+        let sent = Instant::now();
         let fetched = self.conn.run(|c| wire::fetch(c, want, lease_ms, FETCH_BLOCK.as_millis() as u64, &order));
         s.stats().note(&fetched);
         match fetched {
             Ok(reservations) => {
+                // An empty answer may have waited on the server (long poll):
+                // only a FETCH that found work measures the round trip.
+                if !reservations.is_empty() {
+                    s.feed.claimed_in(sent.elapsed());
+                }
                 let fetched = Instant::now();
                 let batch: Vec<ClaimedJob> = reservations.into_iter().filter_map(|r| self.claimed(r)).collect();
                 // Held before a worker can see them, so a job taken at once

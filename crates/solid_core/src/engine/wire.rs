@@ -9,12 +9,12 @@ use redis::{Connection, Value};
 use crate::claim::MAX_BATCH;
 use crate::error::{Error, Result};
 use crate::redact::redact;
-use crate::redis::connection::Connector;
+use crate::redis::connection::{Connector, Timeouts};
 
 /// `unix:///path.sock` or `tcp://host:port`, as users write them, to the
 /// URL forms the redis crate opens (`redis+unix://`, `redis://`). A password
 /// is sent with AUTH on connect.
-pub fn connector(url: &str, password: Option<&str>) -> Result<Connector> {
+pub fn connector(url: &str, password: Option<&str>, timeouts: Timeouts) -> Result<Connector> {
     let auth = password.map(|p| format!(":{}@", urlencode(p))).unwrap_or_default();
     let converted = if let Some(path) = url.strip_prefix("unix://") {
         let pass = password.map(|p| format!("?pass={}", urlencode(p))).unwrap_or_default();
@@ -26,8 +26,9 @@ pub fn connector(url: &str, password: Option<&str>) -> Result<Connector> {
             "invalid SolidEngine URL {url:?}: use unix:///path/to.sock or tcp://host:port"
         ))));
     };
-    let connector =
-        Connector::new(&converted).map_err(|_| Error::Invalid(redact(&format!("invalid SolidEngine URL {url:?}"))))?;
+    timeouts.validate()?;
+    let connector = Connector::with_timeouts(&converted, timeouts)
+        .map_err(|_| Error::Invalid(redact(&format!("invalid SolidEngine URL {url:?}"))))?;
     Ok(connector.for_engine(url))
 }
 
@@ -235,23 +236,31 @@ mod tests {
 
     #[test]
     fn urls() {
-        assert_eq!(connector("unix:///tmp/e.sock", None).unwrap().url(), "redis+unix:///tmp/e.sock");
-        assert_eq!(connector("unix:///tmp/e.sock", Some("p w")).unwrap().url(), "redis+unix:///tmp/e.sock?pass=p%20w");
-        assert_eq!(connector("tcp://127.0.0.1:7777", Some("s3")).unwrap().url(), "redis://:s3@127.0.0.1:7777");
-        assert!(connector("http://x", None).is_err());
+        let t = Timeouts::default();
+        assert_eq!(connector("unix:///tmp/e.sock", None, t).unwrap().url(), "redis+unix:///tmp/e.sock");
+        assert_eq!(
+            connector("unix:///tmp/e.sock", Some("p w"), t).unwrap().url(),
+            "redis+unix:///tmp/e.sock?pass=p%20w"
+        );
+        assert_eq!(connector("tcp://127.0.0.1:7777", Some("s3"), t).unwrap().url(), "redis://:s3@127.0.0.1:7777");
+        assert!(connector("http://x", None, t).is_err());
     }
 
     #[test]
     fn connection_errors_name_the_engine_and_its_url_without_the_password() {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let url = format!("tcp://127.0.0.1:{port}");
-        let e = connector(&url, Some("hunter2")).unwrap().connect().err().expect("nothing listens there");
+        let e = connector(&url, Some("hunter2"), Timeouts::default())
+            .unwrap()
+            .connect()
+            .err()
+            .expect("nothing listens there");
         let text = e.to_string();
         assert!(e.is_connection(), "{text}");
         assert!(text.starts_with("SolidEngine connection failed: "), "{text}");
         assert!(text.contains(&format!("({url})")), "{text}");
         assert!(!text.contains("hunter2") && !text.contains("Redis") && !text.contains("redis://"), "{text}");
-        let e = connector("tcp://:hunter2@127.0.0.1:x", None).err().expect("a bad port");
+        let e = connector("tcp://:hunter2@127.0.0.1:x", None, Timeouts::default()).err().expect("a bad port");
         assert!(!e.to_string().contains("hunter2"), "{e}");
     }
 

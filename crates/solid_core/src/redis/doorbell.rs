@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::redis::connection::Connector;
+use crate::redis::connection::{signals_deferred, Connector};
 
 /// An epoch counter with a condition variable. A waiter reads the epoch
 /// *before* looking for work and then waits for it to move, so a ring that
@@ -67,6 +67,18 @@ const SUBSCRIBER_READ_TIMEOUT: Duration = Duration::from_secs(2);
 /// while disconnected were missed. `reached` hears whether each
 /// (re)connection succeeded and when a live subscription breaks.
 pub fn run_subscriber(
+    connector: Connector,
+    channel: String,
+    bells: Arc<Bells>,
+    closed: Arc<AtomicBool>,
+    reached: impl Fn(bool),
+) {
+    // Its reads wait on a socket with a read timeout: a signal would cut
+    // them short (see `signals_deferred`) and cost a resubscription.
+    signals_deferred(|| subscribe_until_closed(connector, channel, bells, closed, reached))
+}
+
+fn subscribe_until_closed(
     connector: Connector,
     channel: String,
     bells: Arc<Bells>,

@@ -24,12 +24,13 @@ use redis::Connection;
 use crate::acker::{self, AckMsg};
 use crate::channel_order::{ChannelOrder, ChannelSelector};
 use crate::claim::{ClaimToken, ClaimedJob, FailureCount};
+use crate::deadline;
 use crate::error::{Error, Result};
 use crate::feed::{Feed, Fetch, Fetcher};
 use crate::log::{log, Throttled};
 use crate::now_ms;
 use crate::prefetch::Prefetch;
-use crate::redis::connection::{Connector, Pool, Reconnecting};
+use crate::redis::connection::{Connector, Pool, Reconnecting, Timeouts};
 use crate::redis::doorbell::{run_subscriber, Bells};
 use crate::redis::holdings::Holdings;
 use crate::redis::keyspace::Keyspace;
@@ -53,6 +54,8 @@ pub struct RedisSourceConfig {
     /// JSON stored in the node key (host, pid, concurrency...).
     pub description: String,
     pub archive: ArchivePolicy,
+    /// Connect, read and write timeouts of every connection of the node.
+    pub timeouts: Timeouts,
 }
 
 impl RedisSourceConfig {
@@ -221,7 +224,7 @@ impl RedisSource {
     /// starts the threads. Fails fast when Redis cannot be reached.
     pub fn start(cfg: RedisSourceConfig) -> Result<Self> {
         cfg.validate()?;
-        let connector = Connector::new(&cfg.redis_url)?;
+        let connector = Connector::with_timeouts(&cfg.redis_url, cfg.timeouts)?;
         let mut store = Store::new(Keyspace::new(&cfg.namespace));
         store.archive = cfg.archive;
         let pool = Pool::new(connector.clone());
@@ -293,13 +296,14 @@ impl RedisSource {
 
     /// Ends the acker (woken, so it needs no timer to notice) and lets the
     /// subscriber go: it holds nothing that needs cleaning up and leaves
-    /// within its read timeout, so stopping does not wait for it.
-    fn close(&self) {
+    /// within its read timeout, so stopping does not wait for it. An acker
+    /// still blocked on a silent Redis at `deadline` is left behind too.
+    fn close(&self, deadline: Instant) {
         let s = &self.shared;
         s.closed.store(true, Ordering::Release);
         acker::wake(&self.acks_tx);
         s.bells.ring_all();
-        self.join(&["acker"]);
+        self.join_until(&["acker"], deadline);
         self.detach("subscriber");
     }
 
@@ -307,17 +311,38 @@ impl RedisSource {
         self.threads.lock().retain(|(n, _)| *n != name);
     }
 
-    fn join(&self, names: &[&str]) {
-        let mut threads = self.threads.lock();
-        let mut keep = Vec::new();
-        for (name, handle) in threads.drain(..) {
-            if names.contains(&name) {
-                let _ = handle.join();
-            } else {
-                keep.push((name, handle));
+    /// Joins the named threads, waiting no later than `deadline`: one
+    /// blocked on a silent Redis is detached (it ends within its
+    /// connection's timeouts, or with the process). The handles leave the
+    /// lock before the wait, so a second shutdown never queues behind it.
+    fn join_until(&self, names: &[&str], deadline: Instant) {
+        let wanted: Vec<(&'static str, JoinHandle<()>)> = {
+            let mut threads = self.threads.lock();
+            let (wanted, keep) = threads.drain(..).partition(|(n, _)| names.contains(n));
+            *threads = keep;
+            wanted
+        };
+        deadline::join_until(wanted, deadline);
+    }
+}
+
+/// The shutdown requeue (see `RedisSource::shutdown`), tried again a few
+/// times on a broken connection, never past `deadline`.
+fn requeue_own_claims(s: &Shared, deadline: Instant) -> Result<u64> {
+    let mut attempt = 0;
+    loop {
+        match s.pool.with(|c| s.store.requeue(c, &s.cfg.node_id, Requeue::Shutdown)) {
+            Ok(n) => return Ok(n.unwrap_or(0)),
+            Err(e) if e.is_connection() && attempt < REQUEUE_RETRIES => {
+                attempt += 1;
+                let pause = REQUEUE_BACKOFF * attempt as u32;
+                if Instant::now() + pause >= deadline {
+                    return Err(e);
+                }
+                std::thread::sleep(pause);
             }
+            Err(e) => return Err(e),
         }
-        *threads = keep;
     }
 }
 
@@ -420,46 +445,65 @@ impl JobSource for RedisSource {
     ///
     /// Order matters: completions are written before the requeue, or a job
     /// that finished would be requeued and run twice.
-    fn shutdown(&self, flush_timeout: Duration) -> Result<u64> {
+    ///
+    /// Returns within `budget` even when Redis never answers: whatever could
+    /// not be done by then is left to other nodes, which recover this node's
+    /// claims once its heartbeat key expires (it is no longer refreshed).
+    fn shutdown(&self, budget: Duration) -> Result<u64> {
+        let deadline = Instant::now() + budget;
         self.stop_claiming();
         let (tx, rx) = bounded(1);
         let _ = self.acks_tx.send(AckMsg::Flush(tx));
-        let flushed = rx.recv_timeout(flush_timeout).is_ok();
+        let flushed = rx.recv_timeout(budget).is_ok();
         // Stop heartbeating before deregistering, or a late heartbeat would
-        // re-create the node key after the requeue removed it.
+        // re-create the node key after the requeue removed it. (A heartbeat
+        // stuck on a silent Redis past the deadline may still land late:
+        // the key then expires and the node, holding nothing, is recovered.)
         self.shared.heartbeat_closed.store(true, Ordering::Release);
         self.shared.bells.ring_all();
-        self.join(&["heartbeat", "fetcher"]);
-        let s = &self.shared;
+        self.join_until(&["heartbeat", "fetcher"], deadline);
         if !flushed {
             // Requeueing now would put finished jobs whose completion is
             // still unwritten back to work. Leave every claim in place: the
             // heartbeat has stopped, so other nodes recover them after
             // recovery_delay, by which time the acker may have written some.
             log("WARN", "completions could not be written before shutdown; this node's claims are left for recovery by other nodes");
-            self.close();
+            self.close(deadline);
             return Ok(0);
         }
-        let mut attempt = 0;
-        let requeued = loop {
-            match s.pool.with(|c| s.store.requeue(c, &s.cfg.node_id, Requeue::Shutdown)) {
-                Ok(n) => break Ok(n.unwrap_or(0)),
-                Err(e) if e.is_connection() && attempt < REQUEUE_RETRIES => {
-                    attempt += 1;
-                    std::thread::sleep(REQUEUE_BACKOFF * attempt as u32);
-                }
-                Err(e) => break Err(e),
+        let s = self.shared.clone();
+        let requeued = match deadline::within(deadline, "requeue", move || requeue_own_claims(&s, deadline)) {
+            Some(Ok(n)) => n,
+            outcome => {
+                let why = match outcome {
+                    Some(Err(e)) => e.to_string(),
+                    _ => "Redis did not answer before the shutdown deadline".to_owned(),
+                };
+                log(
+                    "WARN",
+                    &format!(
+                        "this node's claims could not be requeued ({why}); they are left for recovery by other nodes"
+                    ),
+                );
+                0
             }
         };
-        self.close();
+        self.close(deadline);
         // Last: the final acknowledgements and observations of this node.
-        if let Some(t) = s.written_telemetry() {
-            t.tick();
-            if let Err(e) = s.pool.with(|c| t.flush(c)) {
-                log("WARN", &format!("the last telemetry entries could not be written: {e}"));
+        let s = self.shared.clone();
+        let written = deadline::within(deadline, "last-telemetry", move || match s.written_telemetry() {
+            Some(t) => {
+                t.tick();
+                s.pool.with(|c| t.flush(c))
             }
+            None => Ok(()),
+        });
+        match written {
+            Some(Ok(())) => {}
+            Some(Err(e)) => log("WARN", &format!("the last telemetry entries could not be written: {e}")),
+            None => log("WARN", "the last telemetry entries could not be written before the shutdown deadline"),
         }
-        requeued
+        Ok(requeued)
     }
 
     fn attach(&self, index: usize, telemetry: Arc<Telemetry>, writer: bool) {
@@ -616,12 +660,14 @@ impl Fetch for Claimer<'_> {
         let order = self.selector.next_order();
         let names: Vec<&str> = order.iter().map(|&i| self.selector.names()[i].as_str()).collect();
         let stamp = s.holdings.begin_claim();
+        let sent = Instant::now();
         let claimed = self.conn.run(|c| s.store.claim(c, &s.cfg.node_id, &names, want, stamp));
         s.stats().note(&claimed);
         match claimed {
             Ok(batch) => {
                 let tokens = batch.jobs.iter().map(|j| j.token).chain(batch.malformed.iter().map(|m| m.token));
                 s.holdings.claimed(stamp, tokens);
+                s.feed.claimed_in(sent.elapsed());
                 self.deliver(fetcher, batch, want, seen)
             }
             Err(e) => {

@@ -16,6 +16,7 @@ use crate::claim::{ClaimToken, ClaimedJob, FailureCount, MAX_BATCH};
 use crate::envelope::Envelope;
 use crate::error::{Error, Result};
 use crate::now_ms;
+use crate::redis::connection::query_pipeline;
 use crate::redis::keyspace::Keyspace;
 use crate::redis::scripts::Scripts;
 
@@ -703,18 +704,18 @@ impl Store {
     /// dead node disappears.
     pub fn request_control(&self, conn: &mut Connection, node_id: &str, request: &str, ttl_ms: u64) -> Result<()> {
         let key = self.keys.control(node_id);
-        redis::pipe().atomic().rpush(&key, request).ignore().pexpire(&key, ttl_ms as i64).ignore().query::<()>(conn)?;
+        let mut pipe = redis::pipe();
+        pipe.atomic().rpush(&key, request).ignore().pexpire(&key, ttl_ms as i64).ignore();
+        query_pipeline::<()>(&pipe, conn)?;
         Ok(())
     }
 
     /// Removes a job from the archive for good. Returns false when it was
     /// not archived.
     pub fn forget_archived(&self, conn: &mut Connection, job_id: &str) -> Result<bool> {
-        let (removed, _): (u64, u64) = redis::pipe()
-            .atomic()
-            .zrem(self.keys.archive(), job_id)
-            .hdel(self.keys.archive_entries(), job_id)
-            .query(conn)?;
+        let mut pipe = redis::pipe();
+        pipe.atomic().zrem(self.keys.archive(), job_id).hdel(self.keys.archive_entries(), job_id);
+        let (removed, _): (u64, u64) = query_pipeline(&pipe, conn)?;
         Ok(removed == 1)
     }
 

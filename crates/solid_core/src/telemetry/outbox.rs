@@ -10,6 +10,7 @@ use parking_lot::Mutex;
 
 use super::journal::{self, Journal};
 use crate::error::Result;
+use crate::redis::connection::query_pipeline;
 use crate::redis::keyspace::Keyspace;
 
 #[derive(Default)]
@@ -100,7 +101,7 @@ impl Outbox {
         if !outbox.tasks.is_empty() {
             pipe.sadd(self.keys.tasks(), &outbox.tasks).ignore();
         }
-        match pipe.query::<()>(conn) {
+        match query_pipeline::<()>(&pipe, conn) {
             Ok(()) => Ok(()),
             Err(e) => {
                 if let Some(j) = journal {

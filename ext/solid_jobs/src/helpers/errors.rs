@@ -19,7 +19,10 @@ fn class(name: &str) -> ExceptionClass {
 pub fn to_ruby(e: CoreError) -> Error {
     let message = redact(&e.to_string());
     let name = match &e {
-        CoreError::Connection(_) | CoreError::EngineConnection(_) => "ConnectionError",
+        CoreError::Connection(_)
+        | CoreError::EngineConnection(_)
+        | CoreError::Timeout(_)
+        | CoreError::EngineTimeout(_) => "ConnectionError",
         CoreError::Redis(_) => "RedisError",
         CoreError::Engine(_) => "EngineError",
         CoreError::JobRunning(_) => "JobRunning",

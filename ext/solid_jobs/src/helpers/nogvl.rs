@@ -81,5 +81,14 @@ where
     // SAFETY: `interrupted` outlives the call, which returns before this
     // frame does; the unblocking function only triggers it (atomics and a
     // non-blocking send).
-    run_without_gvl(move || f(unsafe { &*flag }), flag)
+    run_without_gvl(
+        move || {
+            let interrupted = unsafe { &*flag };
+            // Lets the connection pool see the interrupt: a call Ruby wants
+            // back is not retried (solid_core::interrupt::current_is_set).
+            let _entered = interrupted.enter();
+            f(interrupted)
+        },
+        flag,
+    )
 }

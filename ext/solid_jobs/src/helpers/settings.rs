@@ -8,15 +8,19 @@
 //! Who builds each Hash: `SolidJobs::Conductor#telemetry_spec`
 //! ([`NodeTelemetrySettings`]), `Backends::Redis#source_spec` and
 //! `Backends::SolidEngine#source_spec` ([`SourceSettings`]),
-//! `Backends::Redis#initialize` ([`PublisherTelemetrySettings`]).
+//! `Backends::Redis#initialize` ([`PublisherTelemetrySettings`]),
+//! `SolidJobs::Configuration#timeouts` ([`TimeoutSettings`], also inside
+//! the source settings).
 
 use magnus::error::ErrorType;
+use magnus::value::ReprValue;
 use magnus::{Error, Value};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use solid_core::channel_order::ChannelOrder;
 use solid_core::engine::source::EngineSourceConfig;
 use solid_core::prefetch::Prefetch;
+use solid_core::redis::connection::Timeouts;
 use solid_core::redis::source::RedisSourceConfig;
 use solid_core::redis::store::ArchivePolicy;
 use solid_core::telemetry::TelemetryConfig;
@@ -46,8 +50,9 @@ pub enum SourceSettings {
 
 /// `{kind: "redis", url:, namespace:, node_id:, channels: [[name, weight], ...],
 ///   channel_order:, prefetch:, workers:, heartbeat_interval:, node_ttl:,
-///   description:, archive_max_entries:, archive_max_age:}`; durations in
-/// seconds, `prefetch` nil means adaptive for `workers` workers.
+///   description:, archive_max_entries:, archive_max_age:, timeouts:}`;
+/// durations in seconds, `prefetch` nil means adaptive for `workers`
+/// workers, `timeouts` as [`TimeoutSettings`].
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RedisSourceSettings {
@@ -65,6 +70,7 @@ pub struct RedisSourceSettings {
     description: String,
     archive_max_entries: u64,
     archive_max_age: f64,
+    timeouts: TimeoutSettings,
 }
 
 impl RedisSourceSettings {
@@ -83,13 +89,15 @@ impl RedisSourceSettings {
                 max_entries: self.archive_max_entries,
                 max_age_ms: seconds(self.archive_max_age, "archive_max_age")?.as_millis() as u64,
             },
+            timeouts: self.timeouts.into_timeouts()?,
         })
     }
 }
 
 /// `{kind: "engine", url:, password: (nil or absent: none), channels:
 ///   [{name:, id:, weight:}, ...], channel_order:, prefetch:, workers:,
-///   lease:}`; `lease` in seconds, `prefetch` as for Redis.
+///   lease:, timeouts:}`; `lease` in seconds, `prefetch` and `timeouts` as
+/// for Redis.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EngineSourceSettings {
@@ -100,6 +108,7 @@ pub struct EngineSourceSettings {
     prefetch: Option<usize>,
     workers: usize,
     lease: f64,
+    timeouts: TimeoutSettings,
 }
 
 /// A channel served by SolidEngine: its name, the engine's channel id for
@@ -121,7 +130,38 @@ impl EngineSourceSettings {
             order: ChannelOrder::parse(&self.channel_order).map_err(err)?,
             prefetch: prefetch(self.prefetch, self.workers),
             lease: seconds(self.lease, "lease")?,
+            timeouts: self.timeouts.into_timeouts()?,
         })
+    }
+}
+
+/// `{connect:, read:, write:}` in seconds: the timeouts of every connection
+/// to a backend (`config.connect_timeout`, `read_timeout`, `write_timeout`).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimeoutSettings {
+    connect: f64,
+    read: f64,
+    write: f64,
+}
+
+impl TimeoutSettings {
+    pub fn into_timeouts(self) -> Result<Timeouts, Error> {
+        let timeouts = Timeouts {
+            connect: seconds(self.connect, "connect timeout")?,
+            read: seconds(self.read, "read timeout")?,
+            write: seconds(self.write, "write timeout")?,
+        };
+        timeouts.validate().map_err(err)?;
+        Ok(timeouts)
+    }
+}
+
+/// A constructor's optional timeouts Hash: nil means the defaults.
+pub fn timeouts(hash: Option<Value>) -> Result<Timeouts, Error> {
+    match hash {
+        Some(h) if !h.is_nil() => from_hash::<TimeoutSettings>(h, "timeouts")?.into_timeouts(),
+        _ => Ok(Timeouts::default()),
     }
 }
 

@@ -6,6 +6,7 @@
 
 use std::sync::{Arc, OnceLock};
 
+use magnus::scan_args::scan_args;
 use magnus::{function, method, prelude::*, Error, RArray, RHash, RModule, Ruby, Value};
 use solid_core::envelope::{validate_channel, Envelope};
 use solid_core::now_ms;
@@ -19,7 +20,7 @@ use crate::helpers::errors::{arg_error, to_ruby as err};
 use crate::helpers::nogvl::without_gvl;
 use crate::helpers::publisher_telemetry::PublisherTelemetry;
 use crate::helpers::raw_command::raw_call;
-use crate::helpers::settings::{from_hash, PublisherTelemetrySettings};
+use crate::helpers::settings::{from_hash, timeouts, PublisherTelemetrySettings};
 
 #[magnus::wrap(class = "SolidJobs::Native::Client", free_immediately, size, frozen_shareable)]
 pub struct Client {
@@ -31,8 +32,12 @@ pub struct Client {
 }
 
 impl Client {
-    fn new(url: String, namespace: String) -> Result<Self, Error> {
-        let connector = Connector::new(&url).map_err(err)?;
+    /// new(url, namespace, timeouts = nil): `timeouts` is `{connect:, read:,
+    /// write:}` in seconds (`Configuration#timeouts`), nil for the defaults.
+    fn new(args: &[Value]) -> Result<Self, Error> {
+        let args = scan_args::<(String, String), (Option<Value>,), (), (), (), ()>(args)?;
+        let (url, namespace) = args.required;
+        let connector = Connector::with_timeouts(&url, timeouts(args.optional.0)?).map_err(err)?;
         Ok(Client {
             pool: Pool::new(connector),
             store: Store::new(Keyspace::new(&namespace)),
@@ -328,7 +333,7 @@ impl Client {
 
 pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
     let class = native.define_class("Client", ruby.class_object())?;
-    class.define_singleton_method("new", function!(Client::new, 2))?;
+    class.define_singleton_method("new", function!(Client::new, -1))?;
     class.define_singleton_method("build", function!(Client::build, 5))?;
     class.define_method("url", method!(Client::url, 0))?;
     class.define_method("push", method!(Client::push, 5))?;

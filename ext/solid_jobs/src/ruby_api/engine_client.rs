@@ -2,6 +2,7 @@
 //! the SolidEngine backend. One frozen, shareable instance serves every
 //! Ractor; connections come from a checkout pool.
 
+use magnus::scan_args::scan_args;
 use magnus::{function, method, prelude::*, Error, RArray, RModule, Ruby, Value};
 use solid_core::engine::wire;
 use solid_core::redis::connection::Pool;
@@ -10,6 +11,7 @@ use crate::helpers::envelopes::{build_envelope, parse_envelopes};
 use crate::helpers::errors::to_ruby as err;
 use crate::helpers::nogvl::without_gvl;
 use crate::helpers::raw_command::raw_call;
+use crate::helpers::settings::timeouts;
 
 #[magnus::wrap(class = "SolidJobs::Native::EngineClient", free_immediately, size, frozen_shareable)]
 pub struct EngineClient {
@@ -18,8 +20,11 @@ pub struct EngineClient {
 }
 
 impl EngineClient {
-    fn new(url: String, password: Option<String>) -> Result<Self, Error> {
-        let connector = wire::connector(&url, password.as_deref()).map_err(err)?;
+    /// new(url, password, timeouts = nil): `timeouts` as for `Client.new`.
+    fn new(args: &[Value]) -> Result<Self, Error> {
+        let args = scan_args::<(String, Option<String>), (Option<Value>,), (), (), (), ()>(args)?;
+        let (url, password) = args.required;
+        let connector = wire::connector(&url, password.as_deref(), timeouts(args.optional.0)?).map_err(err)?;
         Ok(EngineClient { pool: Pool::new(connector), url })
     }
 
@@ -177,7 +182,7 @@ impl EngineClient {
 
 pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
     let class = native.define_class("EngineClient", ruby.class_object())?;
-    class.define_singleton_method("new", function!(EngineClient::new, 2))?;
+    class.define_singleton_method("new", function!(EngineClient::new, -1))?;
     class.define_method("url", method!(EngineClient::url, 0))?;
     class.define_method("push", method!(EngineClient::push, 6))?;
     class.define_method("push_many", method!(EngineClient::push_many, 6))?;

@@ -48,7 +48,9 @@ fn check_redis_url(url: String) -> Result<(), Error> {
 
 /// The same for a SolidEngine URL (unix:///path or tcp://host:port).
 fn check_engine_url(url: String) -> Result<(), Error> {
-    solid_core::engine::wire::connector(&url, None).map(drop).map_err(err)
+    solid_core::engine::wire::connector(&url, None, solid_core::redis::connection::Timeouts::default())
+        .map(drop)
+        .map_err(err)
 }
 
 /// Seconds (Float) of the default retry delay for the n-th failure.
