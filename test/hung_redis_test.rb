@@ -141,9 +141,10 @@ class HungRedisTest < SolidJobsTest
       sleep 0.3 # inside an enqueue that never gets an answer
       Process.kill(signal, pid)
       started = now
-      exited = nil
-      until (exited = Process.wait2(pid, Process::WNOHANG)) || now - started > 2 + SLACK
+      exited = Process.wait2(pid, Process::WNOHANG)
+      until exited || now - started > 2 + SLACK
         sleep 0.02
+        exited = Process.wait2(pid, Process::WNOHANG)
       end
       flunk("the producer ignored #{signal} for #{2 + SLACK}s") unless exited
       pid = nil
