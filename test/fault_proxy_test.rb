@@ -48,6 +48,18 @@ class FaultProxyTest < Minitest::Test
     assert_equal "PONG", client.ping
   end
 
+  def test_an_upstream_that_refuses_for_a_while_does_not_end_the_proxy
+    port = RedisServer.free_port
+    proxy = FaultProxy.new(port).start
+    down = Redis.new(url: proxy.url, timeout: 1, reconnect_attempts: 0)
+    assert_raises(Redis::BaseConnectionError) { down.ping }
+    server = RedisServer.new(port: port).start
+    assert_equal "PONG", Redis.new(url: proxy.url, timeout: 1, reconnect_attempts: 0).ping
+  ensure
+    proxy&.close
+    server&.cleanup
+  end
+
   def test_cut_reply_closes_the_connection_mid_reply
     r = client
     r.ping

@@ -200,10 +200,18 @@ class FaultProxy
 
   private
 
+  # Ends only when the proxy is closed. An upstream that refuses (Redis
+  # restarting) costs only that connection: the client sees it closed, as
+  # it would a refused one, and the next connection tries again.
   def accept_loop
     loop do
       client = @server.accept
-      upstream = TCPSocket.new(@upstream_host, @upstream_port)
+      begin
+        upstream = TCPSocket.new(@upstream_host, @upstream_port)
+      rescue SystemCallError
+        client.close
+        next
+      end
       link = Link.new(client, upstream)
       link.held = @blackhole
       @lock.synchronize { @links << link }
