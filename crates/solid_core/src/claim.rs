@@ -44,3 +44,22 @@ pub struct FailureCount {
     pub failures: u32,
     pub first_failure_ms: u64,
 }
+
+#[cfg(test)]
+impl ClaimedJob {
+    /// A job of `task` (no arguments) claimed from "default" under `token`,
+    /// not yet taken: the fixture the feed's and the hub's unit tests share.
+    pub(crate) fn for_test(task: &str, token: ClaimToken) -> Self {
+        let envelope = Envelope::build(task, serde_json::json!([]), "default", 1, 0, 0).unwrap();
+        ClaimedJob {
+            token,
+            channel: "default".into(),
+            raw: envelope.encode(),
+            envelope,
+            claimed_ms: 0,
+            taken_at: None,
+            source: 0,
+            attempts: 0,
+        }
+    }
+}

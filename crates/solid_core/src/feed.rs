@@ -181,20 +181,9 @@ impl Fetcher {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::envelope::Envelope;
 
     fn job(token: u64) -> ClaimedJob {
-        let envelope = Envelope::build("Task", serde_json::json!([]), "default", 1, 0, 0).unwrap();
-        ClaimedJob {
-            token,
-            channel: "default".into(),
-            raw: envelope.encode(),
-            envelope,
-            claimed_ms: 0,
-            taken_at: None,
-            source: 0,
-            attempts: 0,
-        }
+        ClaimedJob::for_test("Task", token)
     }
 
     /// Hands out numbered jobs, `want` at a time, and says what it was asked.

@@ -353,7 +353,6 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::envelope::Envelope;
     use crate::feed::{Feed, Fetcher};
     use crate::prefetch::Prefetch;
 
@@ -400,17 +399,7 @@ mod tests {
     }
 
     fn job(task: &str) -> ClaimedJob {
-        let envelope = Envelope::build(task, serde_json::json!([]), "default", 1, 0, 0).unwrap();
-        ClaimedJob {
-            token: 1,
-            channel: "default".into(),
-            raw: envelope.encode(),
-            envelope,
-            claimed_ms: 0,
-            taken_at: None,
-            source: 0,
-            attempts: 0,
-        }
+        ClaimedJob::for_test(task, 1)
     }
 
     /// A hub over one fake source holding `jobs`, and its untake counter.
