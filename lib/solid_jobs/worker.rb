@@ -104,10 +104,7 @@ module SolidJobs
         Log.error("#{job.task} #{job.id} given up after #{failures} failure(s): #{decision.reason} (#{error_class}: #{message})")
         FailurePolicy.after_final_failure(task_class, job, error)
       else
-        written = with_redis(job) { @dispatcher.retry(job, decision.delay) }
-        if written && @instrumented
-          emit("job.retry_scheduled", job, failures: failures, retry_at_ms: Clock.now_ms + (decision.delay * 1000).round)
-        end
+        schedule_retry(job, decision.delay, failures)
         Log.warn("#{job.task} #{job.id} failed (#{error_class}: #{message}); failure #{failures}/#{job.max_failures}, " \
                  "retry in #{decision.delay.round(1)}s")
       end
@@ -135,16 +132,22 @@ module SolidJobs
         emit("job.dead", job, failures: attempts, reason: "archived") if @instrumented
         Log.error("#{job.task} #{job.id} archived: #{decision.reason}: #{reason}")
       else
-        written = with_redis(job) { @dispatcher.retry(job, decision.delay) }
-        if written && @instrumented
-          emit("job.retry_scheduled", job, failures: attempts, retry_at_ms: Clock.now_ms + (decision.delay * 1000).round)
-        end
+        schedule_retry(job, decision.delay, attempts)
         Log.warn("#{job.id}: #{reason}; unknown-task attempt #{attempts}, retry in #{decision.delay.round(1)}s " \
                  "(archived after unknown_task_retry_for #{SolidJobs.config.unknown_task_retry_for}s)")
       end
     rescue StaleClaimError => e
       Log.warn("job #{job.id}: #{e.message}")
       @dispatcher.abandon(job) unless job.settled?
+    end
+
+    # Writes the retry; once written, the instrumenter hears when it is due.
+    def schedule_retry(job, delay, failures)
+      written = with_redis(job) { @dispatcher.retry(job, delay) }
+      if written && @instrumented
+        emit("job.retry_scheduled", job, failures: failures, retry_at_ms: Clock.now_ms + (delay * 1000).round)
+      end
+      written
     end
 
     def quarantine(job, reason)
