@@ -124,7 +124,7 @@ class ConfigFileTest < SolidJobsTest
   def test_bad_files_exit_64_with_one_message_naming_the_file_and_no_worker_starts
     cases = {
       "concurrency: 2\nproduction:\n  concurency: 3\n" =>
-        %r{\Asolid-jobs: \S+/config/solid_jobs\.yml:3: unknown key "concurency" in section production \(did you mean "concurrency"\?\)\n\z},
+        /\Asolid-jobs: \S+solid_jobs\.yml:3: unknown key "concurency" in section production \(did you mean "concurrency"\?\)\n\z/,
       "channels: [a\nconcurrency: 2\n" => %r{\Asolid-jobs: \S+/config/solid_jobs\.yml:\d: YAML syntax error: },
       "concurrency: 0\n" =>
         %r{\Asolid-jobs: \S+/config/solid_jobs\.yml:1: invalid concurrency 0: expected an Integer from 1 to 1024\n\z},
@@ -158,14 +158,14 @@ class ConfigFileTest < SolidJobsTest
   def test_solid_jobs_web_takes_redis_url_and_namespace_from_the_file
     file = write_file("web.yml", "production:\n  redis_url: #{REDIS.url}\n  namespace: #{@namespace}_web\n")
     log = ledger_path("web.log")
-    web = ChildProcess.new([RbConfig.ruby, File.join(ROOT, "exe", "solid-jobs"), "web", "--port", "0", "-C", file, "-e", "production"],
-                           log: log).start
+    exe = File.join(ROOT, "exe", "solid-jobs")
+    web = ChildProcess.new([RbConfig.ruby, exe, "web", "--port", "0", "-C", file, "-e", "production"], log: log).start
     port = eventually("the dashboard listens") { File.read(log)[%r{listening on http://127\.0\.0\.1:(\d+)/ \(namespace (\S+),}] }
     assert_includes port, "(namespace #{@namespace}_web,"
     assert web.stop.success?, File.read(log)
 
     bad = write_file("bad_web.yml", "namespaec: x\n")
-    _, err, status = Open3.capture3(RbConfig.ruby, File.join(ROOT, "exe", "solid-jobs"), "web", "-C", bad)
+    _, err, status = Open3.capture3(RbConfig.ruby, exe, "web", "-C", bad)
     assert_equal 64, status.exitstatus, err
     assert_match(/\Asolid-jobs web: \S+bad_web\.yml:1: unknown key "namespaec" \(did you mean "namespace"\?\)/, err)
   ensure
@@ -248,7 +248,8 @@ class ConfigFileTest < SolidJobsTest
     {
       "timeout: 3\n" => /:1: unknown key "timeout" \(known keys: concurrency, thread_concurrency, /,
       "backendz:\n  e: {adapter: solid_engine}\n" => /:1: unknown key "backendz" \(did you mean "backend"\?\)/,
-      "channels:\n  - {name: a, wieght: 2}\n" => /:1: invalid channel \{"name"=>"a", "wieght"=>2\}: expected \{name: NAME, weight: N\}/,
+      "channels:\n  - {name: a, wieght: 2}\n" =>
+        /:1: invalid channel \{"name"=>"a", "wieght"=>2\}: expected \{name: NAME, weight: N\}/,
       "backends:\n  e:\n    adapter: solid_engine\n    url: tcp://127.0.0.1:1\n    leas: 3\n" =>
         /:1: unknown key\(s\) :leas in backends\[:e\].*did you mean :lease\?/,
       "channel_order: 5\n" => /:1: invalid channel_order 5\z/,

@@ -60,6 +60,16 @@ module SolidJobs
       candidates.find { |f| File.file?(f) } or raise UsageError, "--require #{path}: no such file"
     end
 
+    # `-e NAME`: the app boots in the environment whose section the file
+    # gives (as Sidekiq's -e does), so the two cannot disagree.
+    def self.select_environment(name)
+      return unless name
+
+      raise UsageError, "--environment needs a name" if name.empty?
+
+      ENV["RAILS_ENV"] = ENV["RACK_ENV"] = name
+    end
+
     private
 
     # `solid-jobs web ...`: the dashboard server (loaded only when asked
@@ -170,16 +180,6 @@ module SolidJobs
 
       self.class.select_environment(options[:environment])
       options
-    end
-
-    # `-e NAME`: the app boots in the environment whose section the file
-    # gives (as Sidekiq's -e does), so the two cannot disagree.
-    def self.select_environment(name)
-      return unless name
-
-      raise UsageError, "--environment needs a name" if name.empty?
-
-      ENV["RAILS_ENV"] = ENV["RACK_ENV"] = name
     end
 
     def load_app(path) = self.class.load_app(path)

@@ -212,9 +212,7 @@ module SolidJobs
         # A section named like a setting (`backendz:`) is most likely that
         # setting misspelled: say so rather than only blaming its keys.
         guess = Configuration.spell_check(name, KEYS.keys)
-        if guess
-          fail!(lines[[nil, name]], "unknown key #{name.inspect} (did you mean #{guess.inspect}?)")
-        end
+        fail!(lines[[nil, name]], "unknown key #{name.inspect} (did you mean #{guess.inspect}?)") if guess
         unknown!(key.to_s, name, lines)
       end
     end
@@ -244,7 +242,7 @@ module SolidJobs
                                     "(weight optional)"
         end
 
-        fields = entry.to_h { |k, v| [k.to_s, v] }
+        fields = entry.transform_keys(&:to_s)
         fields.key?("weight") ? [fields["name"], fields["weight"]] : [fields["name"]]
       end
     end
