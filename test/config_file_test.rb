@@ -172,6 +172,20 @@ class ConfigFileTest < SolidJobsTest
     web&.kill! if web&.running?
   end
 
+  # So does `solid-jobs archive`: without the file's redis_url it would
+  # try the default one, where no Redis listens.
+  def test_solid_jobs_archive_takes_redis_url_and_namespace_from_the_file
+    file = write_file("archive.yml", "redis_url: #{REDIS.url}\nnamespace: #{@namespace}\n")
+    out, err, status = SolidJobsCommand.capture3({"SOLID_JOBS_REDIS_URL" => "redis://127.0.0.1:#{RedisServer.free_port}/0"},
+                                                 "archive", "reenqueue", "--all", "-C", file)
+    assert status.success?, err
+    assert_match(/\Asolid-jobs archive reenqueue \(all\): /, out)
+
+    _, err, status = SolidJobsCommand.capture3({}, "archive", "reenqueue", "--all", "-C", write_file("a.yml", "nmespace: x\n"))
+    assert_equal 64, status.exitstatus, err
+    assert_match(/\Asolid-jobs archive: \S+a\.yml:1: unknown key "nmespace" \(did you mean "namespace"\?\)/, err)
+  end
+
   # --- in-process: the file's shapes and messages ---------------------------
 
   def test_the_example_file_is_valid_in_each_of_its_environments
