@@ -1,7 +1,6 @@
 # frozen_string_literal: true
 
 require_relative "test_helper"
-require "solid_jobs/config_file"
 
 # The configuration file (`solid-jobs -C`, config/solid_jobs.yml): what a
 # real worker started with it runs, which settings win, and the errors a
@@ -200,6 +199,19 @@ class ConfigFileTest < SolidJobsTest
     assert_equal [["critical", 10], ["default", 5], ["low", 1]], SolidJobs.config.channels
     assert_equal({adapter: :solid_engine, url: "tcp://127.0.0.1:7700", lease: 30}, SolidJobs.config.backends[:engine])
     assert_raises(SolidJobs::ConfigurationError) { SolidJobs::ConfigFile.new(EXAMPLE, environment: "staging").apply }
+  end
+
+  # What an app's initializer calls so that its producers (a Rails server,
+  # a console) enqueue where the workers the file configures look: the
+  # same file, the same environment rule. SolidJobs::ConfigFile autoloads.
+  def test_an_app_applies_the_same_file_with_config_file_apply
+    dir = app_dir("production:\n  namespace: #{@namespace}_app\ndevelopment:\n  namespace: #{@namespace}_dev\n")
+    ENV["RAILS_ENV"] = "production"
+    applied = SolidJobs::ConfigFile.apply(app: dir)
+    assert_equal [File.join(dir, "config", "solid_jobs.yml"), "production"], [applied.path, applied.environment]
+    assert_equal "#{@namespace}_app", SolidJobs.config.namespace
+    assert_nil SolidJobs::ConfigFile.apply(app: app_dir(nil)), "no file: nothing to apply"
+    assert_equal "#{@namespace}_app", SolidJobs.config.namespace
   end
 
   def test_environment_comes_from_the_flag_then_rails_env_then_rack_env
