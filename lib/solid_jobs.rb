@@ -41,6 +41,9 @@ module SolidJobs
   # The dashboard, loaded when first named (`mount SolidJobs::Web => "/jobs"`):
   # a worker never loads it.
   autoload :Web, "solid_jobs/web"
+  # config/solid_jobs.yml: the commands read it; an app's own processes
+  # (a Rails server enqueueing) call SolidJobs::ConfigFile.apply.
+  autoload :ConfigFile, "solid_jobs/config_file"
 
   class << self
     # The process configuration. Frozen (and Ractor-shareable) once a

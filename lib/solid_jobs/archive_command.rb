@@ -2,6 +2,7 @@
 
 require "optparse"
 require_relative "cli"
+require_relative "config_file"
 
 module SolidJobs
   # `solid-jobs archive reenqueue --task NAME | --error CLASS | --all`: puts
@@ -29,7 +30,10 @@ module SolidJobs
       options = parse
       return 0 if options == :exit
 
+      # The worker's order: flags > the file > the app's configure.
+      config_file = ConfigFile.find(path: options[:config], environment: options[:environment], app: options[:require])
       CLI.load_app(options[:require])
+      config_file&.apply
       configure(options)
       result = options[:all] ? Archive.reenqueue_all : Archive.reenqueue_where(task: options[:task], error_class: options[:error])
       @out.puts("solid-jobs archive reenqueue (#{describe(options)}): #{result}")
@@ -63,6 +67,12 @@ module SolidJobs
           options[:redis_url] = v
         end
         o.on("--namespace NS", "Key prefix (default #{Configuration::DEFAULTS[:namespace]})") { |v| options[:namespace] = v }
+        o.on("-C", "--config PATH", "Configuration file (default: config/solid_jobs.yml under the app, when present)") do |v|
+          options[:config] = v
+        end
+        o.on("-e", "--environment NAME", "The file's section to use; also sets RAILS_ENV and RACK_ENV") do |v|
+          options[:environment] = v
+        end
         o.on("-h", "--help", "Show this help") { options[:help] = true }
       end
     end
@@ -82,6 +92,7 @@ module SolidJobs
       raise UsageError, "--all re-enqueues every job: do not combine it with --task or --error" if options[:all] && filtered
       raise UsageError, "say which jobs: --task NAME, --error CLASS or --all" unless options[:all] || filtered
 
+      CLI.select_environment(options[:environment])
       options
     end
 

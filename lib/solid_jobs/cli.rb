@@ -2,6 +2,7 @@
 
 require "optparse"
 require "solid_jobs/engine_server"
+require "solid_jobs/config_file"
 
 module SolidJobs
   # `solid-jobs`: parses flags into the configuration and runs a Conductor.
@@ -28,7 +29,13 @@ module SolidJobs
       options = parse
       return 0 if options == :exit
 
+      # Precedence: flags > the file > the app's SolidJobs.configure >
+      # defaults. The file is found (a missing -C fails) before the app
+      # loads, and applied after it, so its ERB sees what the app set up.
+      config_file = ConfigFile.find(path: options[:config], environment: options[:environment], app: options[:require])
       load_app(options[:require])
+      config_file&.apply
+      Log.info("configuration file #{config_file.path} (environment #{config_file.environment})") if config_file
       apply(options)
       Conductor.new.run == :stopped ? 0 : exit_now
     rescue OptionParser::ParseError, ConfigurationError, UsageError => e
@@ -51,6 +58,16 @@ module SolidJobs
       full = File.expand_path(path)
       candidates = [full, "#{full}.rb", File.join(full, "config", "environment.rb")]
       candidates.find { |f| File.file?(f) } or raise UsageError, "--require #{path}: no such file"
+    end
+
+    # `-e NAME`: the app boots in the environment whose section the file
+    # gives (as Sidekiq's -e does), so the two cannot disagree.
+    def self.select_environment(name)
+      return unless name
+
+      raise UsageError, "--environment needs a name" if name.empty?
+
+      ENV["RAILS_ENV"] = ENV["RACK_ENV"] = name
     end
 
     private
@@ -122,6 +139,13 @@ module SolidJobs
                    "                                    put archived jobs back (solid-jobs archive --help)"
         o.separator ""
         o.on("-r", "--require PATH", "File to require before starting (e.g. ./config/environment)") { |v| options[:require] = v }
+        o.on("-C", "--config PATH", "Configuration file (default: config/solid_jobs.yml under the app, when present)") do |v|
+          options[:config] = v
+        end
+        o.on("-e", "--environment NAME", "The file's section to use; also sets RAILS_ENV and RACK_ENV " \
+                                         "(default $RAILS_ENV, $RACK_ENV, development)") do |v|
+          options[:environment] = v
+        end
         o.on("-c", "--concurrency N", Integer,
              "Workers in this process (default #{Configuration::DEFAULTS[:concurrency]})") do |v|
           options[:concurrency] = v
@@ -154,6 +178,7 @@ module SolidJobs
       rest = parser.parse(@argv)
       raise UsageError, "unexpected argument(s): #{rest.join(" ")}" unless rest.empty?
 
+      self.class.select_environment(options[:environment])
       options
     end
 

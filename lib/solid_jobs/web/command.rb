@@ -2,6 +2,7 @@
 
 require "optparse"
 require_relative "../cli"
+require_relative "../config_file"
 
 module SolidJobs
   class Web
@@ -30,7 +31,10 @@ module SolidJobs
         options = parse
         return 0 if options == :exit
 
+        # The worker's order: flags > the file > the app's configure.
+        config_file = ConfigFile.find(path: options[:config], environment: options[:environment], app: options[:require])
         load_app(options[:require])
+        config_file&.apply
         configure(options)
         handler = load_server or return UNAVAILABLE
         serve(handler, options)
@@ -61,6 +65,13 @@ module SolidJobs
           o.on("-r", "--require PATH", "File to require first (e.g. ./config/environment, for its SolidJobs.configure)") do |v|
             options[:require] = v
           end
+          o.on("-C", "--config PATH", "Configuration file for redis_url, namespace, backends " \
+                                      "(default: config/solid_jobs.yml under the app, when present)") do |v|
+            options[:config] = v
+          end
+          o.on("-e", "--environment NAME", "The file's section to use; also sets RAILS_ENV and RACK_ENV") do |v|
+            options[:environment] = v
+          end
           o.on("-h", "--help", "Show this help") do
             @out.puts(o)
             return :exit
@@ -72,6 +83,7 @@ module SolidJobs
         raise UsageError, "invalid refresh #{options[:refresh]} (seconds, 0 or more)" if options[:refresh].negative?
 
         options[:auth] = parse_auth(options[:auth])
+        CLI.select_environment(options[:environment])
         options
       end
 

@@ -16,16 +16,16 @@ class WorkerProcess < ChildProcess
   EXE = File.join(ROOT, "exe", "solid-jobs")
   APP = File.join(ROOT, "test", "support", "cli_app.rb")
 
-  # `app`: the file `--require` loads; `children`: see ChildProcess.
-  def initialize(redis_url:, namespace:, log:, args: [], env: {}, app: APP, children: nil, bundled: true)
+  # `app`: the file `--require` loads; `children`, `chdir`: see ChildProcess.
+  def initialize(redis_url:, namespace:, log:, args: [], env: {}, app: APP, children: nil, bundled: true, chdir: ROOT)
     @namespace = namespace
     args = ["--require", app, "--redis-url", redis_url, *args]
     env = {"SOLID_JOBS_TEST_NAMESPACE" => namespace, "SOLID_JOBS_LOG_LEVEL" => "info"}.merge(env)
     if bundled
-      super(SolidJobsCommand.argv(*args), log: log, env: SolidJobsCommand.env(env), children: children,
+      super(SolidJobsCommand.argv(*args), log: log, env: SolidJobsCommand.env(env), children: children, chdir: chdir,
                                           spawn_options: {unsetenv_others: true})
     else
-      super([RbConfig.ruby, EXE, *args], log: log, env: env, children: children)
+      super([RbConfig.ruby, EXE, *args], log: log, env: env, children: children, chdir: chdir)
     end
   end
 
