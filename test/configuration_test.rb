@@ -28,6 +28,13 @@ class ConfigurationTest < SolidJobsTest
       end
       assert_match(/#{setting}|task option/, error.message)
     end
+    # Values a YAML file can hold, which have no to_sym: a clear error too.
+    [5, nil, ["ractor"], 1.5].each do |value|
+      assert_raises(SolidJobs::ConfigurationError) { SolidJobs.configure { |c| c.channel_order = value } }
+      assert_raises(SolidJobs::ConfigurationError) { SolidJobs.configure { |c| c.execution_mode = value } }
+    end
+    SolidJobs.configure { |c| c.channel_order = "priority" }
+    assert_equal :priority, SolidJobs.config.channel_order
     assert_raises(SolidJobs::ConfigurationError) { SolidJobs.configure { |c| c.channels = [["a", 0]] } }
     assert_raises(SolidJobs::ConfigurationError) { SolidJobs.configure { |c| c.channels = %w[a a] } }
     assert_raises(SolidJobs::ConfigurationError) do

@@ -177,8 +177,7 @@ module SolidJobs
     end
 
     def channel_order=(value)
-      invalid!(:channel_order, value, "one of #{CHANNEL_ORDERS.join(", ")}") unless CHANNEL_ORDERS.include?(value&.to_sym)
-      @channel_order = value.to_sym
+      @channel_order = choice!(:channel_order, value, CHANNEL_ORDERS)
     end
 
     def concurrency=(value)
@@ -326,8 +325,7 @@ module SolidJobs
     end
 
     def execution_mode=(value)
-      invalid!(:execution_mode, value, "one of #{EXECUTION_MODES.join(", ")}") unless EXECUTION_MODES.include?(value&.to_sym)
-      @execution_mode = value.to_sym
+      @execution_mode = choice!(:execution_mode, value, EXECUTION_MODES)
     end
 
     def default_task_options=(options)
@@ -515,6 +513,18 @@ module SolidJobs
       end
 
       specs[:solid_engine] ||= {adapter: :solid_engine, url: url}.freeze
+    end
+
+    # One of `choices`, given as a Symbol or a String; anything else (an
+    # Integer from a config file, an object of the app's) is a
+    # ConfigurationError, not a NoMethodError from converting it.
+    def choice!(name, value, choices)
+      given = case value
+              when Symbol then value.name
+              when String then String.new(value)
+              end
+      choice = given && choices.find { |c| c.name == given }
+      choice or invalid!(name, value, "one of #{choices.join(", ")}")
     end
 
     def positive_number!(name, value, allow_zero: false)
