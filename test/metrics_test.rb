@@ -111,6 +111,7 @@ class MetricsTest < SolidJobsTest
       assert_histogram(families.fetch(name)["samples"], name, node_id, count: 8)
     end
     families.each_value { |f| refute_empty f["help"].to_s, "#{f["name"]} has HELP" }
+    assert_promtool_accepts(rack_get[2].join)
 
     # The same namespace through `solid-jobs web`, as a scraper reaches it.
     @web = WebServerProcess.new(redis_url: REDIS.url, namespace: @namespace, log: File.join(@ledger_dir, "web.log")).start
@@ -124,6 +125,16 @@ class MetricsTest < SolidJobsTest
                                                                      node_id: node_id)
     refute_match(/ok-0|flaky|doomed|on purpose|#{Regexp.escape(@ledger_dir)}/, response.body,
                  "no job arguments or error messages")
+  end
+
+  # Prometheus' own linter (Debian's prometheus package, bin/setup): the
+  # format, and the naming conventions (_total on counters, base units,
+  # no _count on gauges...).
+  def assert_promtool_accepts(text)
+    promtool = ["promtool", "/usr/bin/promtool"].find { |p| system(p, "--version", out: File::NULL, err: File::NULL) }
+    flunk("promtool not found: run bin/setup (prometheus)") unless promtool
+    out, status = Open3.capture2e(promtool, "check", "metrics", stdin_data: text)
+    assert status.success? && out.strip.empty?, "promtool check metrics: #{out}"
   end
 
   # Buckets are cumulative (never decreasing with le), end at +Inf, and
