@@ -4,7 +4,6 @@ require_relative "test_helper"
 require_relative "support/metrics_tasks"
 require "open3"
 require_relative "support/fault_proxy"
-require_relative "support/fault_proxy"
 require "solid_jobs/web"
 
 # /metrics as Prometheus reads it: a real worker (`bundle exec solid-jobs`)
@@ -121,8 +120,8 @@ class MetricsTest < SolidJobsTest
     from_web = parse(response.body)
     assert_equal 6, value(from_web, "solid_jobs_jobs_processed", name: "solid_jobs_jobs_processed_total")
     assert_equal 3, value(from_web, "solid_jobs_channel_ready_jobs", channel: "critical")
-    assert_equal 8, value(from_web, "solid_jobs_job_latency_seconds", name: "solid_jobs_job_latency_seconds_count",
-                                                                     node_id: node_id)
+    latency = value(from_web, "solid_jobs_job_latency_seconds", name: "solid_jobs_job_latency_seconds_count", node_id: node_id)
+    assert_equal 8, latency
     refute_match(/ok-0|flaky|doomed|on purpose|#{Regexp.escape(@ledger_dir)}/, response.body,
                  "no job arguments or error messages")
   end
