@@ -193,6 +193,22 @@ class MetricsTest < SolidJobsTest
     refute families.key?("solid_jobs_jobs_processed"), "nothing made up for what could not be read"
   end
 
+  # A Redis that answers, slowly (0.6 s a command here), would cost a
+  # timeout's worth per read; once the scrape has spent a read timeout it
+  # reads no more, and says so with solid_jobs_up 0.
+  def test_a_slow_redis_scrape_stops_reading_after_one_read_timeout
+    @proxy = FaultProxy.new(REDIS.port).start
+    configure_solid_jobs(redis_url: @proxy.url, read_timeout: 1, connect_timeout: 1)
+    @proxy.delay = 0.3
+    started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    families = scrape
+    elapsed = Process.clock_gettime(Process::CLOCK_MONOTONIC) - started
+    assert_operator elapsed, :<, 1 + 2 * 0.6 + 1.0, "the budget, the read in flight when it ran out, a margin"
+    assert_equal 0, value(families, "solid_jobs_up")
+    assert_equal 0, value(families, "solid_jobs_channel_ready_jobs", channel: "default"), "read before the budget ran out"
+    refute families.key?("solid_jobs_node_up"), "not read once it had"
+  end
+
   def test_a_stopped_redis_scrape_returns_up_0_and_no_secret
     configure_solid_jobs(redis_url: "redis://:hunter2@127.0.0.1:#{RedisServer.free_port}/0", connect_timeout: 1)
     status, _, body = rack_get
