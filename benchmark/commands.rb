@@ -83,7 +83,8 @@ module Bench
              "(failure times are on Redis' clock), HGET and HSET the failure record, INCR failed) and, once " \
              "FailurePolicy chose the delay, `retry.lua` (HDEL the claim, SET the settle marker that makes a resent " \
              "retry idempotent, TIME (the delay counts on Redis' clock), ZADD `retrying`, HSET the job-index " \
-             "state, ZRANGE the earliest retry, PUBLISH `planned` since it is the new earliest). The `planned` message " \
+             "state, INCR retried (the /metrics counter), ZRANGE the earliest retry, PUBLISH `planned` since it " \
+             "is the new earliest). The `planned` message " \
              "wakes the heartbeat thread: `promote.lua` reads Redis' clock (TIME), finds nothing due (ZRANGEBYSCORE " \
              "on `planned` and `retrying`) and reads the next due time (ZRANGE ×2).",
       scheduled_promotion: "`schedule.lua` (TIME: the delay counts on Redis' clock; HSETNX job index, as for one " \

@@ -197,7 +197,9 @@ module SolidJobs
       @description_hash ||= {
         "node_id" => @node_id, "hostname" => Socket.gethostname, "pid" => Process.pid, "concurrency" => @config.concurrency,
         "execution_mode" => @config.execution_mode.to_s, "thread_workers" => @thread_workers, "channels" => @config.channels,
-        "started_ms" => Clock.now_ms, "version" => VERSION, "ruby" => RUBY_VERSION
+        "started_ms" => Clock.now_ms, "version" => VERSION, "ruby" => RUBY_VERSION,
+        # The heartbeat key's TTL: readers tell its age from what is left (/metrics).
+        "heartbeat_ttl_ms" => (@config.recovery_delay * 1000).round
       }
     end
 

@@ -11,7 +11,7 @@ module SolidJobs
   #
   #   SolidJobs::Observations.new.nodes
   #   # => [{"node_id", "alive", "node", "process", "ractors", "redis",
-  #   #      "at_ms", "age_ms", "fresh"}]
+  #   #      "at_ms", "age_ms", "fresh", "histograms"}]
   class Observations
     PARTS = %w[node process ractors redis].freeze
     # Observations reach Redis at the node's next journal flush (once a
@@ -60,6 +60,9 @@ module SolidJobs
                  end
       end
       out.merge!(fresh({"at_ms" => at}, now_ms, interval))
+      # Cumulative latency and duration buckets since the node started (nil
+      # before its first observation): what /metrics exposes.
+      out["histograms"] = fields["histograms"] && parse(fields["histograms"])
       out
     end
 

@@ -23,6 +23,7 @@ require "solid_jobs/web/pages/redis_health"
 require "solid_jobs/web/pages/telemetry"
 require "solid_jobs/web/pages/not_found"
 require "solid_jobs/web/router"
+require "solid_jobs/web/metrics"
 
 module SolidJobs
   # The dashboard: a read-only Rack application with no dependency beyond
@@ -81,6 +82,8 @@ module SolidJobs
     def respond(env)
       path = env["PATH_INFO"].to_s
       path = "/" if path.empty?
+      return metrics if path.chomp("/") == Metrics::PATH
+
       route = Router.match(path) or return not_found(env, path)
 
       snapshot = @snapshot.new
@@ -91,6 +94,15 @@ module SolidJobs
         nonce = SecureRandom.base64(18)
         html(page.status, Layout.new(env, page, nonce: nonce, refresh: @refresh).to_html, nonce)
       end
+    end
+
+    # Prometheus text (Metrics): always 200, so a scraper reads
+    # solid_jobs_up 0 rather than a failed scrape when Redis is down.
+    def metrics
+      metrics = Metrics.new
+      body = metrics.render
+      Log.warn("dashboard: /metrics incomplete: #{metrics.error}") if metrics.error
+      [200, safe_headers(Metrics::CONTENT_TYPE, body, nil), [body]]
     end
 
     def not_found(env, path)

@@ -100,6 +100,7 @@ fn failure_retry_and_discard_are_fenced() {
     // writes nothing; any other settle of that claim is stale.
     store.retry(&mut c, "n1", &job, due).unwrap();
     assert_eq!(c.zcard::<_, i64>("solid_jobs:retrying").unwrap(), 1);
+    assert_eq!(c.get::<_, i64>("solid_jobs:metric:retried").unwrap(), 1, "the resend is not counted again");
     assert_eq!(
         store.record_failure(&mut c, "n1", job.token, &e.id, "X", "y").unwrap_err(),
         Error::StaleClaim(job.token)
@@ -130,6 +131,7 @@ fn failure_retry_and_discard_are_fenced() {
     store.discard(&mut c, "n1", Some(job2.token), &e.id, &rec, true).unwrap();
     assert_eq!(c.zcard::<_, i64>("solid_jobs:archive").unwrap(), 1);
     assert_eq!(store.retry(&mut c, "n1", &job2, due).unwrap_err(), Error::StaleClaim(job2.token));
+    assert_eq!(c.get::<_, i64>("solid_jobs:metric:retried").unwrap(), 1, "a stale retry counts nothing");
 }
 
 #[test]

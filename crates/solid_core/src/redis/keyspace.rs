@@ -105,7 +105,7 @@ impl Keyspace {
     pub fn incarnation(&self) -> String {
         self.key("incarnation")
     }
-    /// STRING counter of a metric (`processed`, `failed`, `discarded`, `stale`...).
+    /// STRING counter of a metric (`processed`, `failed`, `retried`, `discarded`, `stale`...).
     pub fn metric(&self, name: &str) -> String {
         self.key(&format!("metric:{name}"))
     }

@@ -396,6 +396,7 @@ impl Store {
             .key(self.keys.metric("stale"))
             .key(self.keys.jobs())
             .key(self.keys.settled(job.token))
+            .key(self.keys.metric("retried"))
             .arg(job.token)
             .arg(due_ms.saturating_sub(now_ms()))
             .arg(member)

@@ -79,6 +79,12 @@ impl Aggregates {
         m.insert("duration_ms".into(), duration.to_json_ms());
         Some(m)
     }
+
+    /// `{"latency": ..., "duration": ...}`: the cumulative buckets since the
+    /// process started (see `histogram::Cumulative::to_json`).
+    pub fn cumulative_json(&self) -> Value {
+        json!({"latency": self.latency.total().to_json(), "duration": self.duration.total().to_json()})
+    }
 }
 
 #[cfg(test)]

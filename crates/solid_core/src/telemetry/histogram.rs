@@ -4,6 +4,11 @@
 //! of its bucket, within 1/16 (6.25 %) of the true value. Recording is one
 //! relaxed atomic add (and a compare for the maximum), so worker Ractors
 //! never wait on each other.
+//!
+//! Beside the interval's buckets, each histogram keeps [`Cumulative`]
+//! counts that are never reset: Prometheus histograms (`/metrics`) must be
+//! monotonic, which the per-interval percentiles are not, and percentiles
+//! cannot be added back into buckets.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
@@ -16,6 +21,71 @@ const BUCKETS: usize = (SUB + (64 - SUB_BITS as u64) * SUB) as usize;
 pub struct Histogram {
     buckets: Box<[AtomicU64]>,
     max: AtomicU64,
+    total: Cumulative,
+}
+
+/// Upper bounds (inclusive, microseconds) of the cumulative buckets, the
+/// `le` of `/metrics` (in seconds there): Prometheus' usual decimal steps,
+/// from 100 µs (a no-op task) to 30 minutes (a job waiting long in its
+/// channel). They are counted exactly, not derived from the log-linear
+/// buckets, whose edges do not fall on decimal values.
+pub const CUMULATIVE_BOUNDS_US: [u64; 20] = [
+    100,
+    250,
+    500,
+    1_000,
+    2_500,
+    5_000,
+    10_000,
+    25_000,
+    50_000,
+    100_000,
+    250_000,
+    500_000,
+    1_000_000,
+    2_500_000,
+    5_000_000,
+    10_000_000,
+    30_000_000,
+    60_000_000,
+    300_000_000,
+    1_800_000_000,
+];
+
+/// Counts since the process started, per bound (the last slot is +Inf), and
+/// the sum: one more relaxed add each per record.
+pub struct Cumulative {
+    counts: [AtomicU64; CUMULATIVE_BOUNDS_US.len() + 1],
+    sum_us: AtomicU64,
+}
+
+impl Default for Cumulative {
+    fn default() -> Self {
+        Cumulative { counts: std::array::from_fn(|_| AtomicU64::new(0)), sum_us: AtomicU64::new(0) }
+    }
+}
+
+impl Cumulative {
+    fn record(&self, v: u64) {
+        let slot = CUMULATIVE_BOUNDS_US.partition_point(|&bound| bound < v);
+        self.counts[slot].fetch_add(1, Relaxed);
+        self.sum_us.fetch_add(v, Relaxed);
+    }
+
+    /// `{"le_us": [bounds], "counts": [per bucket, +Inf last, not
+    /// cumulative], "count", "sum_us"}`. `count` is the sum of the counts
+    /// read, so the +Inf bucket of a reader always equals it, even while
+    /// workers record.
+    pub fn to_json(&self) -> serde_json::Value {
+        let counts: Vec<u64> = self.counts.iter().map(|c| c.load(Relaxed)).collect();
+        let count: u64 = counts.iter().sum();
+        serde_json::json!({
+            "le_us": CUMULATIVE_BOUNDS_US,
+            "counts": counts,
+            "count": count,
+            "sum_us": self.sum_us.load(Relaxed),
+        })
+    }
 }
 
 /// Percentiles of one interval, in the unit recorded (microseconds here).
@@ -30,7 +100,11 @@ pub struct Summary {
 
 impl Default for Histogram {
     fn default() -> Self {
-        Histogram { buckets: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(), max: AtomicU64::new(0) }
+        Histogram {
+            buckets: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
+            max: AtomicU64::new(0),
+            total: Cumulative::default(),
+        }
     }
 }
 
@@ -61,9 +135,16 @@ impl Histogram {
         if v > self.max.load(Relaxed) {
             self.max.fetch_max(v, Relaxed);
         }
+        self.total.record(v);
     }
 
-    /// Summarizes and resets: the next interval starts empty. A value
+    /// Every value recorded since the process started (`take` leaves it).
+    pub fn total(&self) -> &Cumulative {
+        &self.total
+    }
+
+    /// Summarizes and resets the interval: the next one starts empty (the
+    /// cumulative counts go on). A value
     /// recorded during the reset lands in this interval or the next, never
     /// in both and never lost.
     pub fn take(&self) -> Summary {
@@ -124,6 +205,25 @@ mod tests {
             assert!((got as f64 - want).abs() / want <= 1.0 / 16.0, "{got} vs {want}");
         }
         assert_eq!(h.take(), Summary::default(), "taking resets");
+    }
+
+    #[test]
+    fn cumulative_counts_are_inclusive_exact_and_survive_take() {
+        let h = Histogram::default();
+        for v in [0, 100, 101, 1_000, 2_000_000_000] {
+            h.record(v);
+        }
+        h.take();
+        h.record(250);
+        let j = h.total().to_json();
+        let counts: Vec<u64> = serde_json::from_value(j["counts"].clone()).unwrap();
+        assert_eq!(counts.len(), CUMULATIVE_BOUNDS_US.len() + 1);
+        // le=100 holds 0 and 100 (inclusive), le=250 holds 101 and 250,
+        // le=1000 holds 1000, +Inf the value above every bound.
+        assert_eq!(&counts[..4], &[2, 2, 0, 1]);
+        assert_eq!(counts[CUMULATIVE_BOUNDS_US.len()], 1);
+        assert_eq!(j["count"], 6);
+        assert_eq!(j["sum_us"], 2_000_001_451u64);
     }
 
     #[test]

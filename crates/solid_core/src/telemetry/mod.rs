@@ -166,6 +166,9 @@ impl Telemetry {
             ("process".to_owned(), process.to_string()),
             ("ractors".to_owned(), Value::Array(ractors.to_vec()).to_string()),
             ("redis".to_owned(), redis.to_string()),
+            // Written with the observations, so they expire with them: a
+            // gone node's series end, as a restarted process's would.
+            ("histograms".to_owned(), self.aggregates.cumulative_json().to_string()),
             ("at_ms".to_owned(), at.to_string()),
         ];
         self.outbox.observation(fields);
