@@ -103,8 +103,9 @@ module SolidJobs
 
     private
 
-    # The reason a worker sends with FAIL: "<reason> (<ErrorClass>: <message>)".
-    ENGINE_REASON = /\A([A-Za-z0-9_]+) \(((?:[A-Z][A-Za-z0-9_]*)(?:::[A-Z][A-Za-z0-9_]*)*|-): /
+    # The reason a worker sends with FAIL: "<reason> (<ErrorClass>: <message>)",
+    # the reason as the Redis archive records it; cut before the message.
+    ENGINE_REASON = /\A(.{1,200}?) \(((?:[A-Z][A-Za-z0-9_]*)(?:::[A-Z][A-Za-z0-9_]*)*|-): /m
 
     def engine_reason(raw)
       m = ENGINE_REASON.match(raw.to_s) or return {}
