@@ -67,7 +67,7 @@ module SolidJobs
         .note { color:var(--muted); font-size:12px; }
         footer { padding:0 20px 20px; color:var(--muted); font-size:12px; }
         header form.search { display:flex; gap:4px; }
-        header form.search input { width:230px; padding:3px 8px; border-radius:4px; border:1px solid #3a4458; background:#2a3242; color:#fff; }
+        header form.search input { width:180px; padding:3px 8px; border-radius:4px; border:1px solid #3a4458; background:#2a3242; color:#fff; }
         header form.search input::placeholder { color:#9aa6bd; }
         header form.search button, form.filters button { padding:3px 10px; border-radius:4px; border:1px solid var(--line); background:#eef1f5; cursor:pointer; }
         form.filters { display:flex; flex-wrap:wrap; align-items:center; gap:8px 14px; margin:0 0 10px; }

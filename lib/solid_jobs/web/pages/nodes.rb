@@ -53,8 +53,9 @@ module SolidJobs
         def engine_node_section(n)
           node = n["node"]
           tag(:section, [
-            tag(:h2, ["Node ", tag(:code, node_label(n)), " ", tag(:span, "SolidEngine only", class: "state"),
-                      " ", state(node["state"] || "running")]),
+            # No state badge: the announcement says the node is alive, not
+            # whether it is paused or stopping (that travels through Redis).
+            tag(:h2, ["Node ", tag(:code, node_label(n)), " ", tag(:span, "SolidEngine only", class: "state")]),
             facts([
               ["Node id", tag(:code, n["node_id"])],
               ["Host / pid", "#{node["hostname"]} / #{node["pid"]}"],
@@ -62,8 +63,8 @@ module SolidJobs
               ["Channels", Array(node["channels"]).map { |c| c.is_a?(Array) ? "#{c[0]}(#{c[1]})" : c.to_s }.join(", ")],
               ["Started", node["started_ms"].is_a?(Numeric) ? Format.time(node["started_ms"]) : Format.unavailable],
               ["Version", shown(node["version"])],
-              ["Announced to", [tag(:code, n["backend"]), " ", Format.age(n["age_ms"]), " ago (lives ",
-                                Format.ms(n["ttl_ms"]), " without a new announcement)"]]
+              ["Announced to", [tag(:code, n["backend"]), " ", Format.age(n["age_ms"]), " (kept ",
+                                Format.ms(n["ttl_ms"]), " without a new one; it announces every heartbeat)"]]
             ]),
             tag(:p, "Its channels are all on SolidEngine, so it writes no observations to Redis: workers, "                     "resources and control requests are not available for it.", class: "note")
           ], class: "node", "data-node-id": n["node_id"])
