@@ -166,7 +166,7 @@ class WebBrowserTest < SolidJobsTest
     assert_text found, /State now archived /
     page = visible("/search?q=Doomed")
     assert_dom page, %r{<a href="/search\?q=DoomedTask">DoomedTask</a>}
-    assert_dom page, /<form method="get" action="\/search" role="search" class="search">/
+    assert_dom page, %r{<form method="get" action="/search" role="search" class="search">}
     page
   end
 

@@ -38,7 +38,7 @@ module SolidJobs
     # One page of #page: `entries` newest first, `next_cursor` to continue
     # after the last entry examined (nil when the archive ends there), how
     # many entries were `scanned` to find them.
-    Page = Struct.new(:entries, :next_cursor, :scanned)
+    Page = Struct.new(:entries, :next_cursor, :scanned) # rubocop:disable Lint/StructNewOverride -- a page's entries, as Array#entries
     # Bounds of one #page call: entries returned, and entries examined to
     # find them (a filter that matches little stops there and says where).
     PAGE_MAX = 100

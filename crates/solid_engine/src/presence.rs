@@ -134,7 +134,12 @@ mod tests {
             let mut out: Vec<NodeEntry> = self
                 .0
                 .iter()
-                .map(|(i, at, t, d)| NodeEntry { node_id: i.clone(), age_ms: now - at, ttl_ms: *t, description: d.clone() })
+                .map(|(i, at, t, d)| NodeEntry {
+                    node_id: i.clone(),
+                    age_ms: now - at,
+                    ttl_ms: *t,
+                    description: d.clone(),
+                })
                 .collect();
             out.sort_by(|a, b| a.node_id.cmp(&b.node_id));
             out

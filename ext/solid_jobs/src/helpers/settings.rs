@@ -148,7 +148,12 @@ impl EngineSourceSettings {
                     ttl: seconds(ttl, "node_ttl")?,
                 }),
                 (None, None, None, None) => None,
-                _ => return Err(arg_error("engine source settings: node_id, description, heartbeat_interval and node_ttl go together".into())),
+                _ => {
+                    return Err(arg_error(
+                        "engine source settings: node_id, description, heartbeat_interval and node_ttl go together"
+                            .into(),
+                    ))
+                }
             },
         })
     }

@@ -52,10 +52,7 @@ module SolidJobs
           r = record
           current = if unavailable?(r) then Format.unavailable(r.reason)
                     elsif r.nil? then tag(:span, "not in the keyspace (finished, or never written)", class: "muted")
-                    elsif r["retained"] == false
-                      [state(r["state"]), " ", tag(:span, "no longer retained: its records were removed when it completed " \
-                                                          "(#{Format.count(r["completions_since"])} jobs completed since)",
-                                                  class: "muted")]
+                    elsif r["retained"] == false then [state(r["state"]), " ", not_retained(r)]
                     else state(r["state"])
                     end
           x = execution
@@ -75,6 +72,12 @@ module SolidJobs
         end
 
         def pick(r, key) = r.is_a?(Hash) ? r[key] : nil
+
+        # Console.find's "completed and no longer retained".
+        def not_retained(r)
+          tag(:span, "no longer retained: its records were removed when it completed " \
+                     "(#{Format.count(r["completions_since"])} jobs completed since)", class: "muted")
+        end
 
         # Class and location only: messages often quote arguments.
         def error(x, r)

@@ -66,7 +66,8 @@ module SolidJobs
               ["Announced to", [tag(:code, n["backend"]), " ", Format.age(n["age_ms"]), " (kept ",
                                 Format.ms(n["ttl_ms"]), " without a new one; it announces every heartbeat)"]]
             ]),
-            tag(:p, "Its channels are all on SolidEngine, so it writes no observations to Redis: workers, "                     "resources and control requests are not available for it.", class: "note")
+            tag(:p, "Its channels are all on SolidEngine, so it writes no observations to Redis: workers, " \
+                    "resources and control requests are not available for it.", class: "note")
           ], class: "node", "data-node-id": n["node_id"])
         end
 
@@ -94,7 +95,8 @@ module SolidJobs
                stats["durability"].to_s, stats["uptime_s"] ? Format.ms(stats["uptime_s"] * 1000) : Format.unavailable]
             end,
             empty: "No SolidEngine backend configured."
-          ), tag(:p, "From each engine's STATS and NODES, read with the configured timeouts. Completed counts "                      "jobs within the engine's completed_retention_ms.", class: "note"))
+          ), tag(:p, "From each engine's STATS and NODES, read with the configured timeouts. Completed counts " \
+                     "jobs within the engine's completed_retention_ms.", class: "note"))
         end
 
         def node_section(n)
