@@ -74,6 +74,9 @@ class WebEngineTest < SolidJobsTest
     assert_includes html, ":#{@worker.pid}</code>"
     assert_includes html, "<h2>SolidEngine servers</h2>"
     refute_includes html, "No live node"
+    assert_equal 1, json("/overview.json")["engine_only_nodes"]
+    get "/"
+    assert_includes last_response.body, %(<div class="label">SolidEngine-only nodes</div><div class="value">1</div>)
 
     # It keeps announcing (every heartbeat, 0.5 s here): still listed after its TTL.
     sleep 2.5

@@ -130,6 +130,21 @@ module SolidJobs
         end
       end
 
+      # Nodes that announced themselves to a SolidEngine (NODE, every
+      # heartbeat) and have no observations in Redis: those whose channels
+      # are all on SolidEngine. A node on both is shown once, from Redis,
+      # which holds more. Each entry also names its "backend".
+      def engine_only_nodes
+        @memo[:engine_only_nodes] ||= begin
+          observed = nodes
+          known = unavailable?(observed) ? [] : observed.map { |n| n["node_id"] }
+          engines.flat_map do |e|
+            list = e["nodes"]
+            unavailable?(list) ? [] : list.map { |n| n.merge("backend" => e["name"]) }
+          end.reject { |n| known.include?(n["node_id"]) }.uniq { |n| n["node_id"] }
+        end
+      end
+
       # Dead jobs of one SolidEngine backend (Console#engine_dead), JOB_FIELDS only.
       def engine_dead(name, **filters)
         backend = engine_backends.find { |b| b.name.to_s == name.to_s }

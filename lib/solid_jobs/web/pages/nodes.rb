@@ -35,20 +35,7 @@ module SolidJobs
 
         private
 
-        # Nodes that announced themselves to a SolidEngine (NODE, every
-        # heartbeat) and have no observations in Redis: those whose
-        # channels are all on SolidEngine. A node on both is shown once,
-        # from Redis, which holds more.
-        def engine_only
-          @engine_only ||= begin
-            nodes = snapshot.nodes
-            known = unavailable?(nodes) ? [] : nodes.map { |n| n["node_id"] }
-            snapshot.engines.flat_map do |e|
-              list = e["nodes"]
-              unavailable?(list) ? [] : list.map { |n| n.merge("backend" => e["name"]) }
-            end.reject { |n| known.include?(n["node_id"]) }.uniq { |n| n["node_id"] }
-          end
-        end
+        def engine_only = snapshot.engine_only_nodes
 
         def engine_node_section(n)
           node = n["node"]
