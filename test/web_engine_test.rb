@@ -86,6 +86,25 @@ class WebEngineTest < SolidJobsTest
     assert_empty SolidJobs::Nodes.new.to_a
   end
 
+  # A hung engine costs a page its configured timeouts, no more, and the
+  # page says what it could not read instead of showing no nodes.
+  def test_a_hung_engine_is_shown_unavailable_within_the_timeouts
+    configure_solid_jobs(backend: :solid_engine, url: @engine.url, read_timeout: 0.5, connect_timeout: 0.5,
+                         backends: {solid_engine: {adapter: :solid_engine, url: @engine.url, lease: 30.0}})
+    @engine.pause
+    started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    get "/nodes"
+    elapsed = Process.clock_gettime(Process::CLOCK_MONOTONIC) - started
+    assert_equal 200, last_response.status
+    assert_operator elapsed, :<, 5, "two reads of 0.5 s each, plus connecting"
+    row = %r{<td><code>solid_engine</code></td><td><code>unix://[^<]+</code></td><td class="num"><span class="unavailable" title="[^"]*timed out}
+    assert_match row, last_response.body
+    assert_includes last_response.body, "the nodes of SolidEngine solid_engine are unavailable"
+    refute_nil json("/overview.json").dig("engine_only_nodes", "unavailable"), "the count is unknown, not 0"
+  ensure
+    @engine.resume
+  end
+
   def test_engine_dead_jobs_are_on_the_archive_page_and_jobs_are_found_by_id
     start_worker
     dead = DoomedTask.enqueue(SENTINEL)

@@ -12,7 +12,7 @@ module SolidJobs
           nodes = snapshot.nodes
           redis_part = if unavailable?(nodes) then [unavailable_note(nodes)]
                        elsif nodes.empty? && engine_only.empty?
-                         [tag(:p, "No live node: no worker process has reported in the last few heartbeats.", class: "note")]
+                         [tag(:p, no_node_note, class: "note")]
                        else nodes.map { |n| node_section(n) }
                        end
           [redis_part, engine_only.map { |n| engine_node_section(n) }, engines_section]
@@ -36,6 +36,14 @@ module SolidJobs
         private
 
         def engine_only = snapshot.engine_only_nodes
+
+        # "No node" only when every source of nodes answered.
+        def no_node_note
+          silent = snapshot.engines.select { |e| unavailable?(e["nodes"]) }.map { |e| e["name"] }
+          return "No live node: no worker process has reported in the last few heartbeats." if silent.empty?
+
+          "No live node in Redis; the nodes of SolidEngine #{silent.join(", ")} are unavailable (below)."
+        end
 
         def engine_node_section(n)
           node = n["node"]
@@ -73,8 +81,9 @@ module SolidJobs
               nodes = e["nodes"]
               if unavailable?(stats)
                 next [tag(:code, e["name"]), tag(:code, e["url"]),
-                      tag(:span, Format.unavailable(stats.reason), title: stats.reason),
-                      *Array.new(ENGINE_FIGURES.size + 2, ""), ""]
+                      Format.unavailable(stats.reason),
+                      # The other figures, nodes announced, durability, up.
+                      *Array.new(ENGINE_FIGURES.size - 1 + 3, "")]
               end
 
               [tag(:code, e["name"]), tag(:code, e["url"]), *ENGINE_FIGURES.map { |key, _| Format.count(stats[key]) },
