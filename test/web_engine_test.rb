@@ -86,6 +86,23 @@ class WebEngineTest < SolidJobsTest
     assert_empty SolidJobs::Nodes.new.to_a
   end
 
+  # The engine stores what the worker sent with FAIL, message included:
+  # only the reason and the class come out, whatever the message holds.
+  def test_engine_dead_reasons_are_cut_before_the_message
+    client = Object.new
+    rows = [["a", 1, 2, "failed 2 time(s), reaching max_failures 2 (Billing::Declined: card (Visa: 4242) #{SENTINEL})", ""],
+            ["b", 1, 1, "archived (-: #{SENTINEL})", ""],
+            ["c", 1, 1, "#{SENTINEL} without the worker's shape", ""]]
+    client.define_singleton_method(:call) { |args| args.first == "DEAD" ? rows : raise(ArgumentError) }
+    backend = Struct.new(:name, :client).new(:engine, client)
+    dead = SolidJobs::Console.new.engine_dead(backend)
+    expected = [["a", "failed 2 time(s), reaching max_failures 2", "Billing::Declined"], ["b", "archived", nil],
+                ["c", nil, nil]]
+    assert_equal expected, dead.map { |r| [r["id"], r["reason"], r["error_class"]] }
+    refute_includes dead.inspect, SENTINEL
+    assert_equal ["a"], SolidJobs::Console.new.engine_dead(backend, error_class: "Billing::Declined").map { |r| r["id"] }
+  end
+
   # A hung engine costs a page its configured timeouts, no more, and the
   # page says what it could not read instead of showing no nodes.
   def test_a_hung_engine_is_shown_unavailable_within_the_timeouts
