@@ -26,7 +26,8 @@ module SolidJobs
     end
 
     # Ids of completed jobs Redis keeps (the newest; ack.lua, which writes
-    # them in the call that completes the jobs).
+    # them in the call that completes the jobs): solid_core's
+    # `store::COMPLETED_KEPT`, which the script is given.
     COMPLETED_KEPT = 10_000
     # Dead jobs read from a SolidEngine per call (DEAD has no cursor; the
     # engine keeps the newest `dead_max`).

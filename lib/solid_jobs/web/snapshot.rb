@@ -112,7 +112,7 @@ module SolidJobs
       # One page of the archive (Console#archive_page), filtered: an
       # Archive::Page whose entries keep only JOB_FIELDS.
       def archive_page(task: nil, error_class: nil, channel: nil, cursor: nil, limit: 50)
-        read(:"archive_#{[task, error_class, channel, cursor, limit].join("|")}") do
+        read(:"archive_#{[task, error_class, channel, cursor, limit].inspect}") do
           page = Console.new.archive_page(task: task, error_class: error_class, channel: channel, limit: limit, cursor: cursor)
           Archive::Page.new(page.entries.map { |r| r.slice(*JOB_FIELDS) }, page.next_cursor, page.scanned)
         end
@@ -148,11 +148,13 @@ module SolidJobs
       # Dead jobs of one SolidEngine backend (Console#engine_dead), JOB_FIELDS only.
       def engine_dead(name, **filters)
         backend = engine_backends.find { |b| b.name.to_s == name.to_s }
-        read(:"engine_dead_#{name}_#{filters.values.join("|")}") do
+        read(:"engine_dead_#{name}_#{filters.sort.inspect}") do
           Console.new.engine_dead(backend, limit: 100, **filters).map { |r| r.slice(*JOB_FIELDS, "attempts") }
         end
       end
 
+      # A configuration whose routing does not build has no engines to
+      # read; the job pages say why (Console reads the routing too).
       def engine_backends
         @engine_backends ||= begin
           SolidJobs.routing.backends.values.grep(Backends::SolidEngine)
