@@ -98,8 +98,9 @@ impl Shared {
 pub struct EngineSource {
     shared: Arc<Shared>,
     acks_tx: Sender<AckMsg<(String, u64)>>,
-    /// Dropped when the source closes: ends the lease extender, which must
-    /// outlive `stop_claiming` because running tasks still need their leases.
+    /// Dropped when the source closes: ends the presence announcer and the
+    /// lease extender, which must outlive `stop_claiming` because running
+    /// tasks still need their leases.
     close_tx: Mutex<Option<Sender<()>>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
