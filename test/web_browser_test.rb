@@ -92,7 +92,7 @@ class WebBrowserTest < SolidJobsTest
                                    args: ["--require", APP],
                                    env: env.merge("SOLID_JOBS_TEST_NAMESPACE" => @namespace)).start
     nodes = visible("/nodes")
-    assert_text nodes, /Node #{Regexp.escape(Socket.gethostname)}:#{@engine_worker.pid} SolidEngine only running /
+    assert_text nodes, /Node #{Regexp.escape(Socket.gethostname)}:#{@engine_worker.pid} SolidEngine only Node id /
     assert_text nodes, /SolidEngine servers .*solid_engine/
     archive = visible("/archive")
     assert_text archive, /SolidEngine solid_engine ?: dead jobs .*DoomedTask default .*ArgumentError/
