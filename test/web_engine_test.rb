@@ -119,6 +119,9 @@ class WebEngineTest < SolidJobsTest
     assert_match row, last_response.body
     assert_includes last_response.body, "the nodes of SolidEngine solid_engine are unavailable"
     refute_nil json("/overview.json").dig("engine_only_nodes", "unavailable"), "the count is unknown, not 0"
+    nodes = SolidJobs::Nodes.new
+    assert_empty nodes.to_a, "the Redis nodes (none here) are still listed"
+    assert_match(/timed out/, nodes.unreachable.fetch("solid_engine"))
   ensure
     @engine.resume
   end

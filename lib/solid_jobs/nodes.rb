@@ -97,6 +97,10 @@ module SolidJobs
 
     def find_node(id) = nodes.find { |n| n.id == id }
 
+    # SolidEngine backends whose nodes the last listing could not read:
+    # {backend name => error message}.
+    def unreachable = @unreachable || {}
+
     private
 
     def nodes
@@ -106,14 +110,20 @@ module SolidJobs
     end
 
     # Asked with each backend's configured timeouts. An engine that does not
-    # answer raises, as Redis does: the caller learns the list is incomplete.
+    # answer leaves its nodes out and is named in #unreachable, so an engine
+    # that is down never keeps an operator from the Redis nodes (Redis
+    # itself down still raises: there is nothing to list).
     def engine_nodes
+      @unreachable = {}
       return [] unless @routing
 
       @routing.backends.values.grep(Backends::SolidEngine).flat_map do |backend|
         backend.client.call(["NODES"]).map do |id, _age_ms, _ttl_ms, description|
           EngineNode.new(id, parse_description(description), backend.name.to_s)
         end
+      rescue ConnectionError => e
+        @unreachable[backend.name.to_s] = e.message
+        []
       end.uniq(&:id).sort_by { |n| [n.description&.fetch("started_ms", nil) || 0, n.id] }
     end
 
