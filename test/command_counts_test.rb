@@ -21,8 +21,10 @@ class CommandCountsTest < SolidJobsTest
     # TIME and raises the fence counter to its clock floor (SET ... GET instead
     # of INCRBY), so tokens survive a Redis rollback; an ack writes the node's
     # last-batch marker (SET), so a batch resent after a lost reply is
-    # recognised as applied, not stale (docs/reliability.md).
-    worker_turn: {commands: 2, lua: 13, round_trips: 2},
+    # recognised as applied, not stale (docs/reliability.md); and pushes the
+    # completed ids onto the capped `completed` list (LPUSH LTRIM), so a lookup
+    # tells "completed" from "unknown" (Console#find).
+    worker_turn: {commands: 2, lua: 15, round_trips: 2},
     # Scripts that compare or store due times read Redis' clock with TIME
     # (docs/reliability.md, "Clocks"): one command inside the script each,
     # no command sent and no round trip added.
@@ -39,8 +41,8 @@ class CommandCountsTest < SolidJobsTest
     # (HKEYS, and SET of its holding record) and reads the namespace's
     # incarnation and the fence counter (GET twice), to hand back claims it
     # does not hold and to notice a lost or rolled-back Redis; the claim's TIME
-    # and the ack's marker as in worker_turn.
-    recovery: {commands: 4, lua: 33, round_trips: 4}
+    # and the ack's marker and completed list as in worker_turn.
+    recovery: {commands: 4, lua: 35, round_trips: 4}
   }.freeze
   # Seconds without traffic that end an operation: far above any scheduling
   # delay of a runnable thread on a loaded host, so nothing late is missed.

@@ -2,15 +2,17 @@
 
 require_relative "test_helper"
 require_relative "support/headless_chromium"
+require_relative "support/archive_tasks"
 require "cgi"
 
 # End to end, as a person sees it: a real worker process runs jobs, the
 # dashboard runs as `solid-jobs web`, and headless Chromium opens its pages
-# (scripts run, the CSP is enforced). Screenshots of the overview and the
-# nodes page are saved under tmp/artifacts/ (ignored by git).
+# (scripts run, the CSP is enforced). A screenshot of every page is saved
+# under tmp/artifacts/ (ignored by git): dashboard-<page>.png.
 class WebBrowserTest < SolidJobsTest
   ARTIFACTS = File.join(ROOT, "tmp", "artifacts")
   SENTINEL = "BROWSER-ARGUMENT-SENTINEL-51c9"
+  APP = File.join(__dir__, "support", "archive_app.rb")
 
   def setup
     super
@@ -20,6 +22,8 @@ class WebBrowserTest < SolidJobsTest
 
   def teardown
     @server&.stop
+    @engine_worker&.stop
+    @engine&.stop
     if @worker
       @worker.signal("TERM")
       @worker.wait(timeout: 30)
@@ -29,7 +33,7 @@ class WebBrowserTest < SolidJobsTest
 
   def test_the_dashboard_shows_a_working_node
     @worker = WorkerProcess.new(redis_url: REDIS.url, namespace: @namespace, log: File.join(@ledger_dir, "worker.log"),
-                                args: %w[--concurrency 2 --channel default],
+                                app: APP, args: %w[--concurrency 2 --channel default --channel doomed],
                                 # Every job's lifecycle journaled, not the first 10 a second: the
                                 # page checks below look for particular jobs.
                                 env: {"SOLID_JOBS_TEST_SAMPLE_RATE" => "10000"}).start
@@ -42,6 +46,10 @@ class WebBrowserTest < SolidJobsTest
     # Enqueued last, the failing job's events are among the newest journal
     # entries, which the executions page reads.
     @failing = ImportCatalog.enqueue(path, SENTINEL, "disk full")
+    @archived = Array.new(3) { |i| DoomedTask.enqueue("#{SENTINEL}-doomed-#{i}") } +
+                Array.new(2) { |i| DoomedOtherTask.enqueue("#{SENTINEL}-other-#{i}") }
+    # The failing ImportCatalog job joins them after its third failure.
+    eventually("the doomed jobs archived") { redis.zcard(key("archive")) >= 5 }
     eventually("the slow job started") { ledger_lines.include?("start #{SENTINEL}") }
     eventually("the failure was recorded") { ledger_lines.include?("attempt #{SENTINEL}") }
     @node_id = eventually("the node registered") { @worker.node_id(redis) }
@@ -55,13 +63,41 @@ class WebBrowserTest < SolidJobsTest
       overview: check_overview, channels: check_channels, nodes: check_nodes,
       executions: check_executions, execution: check_execution, live: check_live_refresh
     }
+    pages[:archive] = check_archive
+    pages[:search] = check_search
     %w[/resources /redis /telemetry].each { |p| pages[p] = visible(p).tap { |page| refute_text(page, "Internal error", p) } }
     pages.each { |name, page| refute_includes page[:dom], SENTINEL, "#{name} shows a job argument" }
 
-    shot = @browser.screenshot(@server.url("/"), File.join(ARTIFACTS, "dashboard-overview.png"))
-    @browser.screenshot(@server.url("/nodes"), File.join(ARTIFACTS, "dashboard-nodes.png"))
-    assert_equal "\x89PNG".b, File.binread(shot, 4)
-    puts "\n  screenshots: #{ARTIFACTS}/dashboard-{overview,nodes}.png"
+    shots = {"overview" => "/", "channels" => "/channels", "executions" => "/executions",
+             "execution" => "/executions/#{@failing}", "nodes" => "/nodes", "resources" => "/resources",
+             "redis" => "/redis", "telemetry" => "/telemetry", "archive" => "/archive",
+             "archive-filtered" => "/archive?task=DoomedOtherTask", "search" => "/search?q=Doomed"}
+    screenshots(shots)
+  end
+
+  # A node whose channels are all on SolidEngine, as the Nodes page shows it.
+  def test_the_dashboard_shows_an_engine_only_node
+    @engine = EngineServer.new.start
+    env = {"SOLID_JOBS_TEST_ENGINE_URL" => @engine.url}
+    @engine_worker = WorkerProcess.new(redis_url: REDIS.url, namespace: @namespace, app: APP, env: env,
+                                       log: File.join(@ledger_dir, "engine-worker.log")).start
+    configure_solid_jobs(backend: :solid_engine, url: @engine.url,
+                         backends: {solid_engine: {adapter: :solid_engine, url: @engine.url}})
+    DoomedTask.enqueue(SENTINEL)
+    backend = SolidJobs.routing.backend_for("default")
+    eventually("the engine has a dead job") { !backend.client.call(["DEAD"]).empty? }
+    eventually("the node announced itself") { !backend.client.call(["NODES"]).empty? }
+    # `solid-jobs web` configured like the app: its SolidEngine backend.
+    @server = WebServerProcess.new(redis_url: REDIS.url, namespace: @namespace, log: File.join(@ledger_dir, "web.log"),
+                                   args: ["--require", APP],
+                                   env: env.merge("SOLID_JOBS_TEST_NAMESPACE" => @namespace)).start
+    nodes = visible("/nodes")
+    assert_text nodes, /Node #{Regexp.escape(Socket.gethostname)}:#{@engine_worker.pid} SolidEngine only Node id /
+    assert_text nodes, /SolidEngine servers .*solid_engine/
+    archive = visible("/archive")
+    assert_text archive, /SolidEngine solid_engine ?: dead jobs .*DoomedTask default .*ArgumentError/
+    [nodes, archive].each { |page| refute_includes page[:dom], SENTINEL }
+    screenshots({"engine-nodes" => "/nodes", "engine-archive" => "/archive"})
   end
 
   private
@@ -111,6 +147,36 @@ class WebBrowserTest < SolidJobsTest
     assert_text page, /Error RuntimeError/
     assert_dom page, /<svg[^>]*class="chart timeline"/
     page
+  end
+
+  def check_archive
+    page = visible("/archive")
+    assert_text page, /[56] archived in all, newest first/
+    assert_text page, /DoomedOtherTask doomed .* KeyError 1 /
+    filtered = visible("/archive?task=DoomedOtherTask&error_class=KeyError")
+    assert_equal 2, filtered[:dom].scan(%r{<tr><td><a href="/executions/}).size, "the filter, as the form submits it"
+    page
+  end
+
+  # The search box, as a person uses it: the form's GET, through the CSP
+  # (form-action 'self'); a job id lands on the job's page.
+  def check_search
+    found = visible("/search?q=#{@archived.first}")
+    assert_text found, /Execution #{@archived.first} /, "the redirect to the job's page"
+    assert_text found, /State now archived /
+    page = visible("/search?q=Doomed")
+    assert_dom page, %r{<a href="/search\?q=DoomedTask">DoomedTask</a>}
+    assert_dom page, %r{<form method="get" action="/search" role="search" class="search">}
+    page
+  end
+
+  def screenshots(pages)
+    shots = pages.map do |name, path|
+      @browser.screenshot(@server.url(path), File.join(ARTIFACTS, "dashboard-#{name}.png")).tap do |shot|
+        assert_equal "\x89PNG".b, File.binread(shot, 4), name
+      end
+    end
+    puts "\n  screenshots: #{shots.join(" ")}"
   end
 
   # The page's script refreshes it in place and says when.

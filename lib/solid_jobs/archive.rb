@@ -35,6 +35,19 @@ module SolidJobs
     # Entries read per HSCAN step of a bulk re-enqueue.
     SCAN_COUNT = 500
 
+    # One page of #page: `entries` newest first, `next_cursor` to continue
+    # after the last entry examined (nil when the archive ends there), how
+    # many entries were `scanned` to find them.
+    Page = Struct.new(:entries, :next_cursor, :scanned) # rubocop:disable Lint/StructNewOverride -- a page's entries, as Array#entries
+    # Bounds of one #page call: entries returned, and entries examined to
+    # find them (a filter that matches little stops there and says where).
+    PAGE_MAX = 100
+    PAGE_SCAN_MAX = 1000
+    # Ids read per ZREVRANGEBYSCORE (and records per HMGET) while paging.
+    PAGE_STEP = 200
+    # "<discarded_ms>:<id>": where a page ended.
+    CURSOR = /\A(\d{1,16}):([A-Za-z0-9_.:-]{1,128})\z/
+
     def initialize(client: SolidJobs.client, namespace: SolidJobs.config.namespace)
       @client = client
       @keys = Native::Keyspace.new(namespace)
@@ -53,6 +66,27 @@ module SolidJobs
 
       records = @client.call(["HMGET", @keys.archive_entries, *ids])
       ids.zip(records).filter_map { |id, raw| raw && decode(id, raw) }
+    end
+
+    # Newest first (discard time, then id descending, as Redis orders the
+    # archive), up to `limit` entries the block accepts (all without a
+    # block), examining at most `scan` entries: every read is bounded, so
+    # a request never loads the whole archive. `cursor` (a page's
+    # next_cursor) continues after that entry; the order is stable while
+    # jobs are archived meanwhile (they are newer than any cursor).
+    def page(limit: 50, cursor: nil, scan: PAGE_SCAN_MAX, &accept)
+      limit = limit.to_i.clamp(1, PAGE_MAX)
+      scan = scan.to_i.clamp(limit, PAGE_SCAN_MAX)
+      entries = []
+      scanned = 0
+      last = nil
+      each_after(cursor) do |id, score, record|
+        scanned += 1
+        last = "#{score}:#{id}"
+        entries << record if record && (accept.nil? || accept.call(record))
+        break if entries.size >= limit || scanned >= scan
+      end
+      Page.new(entries, scanned.positive? && last && more_after?(last) ? last : nil, scanned)
     end
 
     def find(id)
@@ -114,6 +148,44 @@ module SolidJobs
         break if cursor == "0"
       end
       result
+    end
+
+    # Yields [id, score, record] newest first after `cursor`, PAGE_STEP ids
+    # per read: first the cursor's ties (same discard time, smaller id),
+    # then everything older.
+    def each_after(cursor, &block)
+      score, after = cursor && CURSOR.match(cursor.to_s)&.captures
+      if score
+        walk(score, score) { |id, sc, record| id < after ? block.call(id, sc, record) : nil }
+        walk("(#{score}", "-inf", &block)
+      else
+        walk("+inf", "-inf", &block)
+      end
+    end
+
+    def walk(max, min)
+      offset = 0
+      loop do
+        flat = @client.call(["ZREVRANGEBYSCORE", @keys.archive, max, min, "WITHSCORES", "LIMIT", offset.to_s,
+                             PAGE_STEP.to_s])
+        pairs = flat.each_slice(2).map { |id, sc| [id, sc.to_i] }
+        return if pairs.empty?
+
+        records = @client.call(["HMGET", @keys.archive_entries, *pairs.map(&:first)])
+        pairs.zip(records).each { |(id, sc), raw| yield id, sc, raw && decode(id, raw) }
+        return if pairs.size < PAGE_STEP
+
+        offset += PAGE_STEP
+      end
+    end
+
+    # Whether anything follows `cursor`, in two small reads.
+    def more_after?(cursor)
+      score, after = CURSOR.match(cursor).captures
+      return true if @client.call(["ZCOUNT", @keys.archive, "-inf", "(#{score}"]).to_i.positive?
+
+      smallest = @client.call(["ZRANGEBYSCORE", @keys.archive, score, score, "LIMIT", "0", "1"]).first
+      !smallest.nil? && smallest < after
     end
 
     def parse_record(raw)

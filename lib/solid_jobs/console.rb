@@ -25,9 +25,24 @@ module SolidJobs
       @archive = Archive.new(client: client, namespace: namespace)
     end
 
+    # Ids of completed jobs Redis keeps (the newest; ack.lua, which writes
+    # them in the call that completes the jobs): solid_core's
+    # `store::COMPLETED_KEPT`, which the script is given.
+    COMPLETED_KEPT = 10_000
+    # Dead jobs read from a SolidEngine per call (DEAD has no cursor; the
+    # engine keeps the newest `dead_max`).
+    ENGINE_DEAD_MAX = 1000
+
     # {"id", "state", "channel", "task", ..., failure record fields} or nil.
     # States: ready, planned, retrying, claimed, cancelled, archived (Redis);
     # scheduled, ready, reserved, completed, dead, cancelled (SolidEngine).
+    #
+    # A job completed on Redis leaves no record but its id in the list of
+    # the newest COMPLETED_KEPT completions: then {"id", "state" =>
+    # "completed", "retained" => false, "completions_since" => n} (n jobs
+    # completed after it). nil means unknown: never enqueued here, or
+    # completed longer ago than that list (on SolidEngine: than the engine's
+    # completed_retention_ms, 60 s by default) reaches.
     def find(job_id)
       id = job_id.to_s
       @routing.backends.each_value do |backend|
@@ -46,12 +61,38 @@ module SolidJobs
         job.merge!(archived_fields(id)) if found["state"] == "archived"
         return job.compact
       end
-      nil
+      completed(id)
     end
 
     # Newest first, without arguments or messages.
     def archived(limit: 50, offset: 0)
       @archive.list(limit: limit, offset: offset).map { |record| redact(record) }
+    end
+
+    # One page of archived jobs, newest first, filtered by task, error
+    # class and channel (exact names); Archive#page bounds every read.
+    # Returns an Archive::Page of redacted records.
+    def archive_page(task: nil, error_class: nil, channel: nil, limit: 50, cursor: nil)
+      wanted = {"task" => task, "error_class" => error_class, "channel" => channel}.compact.transform_values(&:to_s)
+      page = @archive.page(limit: limit, cursor: cursor) { |record| matches?(redact(record), wanted) }
+      Archive::Page.new(page.entries.map { |record| redact(record) }, page.next_cursor, page.scanned)
+    end
+
+    # Dead jobs of a SolidEngine backend, newest first, at most `limit`
+    # read, filtered as #archive_page: {"id", "task", "channel", "attempts",
+    # "reason", "error_class", "backend", "state" => "dead"}. The engine
+    # stores the reason a worker sent ("reason (ErrorClass: message)"): only
+    # the reason and the class are returned, never the message.
+    def engine_dead(backend, limit: 100, task: nil, error_class: nil, channel: nil)
+      wanted = {"task" => task, "error_class" => error_class, "channel" => channel}.compact.transform_values(&:to_s)
+      rows = backend.client.call(["DEAD", limit.to_i.clamp(1, ENGINE_DEAD_MAX).to_s])
+      rows.filter_map do |id, _channel_id, attempts, reason, payload|
+        envelope = decode_envelope(payload)
+        job = {"id" => id, "state" => "dead", "backend" => backend.name.to_s, "attempts" => attempts}
+        job.merge!(envelope.slice(*ENVELOPE_FIELDS)) if envelope
+        job.merge!(engine_reason(reason))
+        job.compact if matches?(job, wanted)
+      end
     end
 
     # Puts an archived job back on its channel with a fresh failure count.
@@ -62,6 +103,34 @@ module SolidJobs
     def discard_archived(job_id) = @archive.forget(job_id)
 
     private
+
+    # The reason a worker sends with FAIL: "<reason> (<ErrorClass>: <message>)",
+    # the reason as the Redis archive records it; cut before the message.
+    ENGINE_REASON = /\A(.{1,200}?) \(((?:[A-Z][A-Za-z0-9_]*)(?:::[A-Z][A-Za-z0-9_]*)*|-): /m
+
+    def engine_reason(raw)
+      m = ENGINE_REASON.match(raw.to_s) or return {}
+
+      {"reason" => m[1], "error_class" => m[2] == "-" ? nil : m[2]}
+    end
+
+    def decode_envelope(payload)
+      payload.is_a?(String) && !payload.empty? ? Native.decode_envelope(payload) : nil
+    rescue EnvelopeError
+      nil
+    end
+
+    def matches?(job, wanted) = wanted.all? { |key, value| job[key].to_s == value }
+
+    # One LPOS over the bounded list, only when no backend knows the id.
+    def completed(id)
+      redis = @routing.backends.values.find { |b| b.is_a?(Backends::Redis) } or return nil
+      rank = @client.call(["LPOS", @keys.completed, id, "MAXLEN", COMPLETED_KEPT.to_s])
+      return nil unless rank
+
+      {"id" => id, "state" => "completed", "retained" => false, "completions_since" => rank.to_i,
+       "backend" => redis.name.to_s}
+    end
 
     def failure_record(id)
       raw = @client.call(["HGET", @keys.attempts, id])

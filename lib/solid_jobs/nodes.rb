@@ -58,17 +58,48 @@ module SolidJobs
       def to_h = {"id" => @id, "alive" => alive?, "description" => @description}
     end
 
-    def initialize(client: SolidJobs.client, namespace: SolidJobs.config.namespace)
-      @client = client
-      @keys = Native::Keyspace.new(namespace)
+    # A node whose channels are all on SolidEngine: it has no Redis node key
+    # nor mailbox, only the announcement it sends its engine every heartbeat
+    # (`NODE`, docs/protocol.md). Listed, described, never controlled.
+    class EngineNode < Node
+      attr_reader :backend
+
+      def initialize(id, description, backend)
+        super(id, description, nil, nil)
+        @backend = backend
+      end
+
+      def request_control(action)
+        raise Backends::NotSupported,
+              "node #{@id} serves only SolidEngine (backend #{@backend}): control requests travel through Redis; " \
+              "cannot #{action}"
+      end
+
+      def backtraces = nil
+      def to_h = super.merge("backend" => @backend)
     end
 
-    # Nodes in the registry, oldest start first.
+    # routing: whose SolidEngine backends are asked for the nodes that
+    # announced themselves to them (nil: Redis only).
+    def initialize(client: SolidJobs.client, namespace: SolidJobs.config.namespace, routing: SolidJobs.routing)
+      @client = client
+      @keys = Native::Keyspace.new(namespace)
+      @routing = routing
+    end
+
+    # Nodes in the registry, oldest start first, then the nodes known only
+    # to a SolidEngine backend.
     def each(&block)
-      nodes.each(&block)
+      listed = nodes
+      known = listed.map(&:id)
+      (listed + engine_nodes.reject { |n| known.include?(n.id) }).each(&block)
     end
 
     def find_node(id) = nodes.find { |n| n.id == id }
+
+    # SolidEngine backends whose nodes the last listing could not read:
+    # {backend name => error message}.
+    def unreachable = @unreachable || {}
 
     private
 
@@ -76,6 +107,31 @@ module SolidJobs
       ids = @client.call(["SMEMBERS", @keys.nodes])
       ids.map { |id| Node.new(id, description(id), @client, @keys) }
          .sort_by { |n| [n.description&.fetch("started_ms", nil) || 0, n.id] }
+    end
+
+    # Asked with each backend's configured timeouts. An engine that does not
+    # answer leaves its nodes out and is named in #unreachable, so an engine
+    # that is down never keeps an operator from the Redis nodes (Redis
+    # itself down still raises: there is nothing to list).
+    def engine_nodes
+      @unreachable = {}
+      return [] unless @routing
+
+      @routing.backends.values.grep(Backends::SolidEngine).flat_map do |backend|
+        backend.client.call(["NODES"]).map do |id, _age_ms, _ttl_ms, description|
+          EngineNode.new(id, parse_description(description), backend.name.to_s)
+        end
+      rescue ConnectionError => e
+        @unreachable[backend.name.to_s] = e.message
+        []
+      end.uniq(&:id).sort_by { |n| [n.description&.fetch("started_ms", nil) || 0, n.id] }
+    end
+
+    def parse_description(raw)
+      parsed = JSON.parse(raw.to_s)
+      parsed.is_a?(Hash) ? parsed : {}
+    rescue JSON::ParserError
+      {}
     end
 
     def description(id)

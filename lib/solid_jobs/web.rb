@@ -4,6 +4,7 @@ require "securerandom"
 require "json"
 require "base64"
 require "openssl"
+require "uri"
 require "solid_jobs"
 require "solid_jobs/web/html"
 require "solid_jobs/web/format"
@@ -21,6 +22,8 @@ require "solid_jobs/web/pages/nodes"
 require "solid_jobs/web/pages/resources"
 require "solid_jobs/web/pages/redis_health"
 require "solid_jobs/web/pages/telemetry"
+require "solid_jobs/web/pages/archive"
+require "solid_jobs/web/pages/search"
 require "solid_jobs/web/pages/not_found"
 require "solid_jobs/web/router"
 require "solid_jobs/web/metrics"
@@ -87,8 +90,10 @@ module SolidJobs
       route = Router.match(path) or return not_found(env, path)
 
       snapshot = @snapshot.new
-      page = route.page_class.new(snapshot, route.params, base: base(env))
-      if route.json
+      page = route.page_class.new(snapshot, route.params.merge(query: query(env)), base: base(env))
+      if !route.json && page.respond_to?(:redirect) && (to = page.redirect)
+        redirect("#{base(env)}#{to}")
+      elsif route.json
         json(page.status, page.to_h)
       else
         nonce = SecureRandom.base64(18)
@@ -112,6 +117,27 @@ module SolidJobs
     end
 
     def base(env) = env["SCRIPT_NAME"].to_s.chomp("/")
+
+    # Query parameters (the search box, the archive's filters and pages):
+    # the first value of each name, from a bounded query string; a
+    # malformed one counts as none.
+    QUERY_MAX = 2048
+
+    def query(env)
+      raw = env["QUERY_STRING"].to_s
+      return {} if raw.empty? || raw.bytesize > QUERY_MAX
+
+      URI.decode_www_form(raw).each_with_object({}) { |(k, v), all| all[k] ||= v.scrub }
+    rescue ArgumentError
+      {}
+    end
+
+    # The search box found a job: its page, by a GET the browser follows.
+    def redirect(location)
+      status, headers, body = plain(303, "See #{location}")
+      headers["location"] = location
+      [status, headers, body]
+    end
 
     # Both parts are always compared (`&`, not `&&`), so the time taken
     # does not tell which one was wrong.
@@ -159,14 +185,16 @@ module SolidJobs
 
     # Every response carries them, errors included. Nothing loads from
     # anywhere but this response: the style sheet and the refresh script
-    # are inline and carry the nonce; charts are inline SVG.
+    # are inline and carry the nonce; charts are inline SVG. Forms may only
+    # submit to the dashboard itself (`form-action 'self'`): the search box
+    # and the archive's filters, both GET, since there is no write path.
     def safe_headers(content_type, body, nonce)
       source = nonce ? "'nonce-#{nonce}'" : "'none'"
       {
         "content-type" => content_type,
         "content-length" => body.bytesize.to_s,
         "content-security-policy" => "default-src 'none'; script-src #{source}; style-src #{source}; img-src data:; " \
-                                     "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+                                     "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
         "x-content-type-options" => "nosniff",
         "x-frame-options" => "DENY",
         "referrer-policy" => "no-referrer",

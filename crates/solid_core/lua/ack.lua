@@ -12,11 +12,19 @@
 -- One write per call, not per job; memory: one short string per node.
 -- Other callers (the adapter API, where acking twice is the caller's
 -- mistake) pass '0': a second completion is stale.
+--
+-- The ids completed are pushed onto a list capped at ARGV[2] entries (the
+-- newest), so an operator asking for a finished job is told "completed"
+-- rather than "unknown" (Console.find); it rides on this call, no round
+-- trip of its own, and costs one LPUSH and one LTRIM per batch.
 -- KEYS[1] node claims hash, KEYS[2] attempts hash, KEYS[3] processed metric,
--- KEYS[4] stale metric, KEYS[5] job index, KEYS[6] the node's last-batch marker
--- ARGV[1] '1' resendable, '0' not; ARGV[2..] token1, id1, token2, id2, ...
+-- KEYS[4] stale metric, KEYS[5] job index, KEYS[6] the node's last-batch
+-- marker, KEYS[7] recently completed ids (LIST, newest first)
+-- ARGV[1] '1' resendable, '0' not; ARGV[2] ids kept in KEYS[7] (0: none);
+-- ARGV[3..] token1, id1, token2, id2, ...
 local resendable = ARGV[1] == '1'
-local batch = ARGV[2] .. ':' .. ARGV[#ARGV - 1] .. ':' .. ((#ARGV - 1) / 2)
+local keep = tonumber(ARGV[2])
+local batch = ARGV[3] .. ':' .. ARGV[#ARGV - 1] .. ':' .. ((#ARGV - 2) / 2)
 if resendable then
   -- pcall: a marker Redis refuses (out of memory) must not stop the
   -- completions; a resend then reads as stale, as it did before markers.
@@ -32,14 +40,14 @@ if resendable then
   end
 end
 local tokens = {}
-for i = 2, #ARGV, 2 do tokens[#tokens + 1] = ARGV[i] end
+for i = 3, #ARGV, 2 do tokens[#tokens + 1] = ARGV[i] end
 -- One HMGET and one HDEL for the whole batch, instead of one call per token.
 local present = redis.call('HMGET', KEYS[1], unpack(tokens))
 local stale, done, ids = {}, {}, {}
 for i, rec in ipairs(present) do
   if rec then
     done[#done + 1] = tokens[i]
-    ids[#ids + 1] = ARGV[2 * i + 1]
+    ids[#ids + 1] = ARGV[2 * i + 2]
   else
     stale[#stale + 1] = tokens[i]
   end
@@ -49,6 +57,12 @@ if #done > 0 then
   redis.call('HDEL', KEYS[2], unpack(ids))
   redis.call('HDEL', KEYS[5], unpack(ids))
   redis.call('INCRBY', KEYS[3], #done)
+  -- pcall: a record Redis refuses (out of memory) must not undo the
+  -- completions; those ids then read as unknown, never as pending.
+  if keep > 0 then
+    redis.pcall('LPUSH', KEYS[7], unpack(ids))
+    redis.pcall('LTRIM', KEYS[7], 0, keep - 1)
+  end
 end
 if #stale > 0 then
   redis.call('INCRBY', KEYS[4], #stale)

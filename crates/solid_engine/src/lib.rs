@@ -5,6 +5,8 @@
 //! - [`error`]: the crate's one error enum and its protocol error codes.
 //! - [`resp`]: RESP2 framing (incremental decoder, encoder).
 //! - [`engine`]: the job state machine (pure, clock passed in).
+//! - [`presence`]: which worker nodes announced themselves (not job
+//!   state: never logged).
 //! - [`command`]: frames to typed commands, typed results to replies.
 //! - [`storage`]: append-only log, snapshots, recovery.
 //! - [`config`]: flags and TOML file.
@@ -19,6 +21,7 @@ pub mod engine;
 pub mod error;
 pub mod fuzzing;
 pub mod id;
+pub mod presence;
 pub mod resp;
 pub mod server;
 pub mod storage;

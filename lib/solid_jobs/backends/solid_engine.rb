@@ -96,7 +96,11 @@ module SolidJobs
         c = config
         {kind: "engine", url: @client.url, password: @spec[:password],
          channels: channels.map { |n, w| {name: n, id: channel_id(n), weight: w} }, channel_order: c.channel_order.to_s,
-         prefetch: c.prefetch, workers: c.concurrency, lease: @lease.to_f, timeouts: c.timeouts}
+         prefetch: c.prefetch, workers: c.concurrency, lease: @lease.to_f, timeouts: c.timeouts,
+         # The node announces itself to the engine (NODE) every heartbeat,
+         # so a node with no Redis channel is still listed (Nodes, dashboard).
+         node_id: node_id, description: description, heartbeat_interval: c.heartbeat_interval.to_f,
+         node_ttl: c.recovery_delay.to_f}
       end
     end
   end

@@ -66,6 +66,14 @@ module SolidJobs
         dl.facts dd { margin:0; }
         .note { color:var(--muted); font-size:12px; }
         footer { padding:0 20px 20px; color:var(--muted); font-size:12px; }
+        header form.search { display:flex; gap:4px; }
+        header form.search input { width:180px; padding:3px 8px; border-radius:4px; border:1px solid #3a4458; background:#2a3242; color:#fff; }
+        header form.search input::placeholder { color:#9aa6bd; }
+        header form.search button, form.filters button { padding:3px 10px; border-radius:4px; border:1px solid var(--line); background:#eef1f5; cursor:pointer; }
+        form.filters { display:flex; flex-wrap:wrap; align-items:center; gap:8px 14px; margin:0 0 10px; }
+        form.filters label { color:var(--muted); font-size:12px; }
+        form.filters input { padding:3px 6px; border:1px solid var(--line); border-radius:4px; font:inherit; color:var(--fg); }
+        .pager a { margin-right:12px; }
       CSS
 
       # Re-fetches this page every few seconds and swaps <main>: the server
@@ -134,6 +142,7 @@ module SolidJobs
           Html.tag(:header, [
             Html.tag(:span, "SolidJobs", class: "brand"),
             Html.tag(:nav, nav, "aria-label": "Dashboard pages"),
+            search_form,
             @refresh ? Html.tag(:button, "live", id: "live", type: "button",
                                                  title: "Live refresh every #{@refresh} s; click to pause") : nil,
             Html.tag(:span, "namespace #{SolidJobs.config.namespace} · read-only", class: "meta")
@@ -143,6 +152,17 @@ module SolidJobs
                             "times are UTC; missing data is shown as unavailable"),
           @refresh ? Html.tag(:script, Html.trusted(SCRIPT), nonce: @nonce) : nil
         ], "data-refresh": @refresh)
+      end
+
+      # GET to /search: a job id opens the job's page, a task name lists its
+      # jobs (Pages::Search).
+      def search_form
+        query = @page.is_a?(Pages::Search) ? @page.query_text : nil
+        Html.tag(:form, [
+          Html.tag(:input, nil, type: "search", name: "q", value: query, placeholder: "job id or task name",
+                                "aria-label": "Job id or task name", maxlength: Pages::Search::QUERY_MAX),
+          Html.tag(:button, "Search", type: "submit")
+        ], method: "get", action: "#{@base}/search", role: "search", class: "search")
       end
 
       def nav

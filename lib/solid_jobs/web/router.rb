@@ -19,7 +19,8 @@ module SolidJobs
         "/nodes" => Pages::Nodes,
         "/resources" => Pages::Resources,
         "/redis" => Pages::RedisHealth,
-        "/telemetry" => Pages::Telemetry
+        "/telemetry" => Pages::Telemetry,
+        "/archive" => Pages::Archive
       }.freeze
 
       # The navigation, in order: [path, label].
@@ -35,6 +36,9 @@ module SolidJobs
         end
 
         json = path.end_with?(".json")
+        # The search box's target: not a page of the navigation.
+        return Route.new(Pages::Search, {}, json) if %w[/search /search.json].include?(path)
+
         page = PAGES[json ? path.delete_suffix(".json") : path]
         page && !(json && path == "/.json") ? Route.new(page, {}, json) : nil
       end

@@ -26,7 +26,7 @@ module SolidJobs
       # The fields of a job record a page may show. Arguments, envelopes,
       # error messages and backtraces are not among them.
       JOB_FIELDS = %w[id state channel backend task max_failures created_ms queued_ms failures first_failure_ms
-                      last_failure_ms error_class reason kind discarded_ms].freeze
+                      last_failure_ms error_class reason kind discarded_ms retained completions_since].freeze
 
       attr_reader :now_ms
 
@@ -104,6 +104,65 @@ module SolidJobs
         end
       end
 
+      # Task names seen by nodes, publishers and in the archive (Catalog#tasks).
+      def task_names
+        read(:task_names) { Catalog.new.tasks }
+      end
+
+      # One page of the archive (Console#archive_page), filtered: an
+      # Archive::Page whose entries keep only JOB_FIELDS.
+      def archive_page(task: nil, error_class: nil, channel: nil, cursor: nil, limit: 50)
+        read(:"archive_#{[task, error_class, channel, cursor, limit].inspect}") do
+          page = Console.new.archive_page(task: task, error_class: error_class, channel: channel, limit: limit, cursor: cursor)
+          Archive::Page.new(page.entries.map { |r| r.slice(*JOB_FIELDS) }, page.next_cursor, page.scanned)
+        end
+      end
+
+      # The SolidEngine backends this process routes to, each read with the
+      # backend's configured timeouts: {"name", "url" (redacted), "stats"
+      # (STATS as a Hash) , "nodes" (NODES: [{"node_id", "age_ms",
+      # "ttl_ms", "node"}])}, each part possibly Unavailable.
+      def engines
+        @memo[:engines] ||= engine_backends.map do |backend|
+          {"name" => backend.name.to_s, "url" => redact(backend.client.url.to_s),
+           "stats" => read(:"engine_stats_#{backend.name}") { engine_stats(backend) },
+           "nodes" => read(:"engine_nodes_#{backend.name}") { engine_nodes(backend) }}
+        end
+      end
+
+      # Nodes that announced themselves to a SolidEngine (NODE, every
+      # heartbeat) and have no observations in Redis: those whose channels
+      # are all on SolidEngine. A node on both is shown once, from Redis,
+      # which holds more. Each entry also names its "backend".
+      def engine_only_nodes
+        @memo[:engine_only_nodes] ||= begin
+          observed = nodes
+          known = unavailable?(observed) ? [] : observed.map { |n| n["node_id"] }
+          engines.flat_map do |e|
+            list = e["nodes"]
+            unavailable?(list) ? [] : list.map { |n| n.merge("backend" => e["name"]) }
+          end.reject { |n| known.include?(n["node_id"]) }.uniq { |n| n["node_id"] }
+        end
+      end
+
+      # Dead jobs of one SolidEngine backend (Console#engine_dead), JOB_FIELDS only.
+      def engine_dead(name, **filters)
+        backend = engine_backends.find { |b| b.name.to_s == name.to_s }
+        read(:"engine_dead_#{name}_#{filters.sort.inspect}") do
+          Console.new.engine_dead(backend, limit: 100, **filters).map { |r| r.slice(*JOB_FIELDS, "attempts") }
+        end
+      end
+
+      # A configuration whose routing does not build has no engines to
+      # read; the job pages say why (Console reads the routing too).
+      def engine_backends
+        @engine_backends ||= begin
+          SolidJobs.routing.backends.values.grep(Backends::SolidEngine)
+        rescue StandardError
+          []
+        end
+      end
+
       # The dashboard's own view of Redis: round-trip time and INFO.
       def redis_server
         read(:redis_server) do
@@ -125,6 +184,27 @@ module SolidJobs
       class UnavailableError < StandardError; end
 
       def journal_api = @journal_api ||= Telemetry::Journal.new
+
+      def engine_stats(backend)
+        backend.client.call(["STATS"]).to_s.lines.to_h do |line|
+          key, value = line.strip.split(":", 2)
+          [key, value&.match?(/\A\d+\z/) ? value.to_i : value]
+        end
+      end
+
+      # Descriptions are the nodes' own JSON (as in Redis's node key); one
+      # that does not parse is shown as unavailable, never guessed.
+      def engine_nodes(backend)
+        backend.client.call(["NODES"]).map do |node_id, age_ms, ttl_ms, description|
+          node = begin
+            parsed = JSON.parse(description.to_s)
+            parsed.is_a?(Hash) ? parsed : {"state" => "unavailable"}
+          rescue JSON::ParserError
+            {"state" => "unavailable"}
+          end
+          {"node_id" => node_id, "age_ms" => age_ms, "ttl_ms" => ttl_ms, "node" => node}
+        end
+      end
 
       def read(key)
         return @memo[key] if @memo.key?(key)

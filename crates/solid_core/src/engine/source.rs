@@ -43,6 +43,21 @@ pub struct EngineSourceConfig {
     pub lease: Duration,
     /// Connect, read and write timeouts of every connection to the engine.
     pub timeouts: Timeouts,
+    /// Whether and how this node announces itself (`NODE`); None: it does not.
+    pub presence: Option<PresenceConfig>,
+}
+
+/// A node's announcement to the engine: sent once at start and then every
+/// `every` (the heartbeat interval) on its own thread, never per job; it
+/// lives `ttl` on the server (the recovery delay, like Redis's node key), and
+/// a clean stop withdraws it.
+#[derive(Debug, Clone)]
+pub struct PresenceConfig {
+    pub node_id: String,
+    /// JSON, as stored in Redis's node key.
+    pub description: String,
+    pub every: Duration,
+    pub ttl: Duration,
 }
 
 /// How long one FETCH waits on the server for work. Bounds how long a
@@ -83,8 +98,9 @@ impl Shared {
 pub struct EngineSource {
     shared: Arc<Shared>,
     acks_tx: Sender<AckMsg<(String, u64)>>,
-    /// Dropped when the source closes: ends the lease extender, which must
-    /// outlive `stop_claiming` because running tasks still need their leases.
+    /// Dropped when the source closes: ends the presence announcer and the
+    /// lease extender, which must outlive `stop_claiming` because running
+    /// tasks still need their leases.
     close_tx: Mutex<Option<Sender<()>>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
@@ -123,6 +139,11 @@ impl EngineSource {
                 spawn("acker", Box::new(move || ack_loop(&s, acks_rx)))
             },
         ];
+        if let Some(presence) = shared.cfg.presence.clone() {
+            let s = shared.clone();
+            let close = close_rx.clone();
+            threads.push(spawn("presence", Box::new(move || presence_loop(&s, &presence, close))));
+        }
         if extend {
             let s = shared.clone();
             threads.push(spawn("leases", Box::new(move || extend_loop(&s, close_rx))));
@@ -432,6 +453,31 @@ fn ack_loop(s: &Shared, acks_rx: Receiver<AckMsg<(String, u64)>>) {
         drop(held);
         Ok(batch.iter().filter(|(_, fence)| stale.contains(fence)).cloned().collect())
     });
+}
+
+/// Announces the node at once and then every `p.every` until the source
+/// closes, then withdraws it. A failed announcement is retried at the next
+/// tick (the entry outlives a few missed ones: its TTL is the recovery
+/// delay); it never affects jobs.
+fn presence_loop(s: &Shared, p: &PresenceConfig, close_rx: Receiver<()>) {
+    let mut conn = Reconnecting::new(s.pool.connector().clone());
+    let mut warned = false;
+    loop {
+        match conn.run(|c| wire::announce(c, &p.node_id, p.ttl, &p.description)) {
+            Ok(()) => warned = false,
+            Err(e) => {
+                if !warned && !e.is_connection() {
+                    log("WARN", &format!("announcing node {} to SolidEngine failed: {e}", p.node_id));
+                }
+                warned = true;
+            }
+        }
+        match close_rx.recv_timeout(p.every) {
+            Err(RecvTimeoutError::Timeout) => {}
+            _ => break,
+        }
+    }
+    let _ = conn.run(|c| wire::announce(c, &p.node_id, Duration::ZERO, ""));
 }
 
 /// Extends every lease this node holds (buffered jobs included) once a third

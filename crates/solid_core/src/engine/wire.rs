@@ -217,6 +217,14 @@ pub fn get(c: &mut Connection, job_id: &str) -> Result<Option<JobInfo>> {
     }))
 }
 
+/// `NODE`: announces this worker node to the engine for `ttl` (0: the
+/// node leaves). What a node whose channels are all on SolidEngine has
+/// instead of Redis's node key, so dashboards can list it.
+pub fn announce(c: &mut Connection, node_id: &str, ttl: Duration, description: &str) -> Result<()> {
+    let _: String = redis::cmd("NODE").arg(node_id).arg(ttl.as_millis() as u64).arg(description).query(c)?;
+    Ok(())
+}
+
 /// true: cancelled; false: nothing to cancel (unknown, finished or already
 /// cancelled); Err(JobRunning) when the job is reserved (BUSY).
 pub fn cancel(c: &mut Connection, job_id: &str) -> Result<bool> {

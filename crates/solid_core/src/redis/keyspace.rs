@@ -100,6 +100,12 @@ impl Keyspace {
     pub fn acked(&self, node_id: &str) -> String {
         self.key(&format!("acked:{node_id}"))
     }
+    /// LIST: ids of the jobs completed most recently, newest first, capped
+    /// (`ack.lua`): what tells "completed" from "unknown" once a job's
+    /// records are gone.
+    pub fn completed(&self) -> String {
+        self.key("completed")
+    }
     /// STRING: the namespace's incarnation (Redis TIME when a heartbeat
     /// found it missing); it changes only when the namespace was lost.
     pub fn incarnation(&self) -> String {
@@ -176,6 +182,7 @@ mod tests {
             k.fence(),
             k.holding("n1"),
             k.acked("n1"),
+            k.completed(),
             k.incarnation(),
             k.jobs(),
             k.cancelling(),

@@ -39,6 +39,11 @@ impl Default for ArchivePolicy {
     }
 }
 
+/// Ids of completed jobs kept in the `completed` list (the newest), so a
+/// lookup tells a recently completed job from an unknown id. About 50 bytes
+/// each: half a megabyte.
+pub const COMPLETED_KEPT: u64 = 10_000;
+
 /// Which claims of a node `requeue.lua` moves back to the head of their
 /// channels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -301,7 +306,9 @@ impl Store {
                 .key(self.keys.metric("stale"))
                 .key(self.keys.jobs())
                 .key(self.keys.acked(node_id))
-                .arg(if resendable { "1" } else { "0" });
+                .key(self.keys.completed())
+                .arg(if resendable { "1" } else { "0" })
+                .arg(COMPLETED_KEPT);
             for (token, id) in chunk {
                 inv.arg(*token).arg(id);
             }

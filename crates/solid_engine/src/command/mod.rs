@@ -15,6 +15,7 @@ pub use reply::{stats_text, Reply};
 
 use crate::engine::{JobId, Payload};
 use crate::error::Error;
+use crate::presence::{Presence, MAX_TTL_MS};
 use crate::resp::Frame;
 
 /// Largest `count` FETCH and DEAD accept.
@@ -99,6 +100,15 @@ pub enum Command {
     Cancel(JobId),
     Dead(usize),
     Stats,
+    /// `NODE <node_id> <ttl_ms> <description>`: a worker node's presence
+    /// (see [`crate::presence`]); a TTL of 0 removes it.
+    Node {
+        node_id: Vec<u8>,
+        ttl_ms: u64,
+        description: Vec<u8>,
+    },
+    /// `NODES`: the live nodes.
+    Nodes,
     /// Test-only: panics inside the connection's handler.
     #[cfg(test)]
     DebugPanic,
@@ -196,7 +206,8 @@ fn printable(raw: &[u8]) -> String {
 #[rustfmt::skip]
 const NAMES: &[&str] = &[
     "PING", "AUTH", "CLIENT", "SELECT", "QUIT", "PUSH", "PUSHMANY", "FETCH", "ACK", "ACKMANY", "RETRY", "FAIL",
-    "EXTEND", "RELEASE", "RELEASEMANY", "GET", "CANCEL", "DEAD", "STATS", "INFO", "DEBUG",
+    "EXTEND", "RELEASE", "RELEASEMANY", "GET", "CANCEL", "DEAD", "STATS", "INFO", "NODE", "NODES",
+    "DEBUG",
 ];
 
 /// Parses one request frame.
@@ -328,6 +339,18 @@ pub fn parse(frame: Frame) -> Result<Command, Error> {
             }
             Command::Stats
         }
+        "NODE" => {
+            let node_id = a.next()?;
+            if !Presence::valid_id(&node_id) {
+                return Err(Error::Invalid(format!(
+                    "invalid node id '{}' (1..=128 of A-Z a-z 0-9 _ . : -)",
+                    printable(&node_id)
+                )));
+            }
+            let ttl_ms = a.uint("ttl_ms", MAX_TTL_MS)?;
+            Command::Node { node_id, ttl_ms, description: a.next()? }
+        }
+        "NODES" => Command::Nodes,
         "DEBUG" => return debug(a),
         _ => unreachable!("every name in NAMES is handled"),
     };

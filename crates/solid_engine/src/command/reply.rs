@@ -3,6 +3,7 @@
 
 use crate::engine::{DeadJob, JobInfo, Reservation, Stats};
 use crate::error::Error;
+use crate::presence::NodeEntry;
 use crate::resp::{write_array_header, write_bulk, write_error, write_int, write_simple};
 
 #[derive(Debug)]
@@ -17,6 +18,7 @@ pub enum Reply {
     Ints(Vec<i64>),
     Job(JobInfo),
     Dead(Vec<DeadJob>),
+    Nodes(Vec<NodeEntry>),
 }
 
 impl From<Error> for Reply {
@@ -69,6 +71,16 @@ impl Reply {
                     write_int(out, i64::from(d.attempts));
                     write_bulk(out, &d.reason);
                     write_bulk(out, &d.payload);
+                }
+            }
+            Reply::Nodes(list) => {
+                write_array_header(out, list.len());
+                for n in list {
+                    write_array_header(out, 4);
+                    write_bulk(out, &n.node_id);
+                    write_int(out, n.age_ms as i64);
+                    write_int(out, n.ttl_ms as i64);
+                    write_bulk(out, &n.description);
                 }
             }
         }

@@ -185,3 +185,27 @@ fn stats_text_lists_released_total() {
     assert!(text.split("\r\n").any(|l| l == "released_total:7"), "{text}");
     assert!(text.split("\r\n").any(|l| l == "retried_total:2"), "{text}");
 }
+
+#[test]
+fn node_and_nodes_parsing() {
+    assert_eq!(
+        cmd(&["NODE", "n-1", "15000", "{}"]).unwrap(),
+        Command::Node { node_id: b"n-1".to_vec(), ttl_ms: 15_000, description: b"{}".to_vec() }
+    );
+    assert_eq!(cmd(&["nodes"]).unwrap(), Command::Nodes);
+    assert!(err_line(&["NODE", "a b", "1", "{}"]).starts_with("ERR invalid node id"));
+    assert!(err_line(&["NODE", "n", "86400001", "{}"]).starts_with("ERR ttl_ms must be"));
+    assert!(err_line(&["NODE", "n", "1"]).starts_with("ERR wrong number"));
+    assert!(err_line(&["NODES", "x"]).starts_with("ERR wrong number"));
+    assert!(!cmd(&["NODES"]).unwrap().allowed_without_auth());
+
+    let mut out = Vec::new();
+    Reply::Nodes(vec![crate::presence::NodeEntry {
+        node_id: b"n".to_vec(),
+        age_ms: 3,
+        ttl_ms: 9,
+        description: b"{}".to_vec(),
+    }])
+    .encode(&mut out);
+    assert_eq!(String::from_utf8(out).unwrap(), "*1\r\n*4\r\n$1\r\nn\r\n:3\r\n:9\r\n$2\r\n{}\r\n");
+}

@@ -148,6 +148,12 @@ pub(crate) fn execute(
             let durability = shared.storage.as_ref().map_or("memory", |s| s.durability().name());
             Reply::Bulk(stats_text(&stats, shared.tracker.count(), durability, shared.started.elapsed().as_secs()))
         }
+        // Under its own lock, not the engine's: presence is not job state
+        // and is never logged (crate::presence).
+        Command::Node { node_id, ttl_ms, description } => {
+            unit(shared.presence.lock().announce(crate::now_ms(), node_id, ttl_ms, description))
+        }
+        Command::Nodes => Reply::Nodes(shared.presence.lock().list(crate::now_ms())),
         #[cfg(test)]
         Command::DebugPanic => panic!("DEBUG PANIC: injected by a test"),
     };

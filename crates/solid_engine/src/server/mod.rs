@@ -40,6 +40,7 @@ use crate::command::Reply;
 use crate::config::Config;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
+use crate::presence::Presence;
 use crate::storage::{Durability, Storage};
 use listener::Stream;
 use wait::Notifier;
@@ -111,6 +112,9 @@ pub(crate) struct Shared {
     pub(crate) notifier: Notifier,
     pub(crate) tracker: Tracker,
     pub(crate) started: Instant,
+    /// Worker nodes' announcements (`NODE`/`NODES`): not job state, so not
+    /// under the engine lock and never logged.
+    pub(crate) presence: Mutex<Presence>,
 }
 
 pub struct Server {
@@ -130,6 +134,7 @@ impl Server {
             storage,
             config,
             notifier: Notifier::default(),
+            presence: Mutex::new(Presence::new()),
             tracker: Tracker::default(),
             started: Instant::now(),
         };

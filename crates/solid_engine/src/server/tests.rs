@@ -588,3 +588,24 @@ fn release_hands_reservations_back_to_the_head_and_survives_restart() {
         items(conn.call(&["FETCH", "10", "0", "0", "1"])).into_iter().map(|r| text(&items(r)[0])).collect();
     assert_eq!(got, vec![b, a, c]);
 }
+
+#[test]
+fn nodes_announce_themselves_and_leave_and_a_job_command_never_sees_them() {
+    let server = TestServer::memory();
+    let mut c = server.tcp();
+    assert_eq!(c.call(&["NODES"]), Frame::Array(vec![]));
+    assert_eq!(c.call(&["NODE", "node-b", "60000", r#"{"pid":2}"#]), simple("OK"));
+    assert_eq!(c.call(&["NODE", "node-a", "60000", r#"{"pid":1}"#]), simple("OK"));
+    assert_eq!(c.call(&["NODE", "node-c", "1", "{}"]), simple("OK"));
+    std::thread::sleep(Duration::from_millis(5));
+    let nodes = items(c.call(&["NODES"]));
+    assert_eq!(nodes.len(), 2, "node-c's 1 ms expired");
+    let first = items(nodes[0].clone());
+    assert_eq!((text(&first[0]), int(&first[2]), text(&first[3])), ("node-a".into(), 60_000, r#"{"pid":1}"#.into()));
+    assert!(int(&first[1]) < 60_000);
+    assert_eq!(c.call(&["NODE", "node-a", "0", ""]), simple("OK"), "a node leaving");
+    let left = items(c.call(&["NODES"]));
+    assert_eq!(text(&items(left[0].clone())[0]), "node-b");
+    let stats = text(&c.call(&["STATS"]));
+    assert!(stats.contains("ready:0\r\n") && stats.contains("pushed_total:0\r\n"), "presence is not job state");
+}

@@ -18,7 +18,7 @@ use magnus::{Error, Value};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use solid_core::channel_order::ChannelOrder;
-use solid_core::engine::source::EngineSourceConfig;
+use solid_core::engine::source::{EngineSourceConfig, PresenceConfig};
 use solid_core::prefetch::Prefetch;
 use solid_core::redis::connection::Timeouts;
 use solid_core::redis::source::RedisSourceConfig;
@@ -96,8 +96,9 @@ impl RedisSourceSettings {
 
 /// `{kind: "engine", url:, password: (nil or absent: none), channels:
 ///   [{name:, id:, weight:}, ...], channel_order:, prefetch:, workers:,
-///   lease:, timeouts:}`; `lease` in seconds, `prefetch` and `timeouts` as
-/// for Redis.
+///   lease:, timeouts:, node_id:, description:, heartbeat_interval:,
+///   node_ttl:}`; `lease` in seconds, `prefetch` and `timeouts` as for Redis;
+/// the last four (optional) make the node announce itself to the engine.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EngineSourceSettings {
@@ -109,6 +110,14 @@ pub struct EngineSourceSettings {
     workers: usize,
     lease: f64,
     timeouts: TimeoutSettings,
+    #[serde(default)]
+    node_id: Option<String>,
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(default)]
+    heartbeat_interval: Option<f64>,
+    #[serde(default)]
+    node_ttl: Option<f64>,
 }
 
 /// A channel served by SolidEngine: its name, the engine's channel id for
@@ -131,6 +140,21 @@ impl EngineSourceSettings {
             prefetch: prefetch(self.prefetch, self.workers),
             lease: seconds(self.lease, "lease")?,
             timeouts: self.timeouts.into_timeouts()?,
+            presence: match (self.node_id, self.description, self.heartbeat_interval, self.node_ttl) {
+                (Some(node_id), Some(description), Some(every), Some(ttl)) => Some(PresenceConfig {
+                    node_id,
+                    description,
+                    every: seconds(every, "heartbeat_interval")?,
+                    ttl: seconds(ttl, "node_ttl")?,
+                }),
+                (None, None, None, None) => None,
+                _ => {
+                    return Err(arg_error(
+                        "engine source settings: node_id, description, heartbeat_interval and node_ttl go together"
+                            .into(),
+                    ))
+                }
+            },
         })
     }
 }

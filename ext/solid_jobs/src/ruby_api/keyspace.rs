@@ -71,6 +71,10 @@ impl Keyspace {
     fn acked(&self, node_id: String) -> String {
         self.0.acked(&node_id)
     }
+
+    fn completed(&self) -> String {
+        self.0.completed()
+    }
     fn incarnation(&self) -> String {
         self.0.incarnation()
     }
@@ -129,6 +133,7 @@ pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
     class.define_method("fence", method!(Keyspace::fence, 0))?;
     class.define_method("holding", method!(Keyspace::holding, 1))?;
     class.define_method("acked", method!(Keyspace::acked, 1))?;
+    class.define_method("completed", method!(Keyspace::completed, 0))?;
     class.define_method("incarnation", method!(Keyspace::incarnation, 0))?;
     class.define_method("metric", method!(Keyspace::metric, 1))?;
     class.define_method("doorbell", method!(Keyspace::doorbell, 0))?;

@@ -13,7 +13,13 @@ module SolidJobs
         def status = found? ? 200 : 404
 
         def body
-          return [tag(:p, "No job #{@params[:id]} in the journal or the keyspace.", class: "note"), back] unless found?
+          unless found?
+            return [tag(:p, "Unknown job id #{@params[:id]}: not waiting, running, retrying or archived, not among the " \
+                            "newest #{Format.count(Console::COMPLETED_KEPT)} completions, on no SolidEngine backend " \
+                            "(which remember completed jobs for their completed_retention_ms), and not in the journal " \
+                            "entries read. It was never enqueued here, or finished longer ago than those records reach.",
+                        class: "note"), back]
+          end
 
           [facts_section, timeline_section, back]
         end
@@ -46,6 +52,7 @@ module SolidJobs
           r = record
           current = if unavailable?(r) then Format.unavailable(r.reason)
                     elsif r.nil? then tag(:span, "not in the keyspace (finished, or never written)", class: "muted")
+                    elsif r["retained"] == false then [state(r["state"]), " ", not_retained(r)]
                     else state(r["state"])
                     end
           x = execution
@@ -65,6 +72,12 @@ module SolidJobs
         end
 
         def pick(r, key) = r.is_a?(Hash) ? r[key] : nil
+
+        # Console.find's "completed and no longer retained".
+        def not_retained(r)
+          tag(:span, "no longer retained: its records were removed when it completed " \
+                     "(#{Format.count(r["completions_since"])} jobs completed since)", class: "muted")
+        end
 
         # Class and location only: messages often quote arguments.
         def error(x, r)

@@ -10,12 +10,12 @@ module SolidJobs
 
         def body
           nodes = snapshot.nodes
-          return [unavailable_note(nodes)] if unavailable?(nodes)
-          if nodes.empty?
-            return [tag(:p, "No live node: no worker process has reported in the last few heartbeats.", class: "note")]
-          end
-
-          nodes.map { |n| node_section(n) }
+          redis_part = if unavailable?(nodes) then [unavailable_note(nodes)]
+                       elsif nodes.empty? && engine_only.empty?
+                         [tag(:p, no_node_note, class: "note")]
+                       else nodes.map { |n| node_section(n) }
+                       end
+          [redis_part, engine_only.map { |n| engine_node_section(n) }, engines_section]
         end
 
         def to_h
@@ -25,11 +25,75 @@ module SolidJobs
             "nodes" => unavailable?(nodes) ? json_value(nodes) : nodes.map do |n|
               {"node_id" => n["node_id"], "node" => n["node"], "observed_age_ms" => part_age(n["node"]),
                "ractors" => n["ractors"].is_a?(Array) ? n["ractors"] : {"unavailable" => "not observed"}}
+            end,
+            "engine_nodes" => engine_only,
+            "engines" => snapshot.engines.map do |e|
+              e.merge("stats" => json_value(e["stats"]), "nodes" => json_value(e["nodes"]))
             end
           }
         end
 
         private
+
+        def engine_only = snapshot.engine_only_nodes
+
+        # "No node" only when every source of nodes answered.
+        def no_node_note
+          silent = snapshot.engines.select { |e| unavailable?(e["nodes"]) }.map { |e| e["name"] }
+          return "No live node: no worker process has reported in the last few heartbeats." if silent.empty?
+
+          "No live node in Redis; the nodes of SolidEngine #{silent.join(", ")} are unavailable (below)."
+        end
+
+        def engine_node_section(n)
+          node = n["node"]
+          tag(:section, [
+            # No state badge: the announcement says the node is alive, not
+            # whether it is paused or stopping (that travels through Redis).
+            tag(:h2, ["Node ", tag(:code, node_label(n)), " ", tag(:span, "SolidEngine only", class: "state")]),
+            facts([
+              ["Node id", tag(:code, n["node_id"])],
+              ["Host / pid", "#{node["hostname"]} / #{node["pid"]}"],
+              ["Workers", [shown(node["concurrency"], :count), " (", shown(node["execution_mode"]), ")"]],
+              ["Channels", Array(node["channels"]).map { |c| c.is_a?(Array) ? "#{c[0]}(#{c[1]})" : c.to_s }.join(", ")],
+              ["Started", node["started_ms"].is_a?(Numeric) ? Format.time(node["started_ms"]) : Format.unavailable],
+              ["Version", shown(node["version"])],
+              ["Announced to", [tag(:code, n["backend"]), " ", Format.age(n["age_ms"]), " (kept ",
+                                Format.ms(n["ttl_ms"]), " without a new one; it announces every heartbeat)"]]
+            ]),
+            tag(:p, "Its channels are all on SolidEngine, so it writes no observations to Redis: workers, " \
+                    "resources and control requests are not available for it.", class: "note")
+          ], class: "node", "data-node-id": n["node_id"])
+        end
+
+        ENGINE_FIGURES = [%w[ready Ready], %w[scheduled Scheduled], ["reserved", "Reserved (leases held)"],
+                          %w[dead Dead], %w[completed Completed], %w[connections Connections]].freeze
+
+        def engines_section
+          engines = snapshot.engines
+          return nil if engines.empty?
+
+          section("SolidEngine servers", table(
+            [["Backend"], ["URL"], *ENGINE_FIGURES.map { |_, label| [label, "num"] }, ["Nodes announced", "num"],
+             ["Durability"], ["Up"]],
+            engines.map do |e|
+              stats = e["stats"]
+              nodes = e["nodes"]
+              if unavailable?(stats)
+                next [tag(:code, e["name"]), tag(:code, e["url"]),
+                      Format.unavailable(stats.reason),
+                      # The other figures, nodes announced, durability, up.
+                      *Array.new(ENGINE_FIGURES.size - 1 + 3, "")]
+              end
+
+              [tag(:code, e["name"]), tag(:code, e["url"]), *ENGINE_FIGURES.map { |key, _| Format.count(stats[key]) },
+               unavailable?(nodes) ? Format.unavailable(nodes.reason) : Format.count(nodes.size),
+               stats["durability"].to_s, stats["uptime_s"] ? Format.ms(stats["uptime_s"] * 1000) : Format.unavailable]
+            end,
+            empty: "No SolidEngine backend configured."
+          ), tag(:p, "From each engine's STATS and NODES, read with the configured timeouts. Completed counts " \
+                     "jobs within the engine's completed_retention_ms.", class: "note"))
+        end
 
         def node_section(n)
           node = observed?(n["node"]) ? n["node"] : nil

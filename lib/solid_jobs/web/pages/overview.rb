@@ -19,6 +19,7 @@ module SolidJobs
             "page" => "overview", "now_ms" => now_ms,
             "ready" => json_value(ready), "counts" => snapshot.counts.transform_values { |v| json_value(v) },
             "nodes" => unavailable?(snapshot.nodes) ? json_value(snapshot.nodes) : snapshot.nodes.size,
+            "engine_only_nodes" => engine_only_count,
             "window" => {"from_ms" => series&.from_ms, "to_ms" => series&.to_ms, "buckets" => series&.count},
             "series" => series_data
           }
@@ -57,6 +58,7 @@ module SolidJobs
             ["Retrying", count_or(counts["retrying"])],
             ["Archived", count_or(counts["archived"])],
             ["Nodes", unavailable?(nodes) ? Format.unavailable(nodes.reason) : Format.count(nodes.size)],
+            *engine_only_tile,
             ["Running now", running_now(nodes)],
             ["Completed, last minute", last_minute("completed")],
             ["Failed, last minute", last_minute("failed")]
@@ -64,6 +66,24 @@ module SolidJobs
         end
 
         def count_or(value) = unavailable?(value) ? Format.unavailable(value.reason) : Format.count(value)
+
+        def engine_only_count
+          return nil if snapshot.engine_backends.empty?
+
+          missing = snapshot.engines.map { |e| e["nodes"] }.find { |list| unavailable?(list) }
+          missing ? json_value(missing) : snapshot.engine_only_nodes.size
+        end
+
+        # Only where SolidEngine backends are configured: the nodes the
+        # Nodes tile cannot count (they write nothing to Redis).
+        def engine_only_tile
+          return [] if snapshot.engine_backends.empty?
+
+          # An engine that did not answer makes the count unknown, not smaller.
+          missing = snapshot.engines.map { |e| e["nodes"] }.find { |list| unavailable?(list) }
+          count = missing ? Format.unavailable(missing.reason) : Format.count(snapshot.engine_only_nodes.size)
+          [["SolidEngine-only nodes", count]]
+        end
 
         def running_now(nodes)
           return Format.unavailable(nodes.reason) if unavailable?(nodes)
