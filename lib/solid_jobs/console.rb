@@ -27,8 +27,8 @@ module SolidJobs
 
     # Ids of completed jobs Redis keeps (the newest; ack.lua, which writes
     # them in the call that completes the jobs): solid_core's
-    # `store::COMPLETED_KEPT`, which the script is given.
-    COMPLETED_KEPT = 10_000
+    # `store::COMPLETED_KEPT`, which the script is given (one definition).
+    COMPLETED_KEPT = Native::COMPLETED_KEPT
     # Dead jobs read from a SolidEngine per call (DEAD has no cursor; the
     # engine keeps the newest `dead_max`).
     ENGINE_DEAD_MAX = 1000

@@ -23,6 +23,7 @@ pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
     keyspace::init(ruby, native)?;
     // The archive's default limits, defined once in solid_core.
     native.const_set("ARCHIVE_MAX_ENTRIES", solid_core::redis::store::ARCHIVE_MAX_ENTRIES)?;
+    native.const_set("COMPLETED_KEPT", solid_core::redis::store::COMPLETED_KEPT)?;
     native.const_set("ARCHIVE_MAX_AGE", solid_core::redis::store::ARCHIVE_MAX_AGE.as_secs())?;
     native.define_singleton_method("default_backoff", function!(default_backoff, 1))?;
     native.define_singleton_method("decode_envelope", function!(decode_envelope, 1))?;
