@@ -278,7 +278,7 @@ class ConfigFileTest < SolidJobsTest
         /:1: invalid channel \{"name"=>"a", "wieght"=>2\}: expected \{name: NAME, weight: N\}/,
       "backends:\n  e:\n    adapter: solid_engine\n    url: tcp://127.0.0.1:1\n    leas: 3\n" =>
         /:1: unknown key\(s\) :leas in backends\[:e\].*did you mean :lease\?/,
-      "channel_order: 5\n" => /:1: invalid channel_order 5\z/,
+      "channel_order: 5\n" => /:1: invalid channel_order 5: expected one of weighted, priority, shuffle\z/,
       "- concurrency\n" => /: expected a map of settings or of environment sections, got Array\z/
     }.each do |yaml, pattern|
       file = write_file("bad.yml", yaml)
