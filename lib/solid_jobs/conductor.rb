@@ -50,6 +50,7 @@ module SolidJobs
                "channels #{@config.channels.map { |n, w| "#{n}(#{w})" }.join(", ")} (#{@config.channel_order}), " \
                "pid #{Process.pid}" +
                (lane ? "; #{@thread_workers} thread worker(s) for #{@thread_tasks.join(", ")}" : ""))
+      Systemd.ready("running #{@workers.size} worker(s) on #{@config.channels.map(&:first).join(", ")}, node #{@node_id}")
       self
     end
 
@@ -64,6 +65,7 @@ module SolidJobs
     def stop(timeout: @config.shutdown_timeout)
       return true unless @dispatcher
 
+      Systemd.stopping("stopping: waiting up to #{timeout}s for running tasks")
       @dispatcher.stop_claiming
       finished = @dispatcher.wait_idle(timeout)
       @monitor&.stop
@@ -197,7 +199,10 @@ module SolidJobs
       @description_hash ||= {
         "node_id" => @node_id, "hostname" => Socket.gethostname, "pid" => Process.pid, "concurrency" => @config.concurrency,
         "execution_mode" => @config.execution_mode.to_s, "thread_workers" => @thread_workers, "channels" => @config.channels,
-        "started_ms" => Clock.now_ms, "version" => VERSION, "ruby" => RUBY_VERSION
+        "started_ms" => Clock.now_ms, "version" => VERSION, "ruby" => RUBY_VERSION,
+        # How a health check tells the age of the last heartbeat (Health).
+        "heartbeat_interval_ms" => (@config.heartbeat_interval * 1000).round,
+        "node_ttl_ms" => (@config.recovery_delay * 1000).round
       }
     end
 

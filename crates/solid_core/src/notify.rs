@@ -235,6 +235,7 @@ mod tests {
         assert!(server.recv(&mut buf).is_err(), "a second ping before the interval");
         assert_eq!(w.next(), start + Duration::from_secs(1));
         w.tick(start + Duration::from_secs(1));
-        assert_eq!(&buf[..server.recv(&mut buf).unwrap()], b"WATCHDOG=1");
+        let len = server.recv(&mut buf).unwrap();
+        assert_eq!(&buf[..len], b"WATCHDOG=1");
     }
 }
