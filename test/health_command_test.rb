@@ -104,6 +104,8 @@ class HealthCommandTest < SolidJobsTest
     assert_one_line(code, out, err, 2, /no fresh node: 1 stale/)
     code, out, err, = health("--local")
     assert_one_line(code, out, err, 2, /1 stale node\(s\) on /)
+    code, out, err, = health("--local", "--liveness")
+    assert_one_line(code, out, err, 2, /1 stale node\(s\) on /)
     w.resume
     eventually("fresh again after SIGCONT") { health("--node", id).first.zero? }
   end
@@ -135,6 +137,8 @@ class HealthCommandTest < SolidJobsTest
     code, _, err, seconds = health(url: proxy.url)
     assert_equal 1, code, err
     assert_operator seconds, :<, startup + SolidJobs::Health::DEFAULT_TIMEOUT + STARTUP_SLACK, "the default 3 s bound"
+    code, out, err, = health("--liveness", "--local", "--timeout", "1", url: proxy.url)
+    assert_one_line(code, out, err, 0, /ok \(liveness; a restart would not help\): redis \(redis\) unreachable/)
   ensure
     proxy&.blackhole = false
   end

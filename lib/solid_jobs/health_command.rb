@@ -9,7 +9,8 @@ module SolidJobs
   # Kubernetes, Docker or a load balancer (SolidJobs::Health). Prints one
   # line and exits:
   #
-  #   0   healthy: every backend answered and the nodes heartbeat
+  #   0   healthy: every backend answered and the nodes heartbeat (with
+  #       --liveness also when a backend did not answer: said so)
   #   1   a backend (Redis or SolidEngine) did not answer, or answered
   #       with an error, within --timeout
   #   2   the backends answered, but the nodes did not pass: none live,
@@ -40,8 +41,7 @@ module SolidJobs
       configure(options)
       health = Health.new(timeout: options[:timeout], node: options[:node], local: options[:local])
       result = health.check
-      code = result.healthy? ? HEALTHY : exit_code(result)
-      (result.healthy? ? @out : @err).puts("solid-jobs health: #{result.healthy? ? "ok" : "unhealthy"}: #{result.reason}")
+      code = report(result, options[:liveness])
       leave(code) if health.stragglers?
       code
     rescue OptionParser::ParseError, ConfigurationError, UsageError, ArgumentError => e
@@ -52,7 +52,22 @@ module SolidJobs
 
     private
 
-    def exit_code(result) = result.failure == :backend ? BACKEND_DOWN : NODES_UNHEALTHY
+    # The one line, and the exit code. --liveness: a backend that does
+    # not answer is not this process's fault and a restart would not bring
+    # it back, so it passes (saying so); only nodes that fail while the
+    # backends answer make the probe fail.
+    def report(result, liveness)
+      if result.healthy?
+        @out.puts("solid-jobs health: ok: #{result.reason}")
+        HEALTHY
+      elsif liveness && result.failure == :backend
+        @out.puts("solid-jobs health: ok (liveness; a restart would not help): #{result.reason}")
+        HEALTHY
+      else
+        @err.puts("solid-jobs health: unhealthy: #{result.reason}")
+        result.failure == :backend ? BACKEND_DOWN : NODES_UNHEALTHY
+      end
+    end
 
     # A backend that never answered still holds a thread in a blocking
     # read (bounded by the probe's own timeouts); the answer is known, so
@@ -76,6 +91,10 @@ module SolidJobs
         end
         o.on("--local", "The nodes started on this host (by hostname) must be live and fresh, at least one") do
           options[:local] = true
+        end
+        o.on("--liveness", "For a liveness probe: a backend that does not answer passes (exit 0, said so); " \
+                           "nodes failing while the backends answer still fail") do
+          options[:liveness] = true
         end
         o.on("-r", "--require PATH", "File to require first (e.g. ./config/environment, for its SolidJobs.configure)") do |v|
           options[:require] = v
