@@ -69,7 +69,7 @@ class HealthCommandTest < SolidJobsTest
     assert_one_line(code, out, err, 0, /1 fresh node\(s\) on #{Regexp.escape(Socket.gethostname)}/)
   end
 
-  def test_no_node_or_an_unknown_node_is_unhealthy_with_exit_2
+  def test_no_node_or_an_unknown_node_is_unhealthy
     code, out, err, = health
     assert_one_line(code, out, err, 2, /unhealthy: no live node\n\z/)
     worker
@@ -158,7 +158,7 @@ class HealthCommandTest < SolidJobsTest
     assert_one_line(code, out, err, 1, /solid_engine \(solid_engine\) unreachable/)
   end
 
-  def test_usage_errors_exit_64
+  def test_usage_errors_exit_with_ex_usage
     {
       %w[--timeout 0] => /invalid --timeout/,
       %w[--timeout soon] => /invalid argument: --timeout soon/,

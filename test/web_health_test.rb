@@ -31,7 +31,7 @@ class WebHealthTest < SolidJobsTest
   def app = Rack::Lint.new(@web)
   def body = JSON.parse(last_response.body)
 
-  def test_no_node_is_503_a_running_node_200
+  def test_no_node_is_unavailable_a_running_node_ok
     get "/health"
     assert_equal 503, last_response.status
     assert_equal "application/json; charset=utf-8", last_response.content_type

@@ -203,7 +203,7 @@ module SolidJobs
           hostname = node.delete(:hostname)
           next if @local && hostname != @hostname
 
-          list[id] = node if !list[id] || (node["heartbeat_age_ms"] || Float::INFINITY) < (list[id]["heartbeat_age_ms"] || Float::INFINITY)
+          list[id] = node if list[id].nil? || age_of(node) < age_of(list[id])
         end
       end
       nodes = list.values.sort_by { |n| n["id"] }
@@ -225,6 +225,8 @@ module SolidJobs
       {"id" => id, "live" => live, "fresh" => live && age <= fresh_for, "heartbeat_age_ms" => age,
        "stale_after_ms" => fresh_for, hostname: description["hostname"]}
     end
+
+    def age_of(node) = node["heartbeat_age_ms"] || Float::INFINITY
 
     def parse(raw)
       value = raw && JSON.parse(raw)

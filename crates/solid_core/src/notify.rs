@@ -49,7 +49,10 @@ impl Notifier {
         let addr = match addr {
             Ok(a) => a,
             Err(e) => {
-                log("WARN", &format!("NOTIFY_SOCKET {socket:?} is not a Unix socket address ({e}); systemd is not notified"));
+                log(
+                    "WARN",
+                    &format!("NOTIFY_SOCKET {socket:?} is not a Unix socket address ({e}); systemd is not notified"),
+                );
                 return None;
             }
         };

@@ -74,7 +74,10 @@ impl Default for Scripts {
             release: allowing_oom_with_prelude(include_str!("../../lua/release.lua")),
             // Read-only: answers on a replica and while Redis is out of
             // memory, so a probe reports the nodes rather than OOM.
-            health: Script::new(&format!("#!lua flags=no-writes,allow-oom\n{PRELUDE}\n{}", include_str!("../../lua/health.lua"))),
+            health: Script::new(&format!(
+                "#!lua flags=no-writes,allow-oom\n{PRELUDE}\n{}",
+                include_str!("../../lua/health.lua")
+            )),
         }
     }
 }

@@ -726,7 +726,9 @@ impl Store {
         let v: Vec<Value> =
             self.scripts.health.key(self.keys.nodes()).arg(self.keys.prefix()).arg(limit).invoke(conn)?;
         let number = |v: Option<&Value>| -> Result<i64> {
-            v.map(redis::from_redis_value::<i64>).transpose()?.ok_or_else(|| Error::Invalid("short health reply".into()))
+            v.map(redis::from_redis_value::<i64>)
+                .transpose()?
+                .ok_or_else(|| Error::Invalid("short health reply".into()))
         };
         let now_ms = number(v.first())? as u64;
         let registered = number(v.get(1))? as u64;
