@@ -127,7 +127,8 @@ module SolidJobs
                    "       solid-jobs warm ID           run warm-pool worker ID from the app's root (solid-jobs warm --help)\n" \
                    "       solid-jobs archive reenqueue (--task NAME | --error CLASS | --all) [options]\n" \
                    "                                    put archived jobs back (solid-jobs archive --help)\n" \
-                   "       solid-jobs health [--node ID | --local]  exit 0 when the backends answer and the nodes heartbeat " \
+                   "       solid-jobs health [--node ID | --local]\n" \
+                   "                                    exit 0 when the backends answer and the nodes heartbeat " \
                    "(solid-jobs health --help)"
         o.separator ""
         o.on("-r", "--require PATH", "File to require before starting (e.g. ./config/environment)") { |v| options[:require] = v }

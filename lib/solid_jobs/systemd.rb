@@ -10,7 +10,17 @@ module SolidJobs
   module Systemd
     module_function
 
-    def ready(status) = notify("READY=1\nSTATUS=#{line(status)}")
+    # Says once on the log that systemd was told, and how often the
+    # watchdog is pinged, so an operator can match it with WatchdogSec.
+    def ready(status)
+      sent = notify("READY=1\nSTATUS=#{line(status)}")
+      if sent
+        every = Native.watchdog_interval
+        Log.info("systemd notified: READY=1" + (every ? "; watchdog pinged every #{every.round(3)}s by the heartbeat" : ""))
+      end
+      sent
+    end
+
     def stopping(status) = notify("STOPPING=1\nSTATUS=#{line(status)}")
 
     def notify(state)
