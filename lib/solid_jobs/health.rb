@@ -123,7 +123,9 @@ module SolidJobs
         client.call(["PING"])
       end
       answer.merge(latency_ms: ((monotonic - started) * 1000).round(1))
-    rescue Error => e
+    rescue StandardError => e
+      # Whatever failed (a SolidJobs::Error from the backend, or a reply
+      # the check did not expect) is that backend's answer, not a crash.
       {error: "#{e.class.name.split("::").last}: #{e.message}"}
     end
 
