@@ -16,7 +16,8 @@ module SolidJobs
       sent = notify("READY=1\nSTATUS=#{line(status)}")
       if sent
         every = Native.watchdog_interval
-        Log.info("systemd notified: READY=1" + (every ? "; watchdog pinged every #{every.round(3)}s by the heartbeat" : ""))
+        watchdog = every ? "; watchdog pinged every #{every.round(3)}s by the heartbeat" : ""
+        Log.info("systemd notified: READY=1#{watchdog}")
       end
       sent
     end
