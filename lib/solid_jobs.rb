@@ -30,6 +30,7 @@ require "solid_jobs/lanes"
 require "solid_jobs/worker"
 require "solid_jobs/process_observation"
 require "solid_jobs/node_monitor"
+require "solid_jobs/systemd"
 require "solid_jobs/conductor"
 
 # SolidJobs: background jobs for Ruby with a Rust engine.

@@ -24,6 +24,7 @@ module SolidJobs
       when "engine" then return run_engine
       when "warm" then return run_warm
       when "archive" then return run_archive
+      when "health" then return run_health
       end
 
       options = parse
@@ -119,6 +120,12 @@ module SolidJobs
       ArchiveCommand.new(@argv.drop(1), out: @out, err: @err).run
     end
 
+    # `solid-jobs health ...`: the probe (exit codes in HealthCommand).
+    def run_health
+      require "solid_jobs/health_command"
+      HealthCommand.new(@argv.drop(1), out: @out, err: @err).run
+    end
+
     # Tasks may still be running (timeout or second signal): their claims
     # were requeued, so leave without waiting for them.
     def exit_now
@@ -136,7 +143,10 @@ module SolidJobs
                    "(solid-jobs engine --help)\n" \
                    "       solid-jobs warm ID           run warm-pool worker ID from the app's root (solid-jobs warm --help)\n" \
                    "       solid-jobs archive reenqueue (--task NAME | --error CLASS | --all) [options]\n" \
-                   "                                    put archived jobs back (solid-jobs archive --help)"
+                   "                                    put archived jobs back (solid-jobs archive --help)\n" \
+                   "       solid-jobs health [--node ID | --local]\n" \
+                   "                                    exit 0 when the backends answer and the nodes heartbeat " \
+                   "(solid-jobs health --help)"
         o.separator ""
         o.on("-r", "--require PATH", "File to require before starting (e.g. ./config/environment)") { |v| options[:require] = v }
         o.on("-C", "--config PATH", "Configuration file (default: config/solid_jobs.yml under the app, when present)") do |v|

@@ -50,6 +50,7 @@ module SolidJobs
                "channels #{@config.channels.map { |n, w| "#{n}(#{w})" }.join(", ")} (#{@config.channel_order}), " \
                "pid #{Process.pid}" +
                (lane ? "; #{@thread_workers} thread worker(s) for #{@thread_tasks.join(", ")}" : ""))
+      Systemd.ready("running #{@workers.size} worker(s) on #{@config.channels.map(&:first).join(", ")}, node #{@node_id}")
       self
     end
 
@@ -64,6 +65,7 @@ module SolidJobs
     def stop(timeout: @config.shutdown_timeout)
       return true unless @dispatcher
 
+      Systemd.stopping("stopping: waiting up to #{timeout}s for running tasks")
       @dispatcher.stop_claiming
       finished = @dispatcher.wait_idle(timeout)
       @monitor&.stop
@@ -198,7 +200,10 @@ module SolidJobs
         "node_id" => @node_id, "hostname" => Socket.gethostname, "pid" => Process.pid, "concurrency" => @config.concurrency,
         "execution_mode" => @config.execution_mode.to_s, "thread_workers" => @thread_workers, "channels" => @config.channels,
         "started_ms" => Clock.now_ms, "version" => VERSION, "ruby" => RUBY_VERSION,
-        # The heartbeat key's TTL: readers tell its age from what is left (/metrics).
+        # The heartbeat's interval, and the TTL each heartbeat sets on the
+        # node key: readers tell the age of the last heartbeat from what is
+        # left (Nodes.heartbeat_age_ms; /health, /metrics, solid-jobs health).
+        "heartbeat_interval_ms" => (@config.heartbeat_interval * 1000).round,
         "heartbeat_ttl_ms" => (@config.recovery_delay * 1000).round
       }
     end

@@ -20,6 +20,20 @@ module SolidJobs
     # An unread mailbox (its node died) disappears after this.
     MAILBOX_TTL_MS = 10 * 60 * 1000
 
+    # Milliseconds since a node's last heartbeat, from what is left of its
+    # key's TTL (`remaining_ms`, read with the description): each heartbeat
+    # sets the TTL its description names (heartbeat_ttl_ms), so what was
+    # lost is the time since, on Redis' clock. nil for a node described
+    # without it (an older version) when no `default_ttl_ms` is given, or
+    # whose key is gone.
+    def self.heartbeat_age_ms(description, remaining_ms, default_ttl_ms: nil)
+      full = description.is_a?(Hash) ? description["heartbeat_ttl_ms"] : nil
+      full = default_ttl_ms unless full.is_a?(Integer)
+      return nil unless full.is_a?(Integer) && remaining_ms.is_a?(Integer) && remaining_ms.positive?
+
+      [full - remaining_ms, 0].max
+    end
+
     class Node
       attr_reader :id, :description
 

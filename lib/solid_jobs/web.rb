@@ -27,6 +27,7 @@ require "solid_jobs/web/pages/search"
 require "solid_jobs/web/pages/not_found"
 require "solid_jobs/web/router"
 require "solid_jobs/web/metrics"
+require "solid_jobs/web/health"
 
 module SolidJobs
   # The dashboard: a read-only Rack application with no dependency beyond
@@ -55,7 +56,8 @@ module SolidJobs
     # basic_auth: [user, password] or nil (the host authenticates).
     # refresh: seconds between live refreshes; nil or 0 turns them off.
     # snapshot: how a request reads data (tests pass their own).
-    def initialize(basic_auth: nil, refresh: REFRESH_SECONDS, snapshot: Snapshot)
+    # public_health: answer /health without basic auth (Web::HealthEndpoint).
+    def initialize(basic_auth: nil, refresh: REFRESH_SECONDS, snapshot: Snapshot, public_health: false)
       if basic_auth && (basic_auth.size != 2 || basic_auth.any? { |part| part.to_s.empty? })
         raise ArgumentError, "basic_auth must be [user, password], both non-empty"
       end
@@ -63,10 +65,13 @@ module SolidJobs
       @basic_auth = basic_auth&.map { |part| part.to_s.dup.freeze }&.freeze
       @refresh = refresh.to_i.positive? ? refresh.to_i : nil
       @snapshot = snapshot
+      @public_health = public_health ? true : false
+      @health = HealthEndpoint.new
     end
 
     def call(env)
-      return unauthorized unless authorized?(env)
+      health = HealthEndpoint.path?(env["PATH_INFO"])
+      return unauthorized unless (health && @public_health) || authorized?(env)
 
       method = env["REQUEST_METHOD"]
       return method_not_allowed unless %w[GET HEAD].include?(method)
@@ -86,6 +91,7 @@ module SolidJobs
       path = env["PATH_INFO"].to_s
       path = "/" if path.empty?
       return metrics if path.chomp("/") == Metrics::PATH
+      return json(*@health.call) if HealthEndpoint.path?(path)
 
       route = Router.match(path) or return not_found(env, path)
 

@@ -6,7 +6,8 @@
 //! Layout, each group depending only on the ones before it:
 //! - shared foundations: [`error`], [`log`], [`redact`], [`envelope`], [`claim`] (the
 //!   claimed job both backends hand out), [`backoff`], [`channel_order`],
-//!   [`prefetch`], [`interrupt`], [`deadline`] (bounded waits for shutdown);
+//!   [`prefetch`], [`interrupt`], [`deadline`] (bounded waits for shutdown),
+//!   [`notify`] (systemd's notification socket);
 //! - [`redis`]: connections, keyspace, Lua scripts, the [`redis::store::Store`]
 //!   (one method per state transition), the doorbell;
 //! - [`telemetry`]: what a node or publisher journals and observes (written
@@ -29,6 +30,7 @@ pub mod feed;
 pub mod hub;
 pub mod interrupt;
 pub mod log;
+pub mod notify;
 pub mod prefetch;
 pub mod redact;
 pub mod redis;

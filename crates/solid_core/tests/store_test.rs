@@ -273,6 +273,31 @@ fn heartbeat_reports_ready_work_and_dead_nodes() {
 }
 
 #[test]
+fn node_health_reads_each_nodes_ttl_and_description_on_redis_clock() {
+    let redis = RedisServer::start();
+    let mut c = redis.conn();
+    let store = Store::new(Keyspace::default());
+    let empty = store.node_health(&mut c, 10).unwrap();
+    assert_eq!((empty.registered, empty.nodes.len()), (0, 0));
+    store.heartbeat(&mut c, "n1", 60_000, r#"{"hostname":"h"}"#, &["default"], 0).unwrap();
+    let _: () = c.sadd("solid_jobs:nodes", "gone").unwrap();
+    let (time, _): (u64, u64) = redis::cmd("TIME").query(&mut c).unwrap();
+    let h = store.node_health(&mut c, 10).unwrap();
+    assert!(h.now_ms / 1000 >= time && h.now_ms / 1000 <= time + 1, "Redis' clock: {} vs TIME {time}", h.now_ms);
+    assert_eq!(h.registered, 2);
+    let mut nodes = h.nodes;
+    nodes.sort_by(|a, b| a.id.cmp(&b.id));
+    assert_eq!(nodes[0].id, "gone");
+    assert_eq!((nodes[0].ttl_ms, nodes[0].description.as_deref()), (-2, None));
+    assert_eq!(nodes[1].id, "n1");
+    assert!(nodes[1].ttl_ms > 50_000 && nodes[1].ttl_ms <= 60_000);
+    assert_eq!(nodes[1].description.as_deref(), Some(r#"{"hostname":"h"}"#));
+    // The limit bounds the list, not the count.
+    let limited = store.node_health(&mut c, 1).unwrap();
+    assert_eq!((limited.registered, limited.nodes.len()), (2, 1));
+}
+
+#[test]
 fn release_requeues_only_the_claims_of_one_stamp() {
     let redis = RedisServer::start();
     let mut c = redis.conn();

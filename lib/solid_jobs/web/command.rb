@@ -59,6 +59,9 @@ module SolidJobs
           end
           o.on("--namespace NS", "Key prefix (default #{Configuration::DEFAULTS[:namespace]})") { |v| options[:namespace] = v }
           o.on("--basic-auth USER:PASSWORD", "Require HTTP basic auth (or $#{AUTH_ENV}=USER:PASSWORD)") { |v| options[:auth] = v }
+          o.on("--public-health", "Answer /health without --basic-auth (for probes that cannot authenticate)") do
+            options[:public_health] = true
+          end
           o.on("--refresh SECONDS", Integer, "Live refresh interval (default #{REFRESH_SECONDS}; 0 turns it off)") do |v|
             options[:refresh] = v
           end
@@ -127,7 +130,7 @@ module SolidJobs
       end
 
       def serve(handler, options)
-        app = Web.new(basic_auth: options[:auth], refresh: options[:refresh])
+        app = Web.new(basic_auth: options[:auth], refresh: options[:refresh], public_health: options[:public_health])
         unless options[:auth] || loopback?(options[:bind])
           @err.puts("solid-jobs web: warning: listening on #{options[:bind]} without --basic-auth: " \
                     "anyone who can reach it sees job names, channels and errors")

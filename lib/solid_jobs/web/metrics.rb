@@ -144,14 +144,9 @@ module SolidJobs
         counts.map { |state, n| [id(node).merge("state" => state), n] }
       end
 
-      # The heartbeat sets the node key with a TTL of the node's
-      # recovery_delay (heartbeat_ttl_ms in its description), so what the
-      # TTL lost is the time since that write.
       def heartbeat_age(node, ttl_ms)
-        full = node.dig("node", "heartbeat_ttl_ms")
-        return nil unless full.is_a?(Integer) && ttl_ms.positive?
-
-        [id(node), [full - ttl_ms, 0].max / 1000.0]
+        age_ms = Nodes.heartbeat_age_ms(node["node"], ttl_ms) or return nil
+        [id(node), age_ms / 1000.0]
       end
 
       # Cumulative buckets, `le` in seconds, +Inf last, from the per-bucket

@@ -24,6 +24,7 @@ use crate::envelope::Envelope;
 use crate::error::{Error, Result};
 use crate::feed::{Feed, Fetch, Fetcher};
 use crate::log::log;
+use crate::notify::Watchdog;
 use crate::now_ms;
 use crate::prefetch::Prefetch;
 use crate::redis::connection::{Pool, Reconnecting, Timeouts};
@@ -487,10 +488,21 @@ fn extend_loop(s: &Shared, close_rx: Receiver<()>) {
     let mut conn = Reconnecting::new(s.pool.connector().clone());
     let tick = s.cfg.lease / 3;
     let lease_ms = s.cfg.lease.as_millis() as u64;
+    // systemd's watchdog, pinged by this loop: on a node served only by
+    // SolidEngine it is the thread that shows the node alive (the Redis
+    // heartbeat thread pings on the others; two pingers are harmless).
+    let mut watchdog = Watchdog::from_env();
     loop {
-        match close_rx.recv_timeout(tick / 2) {
+        let mut wait = tick / 2;
+        if let Some(w) = &watchdog {
+            wait = wait.min(w.next().saturating_duration_since(Instant::now()));
+        }
+        match close_rx.recv_timeout(wait) {
             Err(RecvTimeoutError::Timeout) => {}
             _ => return,
+        }
+        if let Some(w) = &mut watchdog {
+            w.tick(Instant::now());
         }
         let due: Vec<(u64, String)> = s
             .held

@@ -31,6 +31,7 @@ pub struct Scripts {
     pub find: Script,
     pub hold: Script,
     pub release: Script,
+    pub health: Script,
 }
 
 const PRELUDE: &str = include_str!("../../lua/prelude.lua");
@@ -71,6 +72,12 @@ impl Default for Scripts {
             find: with_prelude(include_str!("../../lua/find.lua")),
             hold: with_prelude(include_str!("../../lua/hold.lua")),
             release: allowing_oom_with_prelude(include_str!("../../lua/release.lua")),
+            // Read-only: answers on a replica and while Redis is out of
+            // memory, so a probe reports the nodes rather than OOM.
+            health: Script::new(&format!(
+                "#!lua flags=no-writes,allow-oom\n{PRELUDE}\n{}",
+                include_str!("../../lua/health.lua")
+            )),
         }
     }
 }

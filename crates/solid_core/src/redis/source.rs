@@ -28,6 +28,7 @@ use crate::deadline;
 use crate::error::{Error, Result};
 use crate::feed::{Feed, Fetch, Fetcher};
 use crate::log::{log, Throttled};
+use crate::notify::Watchdog;
 use crate::now_ms;
 use crate::prefetch::Prefetch;
 use crate::redis::connection::{Connector, Pool, Reconnecting, Timeouts};
@@ -712,6 +713,9 @@ struct HeartbeatThread<'a> {
     promote_warning: Throttled,
     recover_warning: Throttled,
     telemetry_warning: Throttled,
+    /// systemd's watchdog, when the service has one: this thread's loop is
+    /// what proves the node alive.
+    watchdog: Option<Watchdog>,
 }
 
 impl<'a> HeartbeatThread<'a> {
@@ -727,6 +731,7 @@ impl<'a> HeartbeatThread<'a> {
             promote_warning: Throttled::default(),
             recover_warning: Throttled::default(),
             telemetry_warning: Throttled::default(),
+            watchdog: Watchdog::from_env(),
         }
     }
 
@@ -741,6 +746,9 @@ impl<'a> HeartbeatThread<'a> {
             self.flush_telemetry(now, beating);
             if now >= self.next_due {
                 self.promote(now);
+            }
+            if let Some(w) = &mut self.watchdog {
+                w.tick(Instant::now());
             }
             self.sleep(seen);
         }
@@ -886,7 +894,10 @@ impl<'a> HeartbeatThread<'a> {
         if !self.s.bells.subscribed.load(Ordering::Acquire) {
             self.next_due = self.next_due.min(self.next_beat);
         }
-        let wake = self.next_beat.min(self.next_due).min(self.next_flush);
+        let mut wake = self.next_beat.min(self.next_due).min(self.next_flush);
+        if let Some(w) = &self.watchdog {
+            wake = wake.min(w.next());
+        }
         let wait = wake.saturating_duration_since(Instant::now());
         if self.s.bells.planned.wait_past(seen, wait) {
             self.next_due = Instant::now();

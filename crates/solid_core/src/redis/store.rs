@@ -727,6 +727,32 @@ impl Store {
         Ok(removed == 1)
     }
 
+    /// The registered nodes as a health check sees them, on Redis' clock
+    /// (one read-only script: a probe's bound is one round trip). At most
+    /// `limit` nodes are listed; `registered` counts them all.
+    pub fn node_health(&self, conn: &mut Connection, limit: usize) -> Result<NodeHealth> {
+        let v: Vec<Value> =
+            self.scripts.health.key(self.keys.nodes()).arg(self.keys.prefix()).arg(limit).invoke(conn)?;
+        let number = |v: Option<&Value>| -> Result<i64> {
+            v.map(redis::from_redis_value::<i64>)
+                .transpose()?
+                .ok_or_else(|| Error::Invalid("short health reply".into()))
+        };
+        let now_ms = number(v.first())? as u64;
+        let registered = number(v.get(1))? as u64;
+        let mut nodes = Vec::new();
+        for triple in v.get(2..).unwrap_or_default().chunks(3) {
+            if let [id, ttl, description] = triple {
+                nodes.push(NodeBeat {
+                    id: redis::from_redis_value(id)?,
+                    ttl_ms: redis::from_redis_value(ttl)?,
+                    description: redis::from_redis_value(description)?,
+                });
+            }
+        }
+        Ok(NodeHealth { now_ms, registered, nodes })
+    }
+
     /// Requeues the claims of `node_id` while its heartbeat is absent, and
     /// reports each job moved. None while the node is alive.
     pub fn recover_node(&self, conn: &mut Connection, node_id: &str) -> Result<Option<Vec<RecoveredJob>>> {
@@ -743,6 +769,24 @@ impl Store {
         }
         Ok(Some(jobs))
     }
+}
+
+/// What `Store::node_health` read.
+#[derive(Debug)]
+pub struct NodeHealth {
+    /// Redis' clock when it was read.
+    pub now_ms: u64,
+    pub registered: u64,
+    pub nodes: Vec<NodeBeat>,
+}
+
+/// One registered node: the remaining life of its heartbeat key (PTTL:
+/// -2 once it expired) and the description its last heartbeat wrote.
+#[derive(Debug)]
+pub struct NodeBeat {
+    pub id: String,
+    pub ttl_ms: i64,
+    pub description: Option<String>,
 }
 
 /// What one heartbeat learned (see `Store::heartbeat`).

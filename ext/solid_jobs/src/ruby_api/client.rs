@@ -290,6 +290,14 @@ impl Client {
         without_gvl(|_| self.pool.with(|c| self.store.request_control(c, &node_id, &request, ttl_ms)))?.map_err(err)
     }
 
+    /// node_health(limit) -> [redis_now_ms, registered, [[id, pttl_ms, description JSON or nil], ...]]:
+    /// the registered nodes on Redis' clock, in one read-only round trip.
+    #[allow(clippy::type_complexity)]
+    fn node_health(&self, limit: usize) -> Result<(u64, u64, Vec<(String, i64, Option<String>)>), Error> {
+        let h = without_gvl(|_| self.pool.with(|c| self.store.node_health(c, limit)))?.map_err(err)?;
+        Ok((h.now_ms, h.registered, h.nodes.into_iter().map(|n| (n.id, n.ttl_ms, n.description)).collect()))
+    }
+
     /// call([command, arg...]) -> reply: a raw Redis command, for inspection
     /// tools and tests. Never used on the job path.
     fn call(&self, args: RArray) -> Result<Value, Error> {
@@ -352,6 +360,7 @@ pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
     class.define_method("forget_archived", method!(Client::forget_archived, 1))?;
     class.define_method("request_control", method!(Client::request_control, 3))?;
     class.define_method("call", method!(Client::call, 1))?;
+    class.define_method("node_health", method!(Client::node_health, 1))?;
     class.define_method("enable_telemetry", method!(Client::enable_telemetry, 1))?;
     class.define_method("telemetry_source", method!(Client::telemetry_source, 0))?;
     class.define_method("flush_telemetry", method!(Client::flush_telemetry, 0))?;

@@ -32,7 +32,20 @@ pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
     native.define_singleton_method("check_engine_url", function!(check_engine_url, 1))?;
     native.define_singleton_method("shareability", function!(shareability::kind, 1))?;
     native.define_singleton_method("instance_values", function!(shareability::instance_values, 1))?;
+    native.define_singleton_method("sd_notify", function!(sd_notify, 1))?;
+    native.define_singleton_method("watchdog_interval", function!(watchdog_interval, 0))?;
     Ok(())
+}
+
+/// Sends `state` to systemd's NOTIFY_SOCKET (solid_core::notify); false
+/// when the process is not run by systemd or the send failed (never raises).
+fn sd_notify(state: String) -> bool {
+    solid_core::notify::notify(&state)
+}
+
+/// Seconds between watchdog pings for this process, or nil without one.
+fn watchdog_interval() -> Option<f64> {
+    solid_core::notify::Notifier::from_env().and_then(|n| n.watchdog_interval()).map(|d| d.as_secs_f64())
 }
 
 /// The text with credentials masked: the one redaction rule

@@ -1,0 +1,130 @@
+# frozen_string_literal: true
+
+require "optparse"
+require_relative "cli"
+require_relative "health"
+
+module SolidJobs
+  # `solid-jobs health [--node ID | --local] [options]`: a probe for
+  # Kubernetes, Docker or a load balancer (SolidJobs::Health). Prints one
+  # line and exits:
+  #
+  #   0   healthy: every backend answered and the nodes heartbeat (with
+  #       --liveness also when a backend did not answer: said so)
+  #   1   a backend (Redis or SolidEngine) did not answer, or answered
+  #       with an error, within --timeout
+  #   2   the backends answered, but the nodes did not pass: none live,
+  #       stale, or --node not registered, dead or stale
+  #   64  usage: a bad flag, or a scope that cannot be checked (--node or
+  #       --local without a Redis backend)
+  #
+  # The whole check takes at most --timeout (default 3 s), whatever the
+  # backends do.
+  class HealthCommand
+    HEALTHY = 0
+    BACKEND_DOWN = 1
+    NODES_UNHEALTHY = 2
+    USAGE_ERROR = 64
+    UsageError = CLI::UsageError
+
+    def initialize(argv, out: $stdout, err: $stderr)
+      @argv = argv.dup
+      @out = out
+      @err = err
+    end
+
+    def run
+      options = parse
+      return 0 if options == :exit
+
+      CLI.load_app(options[:require])
+      configure(options)
+      health = Health.new(timeout: options[:timeout], node: options[:node], local: options[:local])
+      result = health.check
+      code = report(result, options[:liveness])
+      leave(code) if health.stragglers?
+      code
+    rescue OptionParser::ParseError, ConfigurationError, UsageError, ArgumentError => e
+      @err.puts("solid-jobs health: #{e.message}")
+      @err.puts("Run `solid-jobs health --help` for usage.")
+      USAGE_ERROR
+    end
+
+    private
+
+    # The one line, and the exit code. --liveness: a backend that does
+    # not answer is not this process's fault and a restart would not bring
+    # it back, so it passes (saying so); only nodes that fail while the
+    # backends answer make the probe fail.
+    def report(result, liveness)
+      if result.healthy?
+        @out.puts("solid-jobs health: ok: #{result.reason}")
+        HEALTHY
+      elsif liveness && result.failure == :backend
+        @out.puts("solid-jobs health: ok (liveness; a restart would not help): #{result.reason}")
+        HEALTHY
+      else
+        @err.puts("solid-jobs health: unhealthy: #{result.reason}")
+        result.failure == :backend ? BACKEND_DOWN : NODES_UNHEALTHY
+      end
+    end
+
+    # A backend that never answered still holds a thread in a blocking
+    # read (bounded by the probe's own timeouts); the answer is known, so
+    # the probe leaves now rather than when that read gives up.
+    def leave(code)
+      @out.flush
+      @err.flush
+      Kernel.exit!(code)
+    end
+
+    def parse
+      options = {timeout: Health::DEFAULT_TIMEOUT}
+      parser = OptionParser.new do |o|
+        o.banner = "Usage: solid-jobs health [--node ID | --local] [options]\n\n" \
+                   "Exits 0 when every backend the configuration routes to answers and the nodes heartbeat\n" \
+                   "(without --node or --local: at least one node is live and fresh). Otherwise one line says why:\n" \
+                   "exit 1 a backend did not answer, 2 the nodes did not pass, 64 usage."
+        o.separator ""
+        o.on("--node ID", "This node must be live and fresh (its id: the dashboard's Nodes page, or the log)") do |v|
+          options[:node] = v
+        end
+        o.on("--local", "The nodes started on this host (by hostname) must be live and fresh, at least one") do
+          options[:local] = true
+        end
+        o.on("--liveness", "For a liveness probe: a backend that does not answer passes (exit 0, said so); " \
+                           "nodes failing while the backends answer still fail") do
+          options[:liveness] = true
+        end
+        o.on("-r", "--require PATH", "File to require first (e.g. ./config/environment, for its SolidJobs.configure)") do |v|
+          options[:require] = v
+        end
+        o.on("--redis-url URL", "Redis URL (default $SOLID_JOBS_REDIS_URL or #{Configuration::DEFAULTS[:redis_url]})") do |v|
+          options[:redis_url] = v
+        end
+        o.on("--namespace NS", "Key prefix (default #{Configuration::DEFAULTS[:namespace]})") { |v| options[:namespace] = v }
+        o.on("--timeout SECONDS", Float, "Longest the whole check takes (default #{Health::DEFAULT_TIMEOUT})") do |v|
+          raise UsageError, "invalid --timeout #{v} (seconds, more than 0)" unless v.positive?
+
+          options[:timeout] = v
+        end
+        o.on("-h", "--help", "Show this help") do
+          @out.puts(o)
+          return :exit
+        end
+      end
+      rest = parser.parse(@argv)
+      raise UsageError, "unexpected argument(s): #{rest.join(" ")}" unless rest.empty?
+      raise UsageError, "--node and --local both name the nodes to check: use one" if options[:node] && options[:local]
+
+      options
+    end
+
+    def configure(options)
+      SolidJobs.configure do |c|
+        c.redis_url = options[:redis_url] if options[:redis_url]
+        c.namespace = options[:namespace] if options[:namespace]
+      end
+    end
+  end
+end
