@@ -259,7 +259,8 @@ pub fn format_line(
         let value = given.or(if key == "node_id" { node_value.as_ref() } else { None });
         (key, short, value.filter(|v| **v != Value::Null))
     });
-    let rest = fields.iter().filter(|(k, _)| !IDS.iter().any(|(id, _)| id == k));
+    // A field that does not apply (nil) is left out rather than written empty.
+    let rest = fields.iter().filter(|(k, v)| *v != Value::Null && !IDS.iter().any(|(id, _)| id == k));
     let msg = crate::redact::redact(msg);
     match format {
         Format::Text => {
@@ -602,7 +603,7 @@ mod tests {
         let line = format_line(Format::Json, Level::Debug, 1_000, 9, Some("n1"), "finished", &fields);
         assert_eq!(
             line,
-            r#"{"ts":"1970-01-01T00:00:01.000Z","level":"DEBUG","pid":9,"node_id":"n1","worker_id":3,"task":"Mailer","job_id":"j1","msg":"finished","duration_ms":1.25,"attempt":null,"ok":true,"retry_in_s":null}"#
+            r#"{"ts":"1970-01-01T00:00:01.000Z","level":"DEBUG","pid":9,"node_id":"n1","worker_id":3,"task":"Mailer","job_id":"j1","msg":"finished","duration_ms":1.25,"ok":true,"retry_in_s":null}"#
         );
         let own_node = format_line(Format::Json, Level::Info, 0, 9, Some("n1"), "m", &[("node_id", "n2".into())]);
         assert_eq!(json(&own_node)["node_id"], "n2", "a line's own node wins over the process's");
