@@ -152,4 +152,31 @@ class LoggingTest < SolidJobsTest
     assert_empty %w[1 2] - workers, "both worker Ractors logged"
     refute_includes File.read(worker.log), "finished", "routed lines do not also go to stderr"
   end
+
+  # Jobs moved back to their channel are named one by one: handed back at
+  # shutdown (the claims a stopping node held), and recovered from a node
+  # that died (by the node that recovers them).
+  def test_jobs_handed_back_at_shutdown_and_recovered_from_a_dead_node_are_logged_by_id
+    path = ledger_path
+    stopping = spawn_worker("--log-format", "json", "--shutdown-timeout", "0", "--concurrency", "1",
+                            env: {"SOLID_JOBS_TEST_PREFETCH" => "4"}, name: "stopping")
+    node = stopping.node_id(redis)
+    held = SlowTask.enqueue_many(Array.new(3) { |i| [path, "held-#{i}", 5] })
+    eventually("all three claimed") { redis.hlen(key("claims:#{node}")) == 3 }
+    stop(stopping)
+    handed_back = json_lines(stopping.log).select { |l| l["event"] == "job.requeued" }
+    assert_equal held.sort, handed_back.map { |l| l["job_id"] }.sort
+    assert(handed_back.all? { |l| l.values_at("level", "task", "channel", "node_id") == ["INFO", "SlowTask", "default", node] })
+
+    victim = spawn_worker("--concurrency", "1", env: {"SOLID_JOBS_TEST_PREFETCH" => "4"}, name: "victim")
+    dead = victim.node_id(redis)
+    eventually("the victim holds them") { redis.hlen(key("claims:#{dead}")) == 3 }
+    victim.kill!
+    rescuer = spawn_worker("--log-format", "json", name: "rescuer")
+    eventually("recovered", timeout: 30) { File.read(rescuer.log).include?("job.recovered") && !redis.exists?(key("claims:#{dead}")) }
+    rescuer.kill!
+    recovered = json_lines(rescuer.log).select { |l| l["event"] == "job.recovered" }
+    assert_equal held.sort, recovered.map { |l| l["job_id"] }.sort
+    assert(recovered.all? { |l| l.values_at("level", "task", "dead_node_id") == ["INFO", "SlowTask", dead] })
+  end
 end
