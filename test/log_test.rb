@@ -16,7 +16,7 @@ class LogTest < SolidJobsTest
     end
 
     def add(severity, message)
-      @gate.pop if @gate
+      @gate&.pop
       @lines << [severity, message]
     end
 
@@ -48,7 +48,7 @@ class LogTest < SolidJobsTest
       c.log_level = "DEBUG"
       c.log_format = :json
     end
-    assert_equal [:debug, :json], [SolidJobs::Log.level, SolidJobs::Log.format]
+    assert_equal %i[debug json], [SolidJobs::Log.level, SolidJobs::Log.format]
     assert_equal :debug, SolidJobs.config.log_level
   end
 

@@ -80,7 +80,7 @@ class LoggingTest < SolidJobsTest
     assert_equal "INFO", failed["level"]
     assert_equal ["RetriedOnceTask", "ArgumentError", 1, 3, 0.2],
                  failed.values_at("task", "error_class", "failures", "max_failures", "retry_in_s")
-    assert_match(/failure 1\/3, retry in 0\.2s/, failed["msg"])
+    assert_match(%r{failure 1/3, retry in 0\.2s}, failed["msg"])
     assert_equal %w[job.started job.failed job.started job.completed], by_job.fetch(retried).map { |l| l["event"] }
 
     dead = by_job.fetch(given_up).find { |l| l["event"] == "job.dead" }
@@ -111,7 +111,9 @@ class LoggingTest < SolidJobsTest
     log = File.read(worker.log)
     ts = '\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z'
     assert_match(/^#{ts} INFO pid=#{worker.pid} node=\S+ node \S+ started: 2 ractor worker\(s\)/, log)
-    assert_match(/^#{ts} DEBUG pid=#{worker.pid} node=\S+ worker=\d+ task=LedgerTask job=#{id} channel=default finished event=job.completed duration_ms=[\d.]+$/, log)
+    finished = "DEBUG pid=#{worker.pid} node=\\S+ worker=\\d+ task=LedgerTask job=#{id} channel=default finished " \
+               "event=job.completed duration_ms=[\\d.]+$"
+    assert_match(/^#{ts} #{finished}/, log)
     log.each_line { |line| assert_match(/\A#{ts} (DEBUG|INFO|WARN|ERROR) pid=#{worker.pid} /, line) }
   end
 
@@ -145,7 +147,10 @@ class LoggingTest < SolidJobsTest
     eventually("all ran") { ledger_lines.size == 20 }
     stop(worker)
     routed = File.read(logger_file)
-    ids.each { |id| assert_match(/D, \[.*\] DEBUG -- : \S+ DEBUG pid=#{worker.pid} node=\S+ worker=\d+ task=LedgerTask job=#{id} channel=default finished event=job.completed duration_ms=/, routed) }
+    ids.each do |id|
+      assert_match(/D,\ \[.*\]\ DEBUG\ --\ :\ \S+\ DEBUG\ pid=#{worker.pid}\ node=\S+\ worker=\d+\ task=LedgerTask\ job=#{id}
+                    \ channel=default\ finished\ event=job.completed\ duration_ms=/x, routed)
+    end
     assert_match(/I, \[.*\]  INFO -- : .* node \S+ stopped: 0 job\(s\) requeued/, routed, "lines at exit are flushed")
     # Workers 1 and 2 are the Ractors (a thread worker may take a job too).
     workers = routed.scan(/ worker=(\d+) task=/).flatten.uniq
@@ -173,7 +178,9 @@ class LoggingTest < SolidJobsTest
     eventually("the victim holds them") { redis.hlen(key("claims:#{dead}")) == 3 }
     victim.kill!
     rescuer = spawn_worker("--log-format", "json", name: "rescuer")
-    eventually("recovered", timeout: 30) { File.read(rescuer.log).include?("job.recovered") && !redis.exists?(key("claims:#{dead}")) }
+    eventually("recovered", timeout: 30) do
+      File.read(rescuer.log).include?("job.recovered") && !redis.exists?(key("claims:#{dead}"))
+    end
     rescuer.kill!
     recovered = json_lines(rescuer.log).select { |l| l["event"] == "job.recovered" }
     assert_equal held.sort, recovered.map { |l| l["job_id"] }.sort

@@ -114,8 +114,8 @@ class SecretsTest < SolidJobsTest
                             url: "redis://u:#{SECRET}@h")
       end
       refute_includes stderr, SECRET
-      assert_includes stderr, format == :json ? 'redis://:***@cache:6379 with {:password=>\\"***\\"}"' : \
-                                                "WARN pid=#{Process.pid} cannot reach redis://:***@cache:6379 with {:password=>\"***\"}"
+      masked = 'cannot reach redis://:***@cache:6379 with {:password=>"***"}'
+      assert_includes stderr, format == :json ? masked.to_json : "WARN pid=#{Process.pid} #{masked}"
       assert_includes stderr, "redis://u:***@h"
     end
   end
@@ -124,12 +124,12 @@ class SecretsTest < SolidJobsTest
 
   # What the log writes to file descriptor 2 (the native formatter writes
   # there directly, not through $stderr).
-  def capture_log(format)
+  def capture_log(format, &)
     level = SolidJobs::Log.level
     previous = SolidJobs::Log.format
     SolidJobs::Log.level = :warn
     SolidJobs::Log.format = format
-    _, err = capture_subprocess_io { yield }
+    _, err = capture_subprocess_io(&)
     err
   ensure
     SolidJobs::Log.level = level

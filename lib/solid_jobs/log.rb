@@ -72,9 +72,9 @@ module SolidJobs
     def logger=(logger)
       stop_draining
       @logger = logger
-      return Native::Log.routed = false unless logger
+      Native::Log.routed = !logger.nil?
+      return unless logger
 
-      Native::Log.routed = true
       @draining = Thread.new { drain }.tap { |t| t.name = "solid-jobs-log" }
       return if @flush_at_exit
 

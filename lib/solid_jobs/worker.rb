@@ -106,7 +106,8 @@ module SolidJobs
         return unless written
 
         emit("job.dead", job, failures: failures, reason: decision.action == :archive ? "archived" : "dropped") if @instrumented
-        Log.info("#{job.logged_task} #{job.id} given up after #{failures} failure(s): #{decision.reason} (#{error_class}: #{message})",
+        Log.info("#{job.logged_task} #{job.id} given up after #{failures} failure(s): #{decision.reason} " \
+                 "(#{error_class}: #{message})",
                  **log_fields(job, event: "job.dead", reason: decision.action == :archive ? "archived" : "dropped",
                                    failures: failures, error_class: error_class, duration_ms: since(started)))
         FailurePolicy.after_final_failure(task_class, job, error)

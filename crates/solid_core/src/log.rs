@@ -380,13 +380,7 @@ pub fn iso8601_ms(ms: u64) -> String {
     let secs = ms / 1000;
     let (days, rem) = (secs / 86_400, secs % 86_400);
     let (year, month, day) = civil_from_days(days as i64);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        ms % 1000
-    )
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z", rem / 3600, rem % 3600 / 60, rem % 60, ms % 1000)
 }
 
 fn civil_from_days(days: i64) -> (i64, u32, u32) {
@@ -634,7 +628,10 @@ mod tests {
             if format == Format::Json {
                 let v = json(&line);
                 assert_eq!(v["url"], "redis://u:***@h");
-                assert!(v["msg"].as_str().unwrap().starts_with("cannot reach redis://:***@cache:6379 with password=***"));
+                assert!(v["msg"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("cannot reach redis://:***@cache:6379 with password=***"));
             }
         }
     }

@@ -5,7 +5,9 @@
 use std::borrow::Cow;
 use std::time::Duration;
 
-use magnus::{function, prelude::*, r_hash::ForEach, Error, Float, Integer, RArray, RHash, RModule, RString, Ruby, Symbol, Value};
+use magnus::{
+    function, prelude::*, r_hash::ForEach, Error, Float, Integer, RArray, RHash, RModule, RString, Ruby, Symbol, Value,
+};
 use solid_core::log::{self as core_log, Format, Level};
 
 use crate::helpers::errors::arg_error;
