@@ -141,10 +141,10 @@ module SolidJobs
         o.on("--shutdown-timeout SECONDS", Float, "Seconds running tasks get to finish on TERM") do |v|
           options[:shutdown_timeout] = v
         end
-        o.on("--log-level LEVEL", "debug, info (default), warn, error or none; default $SOLID_JOBS_LOG_LEVEL") do |v|
+        o.on("--log-level LEVEL", "debug, info, warn, error or none (default $SOLID_JOBS_LOG_LEVEL or info)") do |v|
           options[:log_level] = choice("--log-level", v, Configuration::LOG_LEVELS)
         end
-        o.on("--log-format FORMAT", "text (default) or json (one object per line); default $SOLID_JOBS_LOG_FORMAT") do |v|
+        o.on("--log-format FORMAT", "text, or json: one object per line (default $SOLID_JOBS_LOG_FORMAT or text)") do |v|
           options[:log_format] = choice("--log-format", v, Log::FORMATS)
         end
         o.on("--queue NAME", "Not supported: SolidJobs calls them channels") do
