@@ -107,6 +107,8 @@ module SolidJobs
     # Tasks may still be running (timeout or second signal): their claims
     # were requeued, so leave without waiting for them.
     def exit_now
+      # exit! skips at_exit, where a configured logger gets its last lines.
+      Log.flush if Log.logger
       $stdout.flush
       $stderr.flush
       Kernel.exit!(0)
