@@ -119,12 +119,6 @@ module SolidJobs
       rescue StandardError => e
         report_broken_logger(e, line)
       end
-      dropped = Native::Log.take_dropped
-      return unless dropped.positive?
-
-      # Queued like any line, after the ones that made it.
-      warn("#{dropped} log line(s) dropped: the logger did not keep up (#{Native::Log::ROUTE_CAPACITY} lines queued)",
-           event: "log.dropped", dropped: dropped)
     end
 
     # A logger that raises must not lose the line nor stop the others: the

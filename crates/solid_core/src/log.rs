@@ -232,9 +232,13 @@ pub fn log_fields(level: Level, msg: &str, fields: &[(&str, Value<'_>)]) {
     if !enabled(level) {
         return;
     }
+    emit(level, render(level, msg, fields));
+}
+
+/// One line as this process writes it now (time, pid, node, format).
+fn render(level: Level, msg: &str, fields: &[(&str, Value<'_>)]) -> String {
     let node = node_id();
-    let line = format_line(format(), level, now_ms(), std::process::id(), node.as_deref(), msg, fields);
-    emit(level, line);
+    format_line(format(), level, now_ms(), std::process::id(), node.as_deref(), msg, fields)
 }
 
 fn now_ms() -> u64 {
@@ -427,6 +431,18 @@ pub fn routed_lines() -> &'static Receiver<(Level, String)> {
 /// Lines dropped because the queue was full since the last call.
 pub fn take_dropped() -> u64 {
     DROPPED.swap(0, Ordering::Relaxed)
+}
+
+/// The warning that says how many lines were dropped since the last call,
+/// for the logger thread to hand over itself after a batch: queued like
+/// other lines, it could be dropped by the same full queue, and the count
+/// with it.
+pub fn take_dropped_notice() -> Option<(Level, String)> {
+    let dropped = take_dropped();
+    (dropped > 0 && enabled(Level::Warn)).then(|| {
+        let msg = format!("{dropped} log line(s) dropped: the logger did not keep up ({ROUTE_CAPACITY} lines queued)");
+        (Level::Warn, render(Level::Warn, &msg, &[("event", "log.dropped".into()), ("dropped", dropped.into())]))
+    })
 }
 
 fn emit(level: Level, line: String) {

@@ -24,7 +24,6 @@ pub fn init(_ruby: &Ruby, native: RModule) -> Result<(), Error> {
     log.define_singleton_method("routed=", function!(core_log::set_routed, 1))?;
     log.define_singleton_method("routed?", function!(core_log::routed, 0))?;
     log.define_singleton_method("take", function!(take, 2))?;
-    log.define_singleton_method("take_dropped", function!(core_log::take_dropped, 0))?;
     log.const_set("ROUTE_CAPACITY", core_log::ROUTE_CAPACITY)?;
     Ok(())
 }
@@ -114,7 +113,8 @@ fn set_node_id(node_id: Option<String>) {
     core_log::set_node_id(node_id.as_deref());
 }
 
-/// Up to `max` routed lines as [[rank, line], ...], waiting up to `timeout`
+/// Up to `max` routed lines as [[rank, line], ...] (then the count of
+/// lines dropped since the last batch, if any), waiting up to `timeout`
 /// seconds for the first with the GVL released; empty on timeout or when
 /// Ruby interrupts the wait (a signal, Thread#kill), so the draining thread
 /// can always be stopped.
@@ -142,6 +142,7 @@ fn take(max: usize, timeout: f64) -> Result<RArray, Error> {
     }
     if !lines.is_empty() {
         lines.extend(rx.try_iter().take(max.saturating_sub(1)));
+        lines.extend(core_log::take_dropped_notice());
     }
     let ruby = Ruby::get().expect("called from Ruby");
     let out = ruby.ary_new_capa(lines.len());
