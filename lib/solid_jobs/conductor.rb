@@ -77,6 +77,8 @@ module SolidJobs
       Log.info("node #{@node_id} stopped: #{requeued} job(s) requeued" +
                (finished ? "" : " (#{@dispatcher.inflight} task(s) still running after #{timeout}s among them)"),
                node_id: @node_id, event: "node.stopped", requeued: requeued)
+      # Later lines of this process are no longer this node's.
+      Log.node_id = nil if Log.node_id == @node_id
       finished
     end
 

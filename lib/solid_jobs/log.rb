@@ -41,6 +41,8 @@ module SolidJobs
     def debug? = enabled?(:debug)
 
     # The node every line names unless it names its own (nil: none).
+    def node_id = Native::Log.node_id
+
     def node_id=(id)
       Native::Log.node_id = id
     end

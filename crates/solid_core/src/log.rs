@@ -147,7 +147,8 @@ pub fn set_node_id(node_id: Option<&str>) {
     *NODE_ID.write().unwrap_or_else(|p| p.into_inner()) = node_id.map(Arc::from);
 }
 
-fn node_id() -> Option<Arc<str>> {
+/// The node lines name when they name none (nil when no node runs).
+pub fn node_id() -> Option<Arc<str>> {
     NODE_ID.read().unwrap_or_else(|p| p.into_inner()).clone()
 }
 

@@ -20,6 +20,7 @@ pub fn init(_ruby: &Ruby, native: RModule) -> Result<(), Error> {
     log.define_singleton_method("threshold=", function!(set_threshold, 1))?;
     log.define_singleton_method("format", function!(format, 0))?;
     log.define_singleton_method("format=", function!(set_format, 1))?;
+    log.define_singleton_method("node_id", function!(node_id, 0))?;
     log.define_singleton_method("node_id=", function!(set_node_id, 1))?;
     log.define_singleton_method("routed=", function!(core_log::set_routed, 1))?;
     log.define_singleton_method("routed?", function!(core_log::routed, 0))?;
@@ -107,6 +108,10 @@ fn set_format(name: String) -> Result<(), Error> {
         Format::parse(&name).ok_or_else(|| arg_error(format!("unknown log format {name:?}: expected text or json")))?;
     core_log::set_format(format);
     Ok(())
+}
+
+fn node_id() -> Option<String> {
+    core_log::node_id().map(|id| id.to_string())
 }
 
 fn set_node_id(node_id: Option<String>) {
