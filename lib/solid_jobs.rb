@@ -64,6 +64,7 @@ module SolidJobs
       yield draft
       draft.validate!
       Instrumentation.shareable!(draft.instrumenter)
+      Log.apply(draft)
       if @client && (@client.url != draft.redis_url || @client_namespace != draft.namespace ||
                      @client_timeouts != draft.timeouts)
         @client = nil

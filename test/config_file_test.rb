@@ -311,12 +311,16 @@ class ConfigFileTest < SolidJobsTest
     ENV.delete("SOLID_JOBS_TEST_SECRET")
   end
 
-  def test_the_key_table_has_the_logging_settings
+  def test_every_key_is_a_configuration_setter_logging_included
     assert_includes SolidJobs::ConfigFile::KEYS, "log_level"
     assert_includes SolidJobs::ConfigFile::KEYS, "log_format"
-    setters = SolidJobs::ConfigFile::KEYS.keys.reject { |k| k.start_with?("log_") }
-    missing = setters.reject { |k| SolidJobs::Configuration.method_defined?(:"#{k}=") }
+    missing = SolidJobs::ConfigFile::KEYS.keys.reject { |k| SolidJobs::Configuration.method_defined?(:"#{k}=") }
     assert_empty missing, "every key is a Configuration setter"
+    file = write_file("logging.yml", "log_level: debug\nlog_format: json\n")
+    SolidJobs::ConfigFile.new(file, environment: "e").apply
+    assert_equal [:debug, :json], [SolidJobs.config.log_level, SolidJobs.config.log_format]
+  ensure
+    SolidJobs::Log.level = :none
   end
 
   private

@@ -108,21 +108,31 @@ class SecretsTest < SolidJobsTest
     error = SolidJobs::Error.new("redis://:#{SECRET}@h?password=#{SECRET}")
     assert_equal "SolidJobs::Error: redis://:***@h?password=***", "#{error.class}: #{error.message}"
 
-    stderr = capture_log { SolidJobs::Log.warn("cannot reach redis://:#{SECRET}@cache:6379 with {:password=>\"#{SECRET}\"}") }
-    assert_equal "[solid-jobs] WARN cannot reach redis://:***@cache:6379 with {:password=>\"***\"}\n", stderr
+    %i[text json].each do |format|
+      stderr = capture_log(format) do
+        SolidJobs::Log.warn("cannot reach redis://:#{SECRET}@cache:6379 with {:password=>\"#{SECRET}\"}",
+                            url: "redis://u:#{SECRET}@h")
+      end
+      refute_includes stderr, SECRET
+      masked = 'cannot reach redis://:***@cache:6379 with {:password=>"***"}'
+      assert_includes stderr, format == :json ? masked.to_json : " #{masked} "
+      assert_includes stderr, "redis://u:***@h"
+    end
   end
 
   private
 
-  def capture_log
-    level = ENV.fetch("SOLID_JOBS_LOG_LEVEL", nil)
-    ENV["SOLID_JOBS_LOG_LEVEL"] = "warn"
-    original = $stderr
-    $stderr = StringIO.new
-    yield
-    $stderr.string
+  # What the log writes to file descriptor 2 (the native formatter writes
+  # there directly, not through $stderr).
+  def capture_log(format, &)
+    level = SolidJobs::Log.level
+    previous = SolidJobs::Log.format
+    SolidJobs::Log.level = :warn
+    SolidJobs::Log.format = format
+    _, err = capture_subprocess_io(&)
+    err
   ensure
-    $stderr = original
-    ENV["SOLID_JOBS_LOG_LEVEL"] = level
+    SolidJobs::Log.level = level
+    SolidJobs::Log.format = previous
   end
 end

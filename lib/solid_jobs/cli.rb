@@ -30,6 +30,8 @@ module SolidJobs
       options = parse
       return 0 if options == :exit
 
+      # Before the app loads, so what it logs while loading obeys the flags.
+      log_flags(options)
       # Precedence: flags > the file > the app's SolidJobs.configure >
       # defaults. The file is found (a missing -C fails) before the app
       # loads, and applied after it, so its ERB sees what the app set up.
@@ -129,6 +131,8 @@ module SolidJobs
     # Tasks may still be running (timeout or second signal): their claims
     # were requeued, so leave without waiting for them.
     def exit_now
+      # exit! skips at_exit, where a configured logger gets its last lines.
+      Log.flush if Log.logger
       $stdout.flush
       $stderr.flush
       Kernel.exit!(0)
@@ -173,6 +177,12 @@ module SolidJobs
         o.on("--shutdown-timeout SECONDS", Float, "Seconds running tasks get to finish on TERM") do |v|
           options[:shutdown_timeout] = v
         end
+        o.on("--log-level LEVEL", "debug, info, warn, error or none (default $SOLID_JOBS_LOG_LEVEL or info)") do |v|
+          options[:log_level] = choice("--log-level", v, Configuration::LOG_LEVELS)
+        end
+        o.on("--log-format FORMAT", "text, or json: one object per line (default $SOLID_JOBS_LOG_FORMAT or text)") do |v|
+          options[:log_format] = choice("--log-format", v, Log::FORMATS)
+        end
         o.on("--queue NAME", "Not supported: SolidJobs calls them channels") do
           raise UsageError, "--queue is not an option: SolidJobs works channels; use --channel NAME[,WEIGHT]"
         end
@@ -194,6 +204,16 @@ module SolidJobs
 
     def load_app(path) = self.class.load_app(path)
 
+    def choice(flag, value, choices)
+      choices.find { |c| c.to_s == value.downcase } or
+        raise UsageError, "#{flag} #{value.inspect}: expected one of #{choices.join(", ")}"
+    end
+
+    def log_flags(options)
+      Log.level = options[:log_level] if options[:log_level]
+      Log.format = options[:log_format] if options[:log_format]
+    end
+
     def apply(options)
       SolidJobs.configure do |c|
         c.redis_url = options[:redis_url] if options[:redis_url]
@@ -203,6 +223,9 @@ module SolidJobs
         c.channel_order = options[:channel_order] if options[:channel_order]
         c.execution_mode = options[:execution_mode] if options[:execution_mode]
         c.shutdown_timeout = options[:shutdown_timeout] if options[:shutdown_timeout]
+        # Flags win over the app's configure (and so over the environment).
+        c.log_level = options[:log_level] if options[:log_level]
+        c.log_format = options[:log_format] if options[:log_format]
       end
     end
   end

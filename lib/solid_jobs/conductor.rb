@@ -29,6 +29,9 @@ module SolidJobs
     # an outage; without it an unreachable Redis raises ConnectionError.
     def start(&wait_for_redis)
       @config.validate!
+      take_logger
+      # Every line from here on, Ruby's and the native threads', names this node.
+      Log.node_id = @node_id
       SolidJobs.client # created here, in the main Ractor, before workers read it
       SolidJobs.routing
       share_config
@@ -49,7 +52,8 @@ module SolidJobs
       Log.info("node #{@node_id} started: #{@config.concurrency} #{@config.execution_mode} worker(s), " \
                "channels #{@config.channels.map { |n, w| "#{n}(#{w})" }.join(", ")} (#{@config.channel_order}), " \
                "pid #{Process.pid}" +
-               (lane ? "; #{@thread_workers} thread worker(s) for #{@thread_tasks.join(", ")}" : ""))
+               (lane ? "; #{@thread_workers} thread worker(s) for #{@thread_tasks.join(", ")}" : ""),
+               node_id: @node_id, event: "node.started")
       Systemd.ready("running #{@workers.size} worker(s) on #{@config.channels.map(&:first).join(", ")}, node #{@node_id}")
       self
     end
@@ -73,7 +77,10 @@ module SolidJobs
       requeued = @dispatcher.shutdown(SHUTDOWN_GRACE)
       join_workers if finished
       Log.info("node #{@node_id} stopped: #{requeued} job(s) requeued" +
-               (finished ? "" : " (#{@dispatcher.inflight} task(s) still running after #{timeout}s among them)"))
+               (finished ? "" : " (#{@dispatcher.inflight} task(s) still running after #{timeout}s among them)"),
+               node_id: @node_id, event: "node.stopped", requeued: requeued)
+      # Later lines of this process are no longer this node's.
+      Log.node_id = nil if Log.node_id == @node_id
       finished
     end
 
@@ -165,6 +172,13 @@ module SolidJobs
       Log.warn("no task classes are loaded (no class includes SolidJobs::Task): every job this node claims is an " \
                "unknown task, retried for unknown_task_retry_for (#{@config.unknown_task_retry_for}s) and then archived; " \
                "start the worker with --require PATH, the file or app directory that defines the tasks")
+    end
+
+    # A logger set on the configuration goes to SolidJobs::Log before the
+    # configuration is made shareable (a Logger is not).
+    def take_logger
+      given, logger = @config.take_logger
+      Log.logger = logger if given
     end
 
     def share_config

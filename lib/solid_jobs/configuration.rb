@@ -92,8 +92,15 @@ module SolidJobs
       # Seconds a publication may stay behind its barrier (custom
       # instrumenter only) before a node's heartbeat releases it anyway, so
       # a publisher that dies mid-publication never strands its jobs.
-      publication_barrier_ttl: 10
+      publication_barrier_ttl: 10,
+      # Lines below this level are not written (debug adds a line as each
+      # job starts and finishes); SOLID_JOBS_LOG_LEVEL replaces this default.
+      log_level: :info,
+      # text (one readable line) or json (one object per line, for log
+      # shippers); SOLID_JOBS_LOG_FORMAT replaces this default.
+      log_format: :text
     }.freeze
+    LOG_LEVELS = Log::LEVELS.keys.freeze
 
     attr_reader(*DEFAULTS.keys, :prefetch, :publish_interceptors, :execute_interceptors)
 
@@ -103,6 +110,10 @@ module SolidJobs
       # SOLID_JOBS_TELEMETRY=off: no journal and no observations in Redis by
       # default (a process or a measurement that wants only the job path).
       @telemetry = !%w[off false 0 no].include?(ENV.fetch("SOLID_JOBS_TELEMETRY", "on").downcase)
+      @log_level = self.class.env_choice("SOLID_JOBS_LOG_LEVEL", LOG_LEVELS, DEFAULTS[:log_level])
+      @log_format = self.class.env_choice("SOLID_JOBS_LOG_FORMAT", Log::FORMATS, DEFAULTS[:log_format])
+      @logger_given = false
+      @logger = nil
       @prefetch = nil
       @publish_interceptors = InterceptorChain.new
       @execute_interceptors = InterceptorChain.new
@@ -324,6 +335,53 @@ module SolidJobs
       @publication_barrier_ttl = value
     end
 
+    def log_level=(value)
+      valid = (value.is_a?(Symbol) || value.is_a?(String)) && LOG_LEVELS.include?(value.to_sym.downcase)
+      invalid!(:log_level, value, "one of #{LOG_LEVELS.join(", ")}") unless valid
+      @log_level = value.to_sym.downcase
+      Log.level = @log_level if installed?
+    end
+
+    def log_format=(value)
+      valid = (value.is_a?(Symbol) || value.is_a?(String)) && Log::FORMATS.include?(value.to_sym.downcase)
+      invalid!(:log_format, value, "one of #{Log::FORMATS.join(", ")}") unless valid
+      @log_format = value.to_sym.downcase
+      Log.format = @log_format if installed?
+    end
+
+    # Any object with Logger's `add(severity, message)` (nil: stderr again).
+    # It is not kept in the configuration, which worker Ractors share and a
+    # Logger cannot be: SolidJobs.configure (or a node's start) hands it to
+    # SolidJobs::Log, which gives it every line from one main-Ractor thread.
+    def logger=(value)
+      unless value.nil? || Kernel.instance_method(:respond_to?).bind_call(value, :add)
+        invalid!(:logger, value, "an object with Logger's interface (add(severity, message)), or nil")
+      end
+      @logger_given = true
+      @logger = value
+      Log.apply(self) if installed?
+    end
+
+    # The logger lines go to (main Ractor only).
+    def logger = @logger_given ? @logger : Log.logger
+
+    # [given, logger], once: the logger set since the last take (Log.apply).
+    def take_logger
+      return [false, nil] unless @logger_given
+
+      given = [true, @logger]
+      @logger_given = false
+      @logger = nil
+      given
+    end
+
+    # The value of `var` when it names one of `choices`, else `default`: a
+    # typo in the environment must not stop a process (a setter refuses it).
+    def self.env_choice(var, choices, default)
+      value = ENV.fetch(var, "").downcase.to_sym
+      choices.include?(value) ? value : default
+    end
+
     def execution_mode=(value)
       @execution_mode = choice!(:execution_mode, value, EXECUTION_MODES)
     end
@@ -492,6 +550,10 @@ module SolidJobs
     end
 
     private
+
+    # The process's configuration already (a setter on SolidJobs.config
+    # itself, not on a configure draft): log settings take effect at once.
+    def installed? = !frozen? && SolidJobs.config.equal?(self)
 
     # config.url is the shortcut for `backend = :solid_engine`: refused when
     # nothing would use it, so a URL set for nothing is not silently ignored.

@@ -1,31 +1,141 @@
 # frozen_string_literal: true
 
 module SolidJobs
-  # Plain line logging to $stderr, usable from any Ractor (a Logger instance
-  # is not shareable). Format: `[solid-jobs] LEVEL message`. Every line is
-  # redacted (SolidJobs::Native.redact, the rule the Rust log applies too),
-  # so a message quoting a URL or a backend spec never prints a password.
+  # Log lines, usable from any Ractor. Every line is formatted by the one
+  # formatter in Rust (solid_core::log, through Native::Log), the same one the
+  # native threads use: timestamp, level, pid, the node and the fields given
+  # (`Log.info("failed", job_id: id, task: name, retry_in_s: 2.0)`), as
+  # `text` or `json` (docs/operations.md, "Logs"), redacted and written
+  # with one write(2).
+  #
+  # Level and format are process-wide (set by SolidJobs.configure, a
+  # node's start or the CLI; SOLID_JOBS_LOG_LEVEL / SOLID_JOBS_LOG_FORMAT
+  # are the defaults). With `config.logger`, lines from every Ractor and
+  # native thread are queued in Rust and one thread of the main Ractor
+  # hands them to the logger, which is never shared.
   module Log
     # `none` silences everything (the test suite uses it).
     LEVELS = {debug: 0, info: 1, warn: 2, error: 3, none: 4}.freeze
+    FORMATS = %i[text json].freeze
+    # Lines handed to the logger per wake-up of the draining thread.
+    BATCH = 256
+    # Seconds the draining thread waits between checks that it should stop;
+    # a stop wakes it at once, so this only bounds a missed wake-up.
+    IDLE_WAIT = 60.0
 
     module_function
 
-    def level
-      LEVELS.fetch((ENV["SOLID_JOBS_LOG_LEVEL"] || "info").downcase.to_sym, 1)
+    def level = LEVELS.key(Native::Log.threshold)
+
+    def level=(name)
+      Native::Log.threshold = name.to_s
     end
 
-    def log(severity, message)
-      return if LEVELS.fetch(severity) < level
+    def format = Native::Log.format.to_sym
 
-      $stderr.write("[solid-jobs] #{severity.to_s.upcase} #{Native.redact(message.to_s)}\n")
+    def format=(name)
+      Native::Log.format = name.to_s
+    end
+
+    def enabled?(severity) = LEVELS.fetch(severity) >= Native::Log.threshold
+    def debug? = enabled?(:debug)
+
+    # The node every line names unless it names its own (nil: none).
+    def node_id = Native::Log.node_id
+
+    def node_id=(id)
+      Native::Log.node_id = id
+    end
+
+    # `fields`: Symbol => String, Symbol, Integer, Float, true, false or nil.
+    def log(severity, message, fields = nil)
+      Native::Log.write(LEVELS.fetch(severity), message.to_s, fields)
+    end
+
+    def debug(message, **fields) = log(:debug, message, fields.empty? ? nil : fields)
+    def info(message, **fields) = log(:info, message, fields.empty? ? nil : fields)
+    def warn(message, **fields) = log(:warn, message, fields.empty? ? nil : fields)
+    def error(message, **fields) = log(:error, message, fields.empty? ? nil : fields)
+
+    # Applies a configuration's log settings to this process; takes its
+    # logger out of it (the configuration is made shareable, a logger is not).
+    def apply(config)
+      self.level = config.log_level
+      self.format = config.log_format
+      given, logger = config.take_logger
+      self.logger = logger if given
+    end
+
+    # The logger lines are routed to, or nil (stderr). Main Ractor only.
+    def logger = @logger
+
+    # Routes every line to `logger.add(severity, line)` (nil: back to
+    # stderr). Main Ractor only: the logger stays there.
+    def logger=(logger)
+      stop_draining
+      @logger = logger
+      Native::Log.routed = !logger.nil?
+      return unless logger
+
+      @draining = Thread.new { drain }.tap { |t| t.name = "solid-jobs-log" }
+      return if @flush_at_exit
+
+      @flush_at_exit = true
+      at_exit { flush }
+    end
+
+    # Hands every queued line to the logger now (at exit, and when the
+    # logger is replaced).
+    def flush
+      while (lines = Native::Log.take(BATCH, 0)).any?
+        deliver(lines)
+      end
+    end
+
+    def drain
+      until @stop_draining
+        lines = Native::Log.take(BATCH, IDLE_WAIT)
+        deliver(lines) unless lines.empty?
+      end
+    end
+
+    def stop_draining
+      thread = @draining or return
+      @stop_draining = true
+      # Interrupts the native wait (its unblocking function), which then
+      # returns no line: none taken from the queue is lost.
+      thread.wakeup if thread.alive?
+      thread.join(1)
+      flush if @logger
+    rescue ThreadError
+      nil
+    ensure
+      @draining = nil
+      @stop_draining = false
+    end
+
+    def deliver(lines)
+      logger = @logger or return
+      lines.each do |severity, line|
+        logger.add(severity, line)
+      rescue StandardError => e
+        report_broken_logger(e, line)
+      end
+    end
+
+    # A logger that raises must not lose the line nor stop the others: the
+    # line goes to stderr, with why, once per error class.
+    def report_broken_logger(error, line)
+      @logger_errors ||= {}
+      name = Reflection.class_name(error)
+      unless @logger_errors[name]
+        @logger_errors[name] = true
+        $stderr.write("solid-jobs: the configured logger raised #{name}; lines it refuses go to stderr\n")
+      end
+      $stderr.write("#{line}\n")
     rescue IOError, SystemCallError
       nil
     end
-
-    def debug(message) = log(:debug, message)
-    def info(message) = log(:info, message)
-    def warn(message) = log(:warn, message)
-    def error(message) = log(:error, message)
+    private_class_method :drain, :stop_draining, :deliver, :report_broken_logger
   end
 end

@@ -27,6 +27,9 @@ module SolidJobs
       @node_id = node_id
       @instrumenter = SolidJobs.config.instrumenter
       @instrumented = !Instrumentation.null?(@instrumenter)
+      # Read once: at info, the path of a job that succeeds pays this one
+      # boolean for its debug lines.
+      @debug = Log.debug?
       @ractor_id = RactorCompat.current_id
     end
 
@@ -41,7 +44,8 @@ module SolidJobs
         rescue StandardError => e
           # A bug in settling must not end this worker. The job stays
           # claimed: shutdown requeues it, or recovery does.
-          Log.error("worker #{@worker_id}: #{e.class}: #{e.message} while settling job #{job.id}; left claimed for requeue")
+          Log.error("worker #{@worker_id}: #{e.class}: #{e.message} while settling job #{job.id}; left claimed for requeue",
+                    **log_fields(job))
           @dispatcher.abandon(job) unless job.settled?
         rescue Exception # rubocop:disable Lint/RescueException -- an interrupt (from an instrumenter, a signal) ends this worker
           # Left claimed, no longer counted in flight: shutdown requeues it
@@ -50,7 +54,7 @@ module SolidJobs
           raise
         end
       end
-      Log.debug("worker #{@worker_id} stopped")
+      Log.debug("worker #{@worker_id} stopped", node_id: @node_id, worker_id: @worker_id)
     ensure
       @dispatcher.worker_stopped
     end
@@ -64,7 +68,7 @@ module SolidJobs
       return @dispatcher.hand_over(job, Lanes::THREAD) if @lane == Lanes::RACTOR && Lanes.thread_only?(task_class)
 
       @dispatcher.started(job)
-      started = start_event(job) if @instrumented
+      started = start_event(job) if @instrumented || @debug
       begin
         Executor.execute(task_class, job.arguments, worker_id: @worker_id, job: job)
       rescue UnknownTaskError => e
@@ -76,6 +80,7 @@ module SolidJobs
       end
       emit("job.completed", job, duration_ms: since(started)) if @instrumented
       @dispatcher.complete(job)
+      Log.debug("finished", **log_fields(job, event: "job.completed", duration_ms: since(started))) if @debug
     end
 
     private
@@ -101,15 +106,21 @@ module SolidJobs
         return unless written
 
         emit("job.dead", job, failures: failures, reason: decision.action == :archive ? "archived" : "dropped") if @instrumented
-        Log.error("#{job.task} #{job.id} given up after #{failures} failure(s): #{decision.reason} (#{error_class}: #{message})")
+        Log.info("#{job.logged_task} #{job.id} given up after #{failures} failure(s): #{decision.reason} " \
+                 "(#{error_class}: #{message})",
+                 **log_fields(job, event: "job.dead", reason: decision.action == :archive ? "archived" : "dropped",
+                                   failures: failures, error_class: error_class, duration_ms: since(started)))
         FailurePolicy.after_final_failure(task_class, job, error)
       else
         schedule_retry(job, decision.delay, failures)
-        Log.warn("#{job.task} #{job.id} failed (#{error_class}: #{message}); failure #{failures}/#{job.max_failures}, " \
-                 "retry in #{decision.delay.round(1)}s")
+        Log.info("#{job.logged_task} #{job.id} failed (#{error_class}: #{message}); failure #{failures}/#{job.max_failures}, " \
+                 "retry in #{decision.delay.round(1)}s",
+                 **log_fields(job, event: "job.failed", failures: failures, max_failures: job.max_failures,
+                                   error_class: error_class, retry_in_s: decision.delay.to_f.round(3),
+                                   duration_ms: since(started)))
       end
     rescue StaleClaimError => e
-      Log.warn("#{job.task} #{job.id}: #{e.message}")
+      Log.warn("#{job.logged_task} #{job.id}: #{e.message}", **log_fields(job))
       @dispatcher.abandon(job) unless job.settled?
     end
 
@@ -130,14 +141,17 @@ module SolidJobs
         return unless written
 
         emit("job.dead", job, failures: attempts, reason: "archived") if @instrumented
-        Log.error("#{job.task} #{job.id} archived: #{decision.reason}: #{reason}")
+        Log.info("#{job.logged_task} #{job.id} archived: #{decision.reason}: #{reason}",
+                 **log_fields(job, event: "job.dead", reason: "archived", failures: attempts, error_class: error_class))
       else
         schedule_retry(job, decision.delay, attempts)
-        Log.warn("#{job.id}: #{reason}; unknown-task attempt #{attempts}, retry in #{decision.delay.round(1)}s " \
-                 "(archived after unknown_task_retry_for #{SolidJobs.config.unknown_task_retry_for}s)")
+        Log.info("#{job.id}: #{reason}; unknown-task attempt #{attempts}, retry in #{decision.delay.round(1)}s " \
+                 "(archived after unknown_task_retry_for #{SolidJobs.config.unknown_task_retry_for}s)",
+                 **log_fields(job, event: "job.unknown_task", failures: attempts, error_class: error_class,
+                                   retry_in_s: decision.delay.to_f.round(3)))
       end
     rescue StaleClaimError => e
-      Log.warn("job #{job.id}: #{e.message}")
+      Log.warn("job #{job.id}: #{e.message}", **log_fields(job))
       @dispatcher.abandon(job) unless job.settled?
     end
 
@@ -151,17 +165,27 @@ module SolidJobs
     end
 
     def quarantine(job, reason)
-      Log.error("quarantining job #{job.id}: #{reason}")
+      Log.info("quarantining job #{job.id}: #{reason}", **log_fields(job, event: "job.dead", reason: "quarantined"))
       written = with_redis(job) { @dispatcher.quarantine(job, reason) }
       emit("job.dead", job, failures: 0, reason: "quarantined") if written && @instrumented
     rescue StaleClaimError => e
-      Log.warn("job #{job.id}: #{e.message}")
+      Log.warn("job #{job.id}: #{e.message}", **log_fields(job))
     end
 
-    # Monotonic start of the task, after job.started was emitted.
+    # Monotonic start of the task, after job.started was emitted and logged.
     def start_event(job)
-      emit("job.started", job, latency_ms: [Clock.now_ms - job.queued_ms, 0].max)
+      latency_ms = [Clock.now_ms - job.queued_ms, 0].max
+      emit("job.started", job, latency_ms: latency_ms) if @instrumented
+      Log.debug("started", **log_fields(job, event: "job.started", latency_ms: latency_ms)) if @debug
       Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    end
+
+    # What a job's log lines name: this worker and node, the job, its task
+    # (an Active Job job's own class, read from the envelope by the native
+    # side without converting any argument), its channel, then `extra`.
+    def log_fields(job, **extra)
+      {node_id: @node_id, worker_id: @worker_id, job_id: job.id, task: job.logged_task, channel: job.channel,
+       attempt: job.attempt, **extra}
     end
 
     def since(started)
@@ -192,7 +216,7 @@ module SolidJobs
         yield || true
       rescue ConnectionError => e
         if @dispatcher.stopping?
-          Log.warn("job #{job.id} left claimed for requeue: #{e.message}")
+          Log.warn("job #{job.id} left claimed for requeue: #{e.message}", **log_fields(job))
           @dispatcher.abandon(job) unless job.settled?
           return nil
         end

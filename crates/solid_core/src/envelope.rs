@@ -22,7 +22,24 @@ pub struct Envelope {
     pub queued_ms: u64,
 }
 
+/// The task that runs Active Job jobs (lib/solid_jobs/active_job.rb): its
+/// one argument is Active Job's serialized job, naming the job class.
+pub const ACTIVE_JOB_WRAPPER: &str = "SolidJobs::ActiveJobWrapper";
+
 impl Envelope {
+    /// The name a log line gives this job's task: an Active Job job's own
+    /// class (the `job_class` its serialized form carries) rather than the
+    /// wrapper every such job shares. Only that one string is read: no
+    /// argument is ever logged.
+    pub fn logged_task(&self) -> &str {
+        if self.task == ACTIVE_JOB_WRAPPER {
+            if let Some(class) = self.arguments.get(0).and_then(|a| a.get("job_class")).and_then(Value::as_str) {
+                return class;
+            }
+        }
+        &self.task
+    }
+
     /// A new envelope with a fresh UUID; `queued_ms` is when it becomes ready
     /// (later than `created_ms` for planned jobs).
     pub fn build(
@@ -173,5 +190,16 @@ mod tests {
         assert!(validate_task_name("A::B2_c").is_ok());
         assert!(validate_task_name("A::").is_err());
         assert!(validate_task_name("::A").is_err());
+    }
+
+    #[test]
+    fn an_active_job_job_is_logged_under_its_job_class() {
+        let args = serde_json::json!([{"job_class": "WelcomeMailJob", "arguments": ["secret@example.com"]}]);
+        let env = Envelope::build(ACTIVE_JOB_WRAPPER, args, "default", 1, 0, 0).unwrap();
+        assert_eq!(env.logged_task(), "WelcomeMailJob");
+        let odd = Envelope::build(ACTIVE_JOB_WRAPPER, serde_json::json!(["x"]), "default", 1, 0, 0).unwrap();
+        assert_eq!(odd.logged_task(), ACTIVE_JOB_WRAPPER, "no job_class: the wrapper's name");
+        let plain = Envelope::build("Mailer", serde_json::json!([{"job_class": "X"}]), "default", 1, 0, 0).unwrap();
+        assert_eq!(plain.logged_task(), "Mailer", "only the wrapper's argument names another class");
     }
 }

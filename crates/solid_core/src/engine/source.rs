@@ -23,7 +23,7 @@ use crate::engine::wire::{self, Reservation};
 use crate::envelope::Envelope;
 use crate::error::{Error, Result};
 use crate::feed::{Feed, Fetch, Fetcher};
-use crate::log::log;
+use crate::log::{self, log, Level};
 use crate::notify::Watchdog;
 use crate::now_ms;
 use crate::prefetch::Prefetch;
@@ -386,7 +386,15 @@ impl<'a> Fetching<'a> {
                 })
             }
             Err(e) => {
-                log("WARN", &format!("quarantining undecodable SolidEngine job {}: {e}", r.job_id));
+                log::log_fields(
+                    Level::Warn,
+                    &format!("quarantining undecodable SolidEngine job {}: {e}", r.job_id),
+                    &[
+                        ("job_id", r.job_id.as_str().into()),
+                        ("event", "job.dead".into()),
+                        ("reason", "quarantined".into()),
+                    ],
+                );
                 let reason = format!("quarantined: {e}");
                 if self.conn.run(|c| wire::fail(c, &r.job_id, r.fence, &reason)).is_ok() {
                     s.stats().quarantined.fetch_add(1, Ordering::Relaxed);
@@ -524,7 +532,11 @@ fn extend_loop(s: &Shared, close_rx: Receiver<()>) {
                 Err(Error::StaleClaim(_)) => {}
                 Err(e) => {
                     if !e.is_connection() {
-                        log("WARN", &format!("extending the lease of job {id} failed: {e}"));
+                        log::log_fields(
+                            Level::Warn,
+                            &format!("extending the lease of job {id} failed: {e}"),
+                            &[("job_id", id.to_string().into())],
+                        );
                     }
                 }
             }

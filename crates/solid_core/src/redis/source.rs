@@ -27,7 +27,7 @@ use crate::claim::{ClaimToken, ClaimedJob, FailureCount};
 use crate::deadline;
 use crate::error::{Error, Result};
 use crate::feed::{Feed, Fetch, Fetcher};
-use crate::log::{log, Throttled};
+use crate::log::{self, log, Level, Throttled};
 use crate::notify::Watchdog;
 use crate::now_ms;
 use crate::prefetch::Prefetch;
@@ -35,7 +35,7 @@ use crate::redis::connection::{Connector, Pool, Reconnecting, Timeouts};
 use crate::redis::doorbell::{run_subscriber, Bells};
 use crate::redis::holdings::Holdings;
 use crate::redis::keyspace::Keyspace;
-use crate::redis::store::{ArchivePolicy, ClaimBatch, Heartbeat, Requeue, Store};
+use crate::redis::store::{ArchivePolicy, ClaimBatch, Heartbeat, RecoveredJob, Requeue, Store};
 use crate::source::{JobSource, Stats};
 use crate::telemetry::{Telemetry, FLUSH_INTERVAL};
 
@@ -332,8 +332,12 @@ impl RedisSource {
 fn requeue_own_claims(s: &Shared, deadline: Instant) -> Result<u64> {
     let mut attempt = 0;
     loop {
-        match s.pool.with(|c| s.store.requeue(c, &s.cfg.node_id, Requeue::Shutdown)) {
-            Ok(n) => return Ok(n.unwrap_or(0)),
+        match s.pool.with(|c| s.store.requeue_reporting(c, &s.cfg.node_id, Requeue::Shutdown)) {
+            Ok(jobs) => {
+                let jobs = jobs.unwrap_or_default();
+                log_moved(&jobs, "handed back at shutdown: at the head of its channel again", "job.requeued", None);
+                return Ok(jobs.len() as u64);
+            }
             Err(e) if e.is_connection() && attempt < REQUEUE_RETRIES => {
                 attempt += 1;
                 let pause = REQUEUE_BACKOFF * attempt as u32;
@@ -344,6 +348,39 @@ fn requeue_own_claims(s: &Shared, deadline: Instant) -> Result<u64> {
             }
             Err(e) => return Err(e),
         }
+    }
+}
+
+/// Lines per batch of moved jobs, at most: a recovery of thousands of claims
+/// names the first ones and counts the rest, so it cannot flood the log.
+const MOVED_LINES: usize = 100;
+
+/// One info line per job moved back to its channel (recovered from a dead
+/// node, or handed back at shutdown), with its id, task and channel.
+fn log_moved(jobs: &[RecoveredJob], msg: &str, event: &str, dead_node: Option<&str>) {
+    if !log::enabled(Level::Info) {
+        return;
+    }
+    for job in jobs.iter().take(MOVED_LINES) {
+        let env = job.envelope.as_ref();
+        log::log_fields(
+            Level::Info,
+            msg,
+            &[
+                ("job_id", env.map(|e| e.id.as_str()).into()),
+                ("task", env.map(|e| e.logged_task()).into()),
+                ("channel", job.channel.as_str().into()),
+                ("event", event.into()),
+                ("dead_node_id", dead_node.into()),
+            ],
+        );
+    }
+    if jobs.len() > MOVED_LINES {
+        log::log_fields(
+            Level::Info,
+            &format!("and {} more job(s) {msg}", jobs.len() - MOVED_LINES),
+            &[("event", event.into()), ("dead_node_id", dead_node.into())],
+        );
     }
 }
 
@@ -820,6 +857,7 @@ impl<'a> HeartbeatThread<'a> {
                 s.stats().recovered.fetch_add(n, Ordering::Relaxed);
                 if n > 0 {
                     log("WARN", &format!("recovered {n} job(s) claimed by dead node {node}"));
+                    log_moved(&jobs, "recovered from a dead node: back on its channel", "job.recovered", Some(&node));
                 }
                 if let Some(t) = s.telemetry() {
                     t.recovered(&node, &jobs);

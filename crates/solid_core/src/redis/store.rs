@@ -756,7 +756,19 @@ impl Store {
     /// Requeues the claims of `node_id` while its heartbeat is absent, and
     /// reports each job moved. None while the node is alive.
     pub fn recover_node(&self, conn: &mut Connection, node_id: &str) -> Result<Option<Vec<RecoveredJob>>> {
-        let v: Value = self.requeue_invocation(node_id, Requeue::Recover, true).invoke(conn)?;
+        self.requeue_reporting(conn, node_id, Requeue::Recover)
+    }
+
+    /// `requeue` that also reports each job moved (the same one script
+    /// call; the reply carries the moved records), for per-job log lines
+    /// at shutdown. None while a node to recover is alive.
+    pub fn requeue_reporting(
+        &self,
+        conn: &mut Connection,
+        node_id: &str,
+        which: Requeue,
+    ) -> Result<Option<Vec<RecoveredJob>>> {
+        let v: Value = self.requeue_invocation(node_id, which, true).invoke(conn)?;
         let Value::Array(items) = v else { return Ok(None) };
         let mut jobs = Vec::new();
         for triple in items.get(1..).unwrap_or_default().chunks(3) {
@@ -829,7 +841,8 @@ pub struct Held {
     pub tokens: Vec<ClaimToken>,
 }
 
-/// A job moved back to its channel from a dead node's claims.
+/// A job moved back to its channel from a node's claims (a dead node's,
+/// or this node's own at shutdown).
 #[derive(Debug, Clone)]
 pub struct RecoveredJob {
     /// The dead node's claim token.

@@ -65,6 +65,10 @@ impl Job {
     fn task(&self) -> String {
         self.claimed.envelope.task.clone()
     }
+    /// The task name log lines use (an Active Job job's own class).
+    fn logged_task(&self) -> String {
+        self.claimed.envelope.logged_task().to_owned()
+    }
     fn channel(&self) -> String {
         self.claimed.channel.clone()
     }
@@ -104,6 +108,7 @@ pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
     class.undef_default_alloc_func();
     class.define_method("id", method!(Job::id, 0))?;
     class.define_method("task", method!(Job::task, 0))?;
+    class.define_method("logged_task", method!(Job::logged_task, 0))?;
     class.define_method("channel", method!(Job::channel, 0))?;
     class.define_method("token", method!(Job::token, 0))?;
     class.define_method("max_failures", method!(Job::max_failures, 0))?;

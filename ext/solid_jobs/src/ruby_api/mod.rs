@@ -8,6 +8,7 @@ mod dispatcher;
 mod engine_client;
 mod job;
 mod keyspace;
+mod log;
 
 use magnus::{function, prelude::*, Error, RModule, Ruby, Value};
 
@@ -21,6 +22,7 @@ pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
     dispatcher::init(ruby, native)?;
     job::init(ruby, native)?;
     keyspace::init(ruby, native)?;
+    log::init(ruby, native)?;
     // The archive's default limits, defined once in solid_core.
     native.const_set("ARCHIVE_MAX_ENTRIES", solid_core::redis::store::ARCHIVE_MAX_ENTRIES)?;
     native.const_set("COMPLETED_KEPT", solid_core::redis::store::COMPLETED_KEPT)?;
