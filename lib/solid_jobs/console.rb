@@ -122,14 +122,31 @@ module SolidJobs
 
     def matches?(job, wanted) = wanted.all? { |key, value| job[key].to_s == value }
 
-    # One LPOS over the bounded list, only when no backend knows the id.
+    # Read only when no backend knows the id: the bounded list ack.lua
+    # writes, one element per batch ("<processed total> id1 id2 ..."),
+    # newest first, read in slices until the id shows. The list holds at
+    # most COMPLETED_KEPT ids plus one batch (under half a megabyte) in at
+    # most as many elements, so an unknown id costs at most ~20 reads.
+    COMPLETED_READ = 500
+
     def completed(id)
       redis = @routing.backends.values.find { |b| b.is_a?(Backends::Redis) } or return nil
-      rank = @client.call(["LPOS", @keys.completed, id, "MAXLEN", COMPLETED_KEPT.to_s])
-      return nil unless rank
+      newest = nil
+      (0..).step(COMPLETED_READ) do |from|
+        batches = @client.call(["LRANGE", @keys.completed, from.to_s, (from + COMPLETED_READ - 1).to_s])
+        return nil if batches.empty?
 
-      {"id" => id, "state" => "completed", "retained" => false, "completions_since" => rank.to_i,
-       "backend" => redis.name.to_s}
+        batches.each do |batch|
+          total, *ids = batch.split(" ")
+          newest ||= total.to_i
+          next unless (index = ids.index(id))
+
+          # The job was completion number total - (ids after it in its batch).
+          since = newest - (total.to_i - (ids.size - 1 - index))
+          return {"id" => id, "state" => "completed", "retained" => false, "completions_since" => since,
+                  "backend" => redis.name.to_s}
+        end
+      end
     end
 
     def failure_record(id)

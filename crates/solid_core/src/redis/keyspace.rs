@@ -100,9 +100,10 @@ impl Keyspace {
     pub fn acked(&self, node_id: &str) -> String {
         self.key(&format!("acked:{node_id}"))
     }
-    /// LIST: ids of the jobs completed most recently, newest first, capped
-    /// (`ack.lua`): what tells "completed" from "unknown" once a job's
-    /// records are gone.
+    /// LIST: the ids of the jobs completed most recently, one element per
+    /// ack batch ("<processed total after it> id1 id2 ..."), newest first,
+    /// bounded by `store::COMPLETED_KEPT` completions (`ack.lua`): what
+    /// tells "completed" from "unknown" once a job's records are gone.
     pub fn completed(&self) -> String {
         self.key("completed")
     }

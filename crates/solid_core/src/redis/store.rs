@@ -39,9 +39,10 @@ impl Default for ArchivePolicy {
     }
 }
 
-/// Ids of completed jobs kept in the `completed` list (the newest), so a
-/// lookup tells a recently completed job from an unknown id. About 50 bytes
-/// each: half a megabyte.
+/// Completions the `completed` list keeps the ids of (the newest, plus at
+/// most one batch: `ack.lua` writes one element per batch), so a lookup
+/// tells a recently completed job from an unknown id. About 40 bytes each:
+/// under half a megabyte.
 pub const COMPLETED_KEPT: u64 = 10_000;
 
 /// Which claims of a node `requeue.lua` moves back to the head of their
