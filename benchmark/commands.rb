@@ -79,8 +79,8 @@ module Bench
                    "claiming again. After the task returns, the acker's `ack.lua`: SET its node's last-batch marker (a " \
                    "batch resent after a lost reply is recognised as applied), HMGET checks the token is still held, " \
                    "HDEL ×3 removes the claim, the failure record and the job-index entry, INCRBY counts it processed, " \
-                   "LPUSH and LTRIM keep its id in the capped `completed` list (what tells a completed job from an " \
-                   "unknown id).",
+                   "LPUSH records the batch's ids as one element of the bounded `completed` list and LINDEX finds its " \
+                   "oldest element still within bounds (what tells a completed job from an unknown id).",
       retry: "the same claim; then, on the node's pooled connection, `record_failure.lua` (HEXISTS fence check, TIME " \
              "(failure times are on Redis' clock), HGET and HSET the failure record, INCR failed) and, once " \
              "FailurePolicy chose the delay, `retry.lua` (HDEL the claim, SET the settle marker that makes a resent " \

@@ -21,9 +21,10 @@ class CommandCountsTest < SolidJobsTest
     # TIME and raises the fence counter to its clock floor (SET ... GET instead
     # of INCRBY), so tokens survive a Redis rollback; an ack writes the node's
     # last-batch marker (SET), so a batch resent after a lost reply is
-    # recognised as applied, not stale (docs/reliability.md); and pushes the
-    # completed ids onto the capped `completed` list (LPUSH LTRIM), so a lookup
-    # tells "completed" from "unknown" (Console#find).
+    # recognised as applied, not stale (docs/reliability.md); and records the
+    # batch's ids as one element of the bounded `completed` list (LPUSH, and
+    # LINDEX of the oldest element: RPOP only once it is out of bounds), so a
+    # lookup tells "completed" from "unknown" (Console#find).
     worker_turn: {commands: 2, lua: 15, round_trips: 2},
     # Scripts that compare or store due times read Redis' clock with TIME
     # (docs/reliability.md, "Clocks"): one command inside the script each,
