@@ -318,7 +318,7 @@ class ConfigFileTest < SolidJobsTest
     assert_empty missing, "every key is a Configuration setter"
     file = write_file("logging.yml", "log_level: debug\nlog_format: json\n")
     SolidJobs::ConfigFile.new(file, environment: "e").apply
-    assert_equal [:debug, :json], [SolidJobs.config.log_level, SolidJobs.config.log_format]
+    assert_equal %i[debug json], [SolidJobs.config.log_level, SolidJobs.config.log_format]
   ensure
     SolidJobs::Log.level = :none
   end
