@@ -143,16 +143,32 @@ class HealthCommandTest < SolidJobsTest
     proxy&.blackhole = false
   end
 
-  # Engine-only: the engine's PING is the check, and the line says node
-  # heartbeats were not read; --node cannot be answered there (usage).
-  def test_an_engine_only_configuration_checks_the_engine
+  # Engine-only: the engine's PING, then the nodes announced to it (NODES,
+  # ages on the engine's clock): none yet is unhealthy, a live engine-only
+  # worker is fresh, by id too; a stopped one is gone; a stopped engine is
+  # a backend failure.
+  def test_an_engine_only_configuration_checks_the_engine_and_its_nodes
     engine = (@servers << EngineServer.new.start).last
     env = {"SOLID_JOBS_TEST_ENGINE_URL" => engine.url}
     code, out, err, = health(env: env)
-    assert_one_line(code, out, err, 0, /ok: solid_engine \(solid_engine\) answered in [\d.]+ ms; node heartbeats are not checked/)
-    code, _, err, = health("--node", "x", env: env)
-    assert_equal 64, code
-    assert_match(/node x cannot be checked: node heartbeats are not checked/, err)
+    assert_one_line(code, out, err, 2, /no live node/)
+    w = WorkerProcess.new(redis_url: REDIS.url, namespace: @namespace, log: File.join(@ledger_dir, "engine-worker.log"),
+                          env: env).start
+    @workers << w
+    client = SolidJobs::Native::EngineClient.new(engine.url, nil, {connect: 2.0, read: 2.0, write: 2.0})
+    node_id = nil
+    eventually("the engine-only worker announced itself") do
+      node_id = client.call(["NODES"]).find { |_, _, _, d| JSON.parse(d)["pid"] == w.pid }&.first
+    end
+    code, out, err, = health(env: env)
+    assert_one_line(code, out, err, 0, /ok: solid_engine \(solid_engine\) answered in [\d.]+ ms; 1 fresh node/)
+    code, out, err, = health("--node", node_id, env: env)
+    assert_one_line(code, out, err, 0, /node #{node_id} heartbeat [\d.]+ ?m?s ago/)
+    code, _out, err, = health("--local", env: env)
+    assert_equal 0, code, err
+    w.stop
+    code, out, err, = health("--node", node_id, env: env)
+    assert_one_line(code, out, err, 2, /node #{node_id} is not registered/)
     engine.stop
     code, out, err, = health(env: env)
     assert_one_line(code, out, err, 1, /solid_engine \(solid_engine\) unreachable/)

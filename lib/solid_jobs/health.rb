@@ -9,17 +9,19 @@ module SolidJobs
   # readiness"):
   #
   # - every backend the configuration routes to answers: Redis (the node
-  #   read below is its answer), SolidEngine (PING);
-  # - the nodes heartbeat: a node is live while its heartbeat key exists,
-  #   and fresh while its last heartbeat is at most two heartbeat intervals
-  #   and a second old. Ages are read on Redis' clock (the key's remaining
-  #   TTL against the TTL the node sets), never the prober's.
+  #   read below is its answer), SolidEngine (PING, then NODES);
+  # - the nodes heartbeat: a node is live while its heartbeat key (or its
+  #   SolidEngine announcement) exists, and fresh while its last heartbeat
+  #   is at most two heartbeat intervals and a second old. Ages are read on
+  #   the backend's clock (Redis: the key's remaining TTL against the TTL
+  #   the node sets; SolidEngine: the age NODES reports), never the prober's.
   #
   # Scope: every node (at least one must be fresh), `local: true` (the
   # nodes started on this host, by hostname: each live one fresh, at least
   # one), or `node: ID` (that node, live and fresh). Nodes whose channels
-  # are all on SolidEngine register nowhere (SolidEngine keeps no node
-  # registry), so with no Redis backend the nodes are not checked and the
+  # are all on SolidEngine announce themselves to it (NODE, each
+  # heartbeat), so an engine-only deployment's nodes are checked there; an
+  # engine without NODES (an older server) leaves them unchecked, and the
   # result says so.
   #
   # Bounded: each backend is asked on its own thread with clients of its
@@ -35,8 +37,8 @@ module SolidJobs
     # heartbeat script's own round trip, and a beat retried after an error.
     FRESH_SLACK_MS = 1000
     # Why nodes are not checked on a configuration without Redis.
-    ENGINE_ONLY_NOTE = "node heartbeats are not checked: no channel is routed to Redis, and SolidEngine keeps no node " \
-                       "registry (its answer to PING is the check)"
+    ENGINE_ONLY_NOTE = "node heartbeats are not checked: no channel is routed to Redis, and this SolidEngine keeps no " \
+                       "node registry (NODES; its answer to PING is the check)"
 
     # healthy: Boolean; failure: nil, :backend or :nodes; reason: the one
     # line why (or what was found healthy); to_h: the JSON body.
@@ -63,7 +65,6 @@ module SolidJobs
       @local = local
       @hostname = hostname || Socket.gethostname
       @clients = build_clients
-      raise ConfigurationError, "#{scope_name} cannot be checked: #{ENGINE_ONLY_NOTE}" if (node || local) && !redis?
     end
 
     # Whether some check is still waiting on a backend that did not answer
@@ -117,16 +118,34 @@ module SolidJobs
       started = monotonic
       answer = {}
       if kind == :redis
-        now_ms, registered, nodes = client.node_health(NODE_LIMIT)
-        answer[:nodes] = {now_ms: now_ms, registered: registered, list: nodes}
+        _now_ms, registered, nodes = client.node_health(NODE_LIMIT)
+        default_ttl_ms = (@config.recovery_delay * 1000).round
+        list = nodes.map do |id, ttl_ms, raw|
+          description = parse(raw)
+          [id, Nodes.heartbeat_age_ms(description, ttl_ms, default_ttl_ms: default_ttl_ms), description]
+        end
+        answer[:nodes] = {registered: registered, list: list}
       else
         client.call(["PING"])
+        answer[:nodes] = engine_nodes(client)
       end
       answer.merge(latency_ms: ((monotonic - started) * 1000).round(1))
     rescue StandardError => e
       # Whatever failed (a SolidJobs::Error from the backend, or a reply
       # the check did not expect) is that backend's answer, not a crash.
       {error: "#{e.class.name.split("::").last}: #{e.message}"}
+    end
+
+    # The nodes announced to a SolidEngine (NODES: [id, age_ms, ttl_ms,
+    # description], ages on the engine's clock), or nil from a server that
+    # has no registry.
+    def engine_nodes(client)
+      rows = client.call(["NODES"])
+      {registered: rows.size, list: rows.first(NODE_LIMIT).map { |id, age_ms, _ttl_ms, raw| [id, age_ms, parse(raw)] }}
+    rescue EngineError => e
+      raise unless e.message.match?(/unknown command/i)
+
+      nil
     end
 
     def backend_entry(name, kind, answer)
@@ -146,7 +165,11 @@ module SolidJobs
         reasons = down.map { |b| "#{b["name"]} (#{b["kind"]}) unreachable: #{b["error"]}" }
         return fill(result, false, :backend, reasons.join("; "))
       end
-      return fill(result, true, nil, "#{backend_summary(backends)}; #{ENGINE_ONLY_NOTE}") unless nodes["checked"]
+      unless nodes["checked"]
+        return fill(result, false, :nodes, "#{scope_name} cannot be checked: #{ENGINE_ONLY_NOTE}") if @node || @local
+
+        return fill(result, true, nil, "#{backend_summary(backends)}; #{ENGINE_ONLY_NOTE}")
+      end
 
       judge_nodes(result, nodes, backends)
     end
@@ -200,8 +223,8 @@ module SolidJobs
 
       list = {}
       reads.each do |read|
-        read[:list].each do |id, ttl_ms, description|
-          node = node_entry(id, ttl_ms, description)
+        read[:list].each do |id, age_ms, description|
+          node = node_entry(id, age_ms, description)
           hostname = node.delete(:hostname)
           next if @local && hostname != @hostname
 
@@ -213,13 +236,11 @@ module SolidJobs
        "fresh" => nodes.count { |n| n["fresh"] }, "list" => nodes}
     end
 
-    # A node's freshness from its key's remaining TTL (Nodes.heartbeat_age_ms).
-    # A node described without its interval or TTL (an older version) is
-    # read with this configuration's.
-    def node_entry(id, ttl_ms, raw)
-      description = parse(raw)
+    # A node's freshness from the age of its last heartbeat (nil: its
+    # registration is gone). A node described without its interval (an
+    # older version) is read with this configuration's.
+    def node_entry(id, age, description)
       interval_ms = description["heartbeat_interval_ms"] || (@config.heartbeat_interval * 1000).round
-      age = Nodes.heartbeat_age_ms(description, ttl_ms, default_ttl_ms: (@config.recovery_delay * 1000).round)
       live = !age.nil?
       fresh_for = Health.fresh_for_ms(interval_ms)
       {"id" => id, "live" => live, "fresh" => live && age <= fresh_for, "heartbeat_age_ms" => age,

@@ -14,9 +14,9 @@ module SolidJobs
   #   1   a backend (Redis or SolidEngine) did not answer, or answered
   #       with an error, within --timeout
   #   2   the backends answered, but the nodes did not pass: none live,
-  #       stale, or --node not registered, dead or stale
-  #   64  usage: a bad flag, or a scope that cannot be checked (--node or
-  #       --local without a Redis backend)
+  #       stale, or --node not registered, dead or stale (or --node/--local
+  #       where no backend keeps a node registry)
+  #   64  usage: a bad flag
   #
   # The whole check takes at most --timeout (default 3 s), whatever the
   # backends do.
