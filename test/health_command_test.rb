@@ -69,6 +69,22 @@ class HealthCommandTest < SolidJobsTest
     assert_one_line(code, out, err, 0, /1 fresh node\(s\) on #{Regexp.escape(Socket.gethostname)}/)
   end
 
+  # The probe reads the configuration file as a worker does: the file's
+  # namespace beats the app's (no node lives there), and -e picks its
+  # section.
+  def test_the_configuration_file_is_read_as_by_workers
+    worker
+    file = File.join(@ledger_dir, "solid_jobs.yml")
+    File.write(file, "production:\n  namespace: #{@namespace}_elsewhere\nstaging:\n  namespace: #{@namespace}\n")
+    code, out, err, = health("-C", file, "-e", "production")
+    assert_one_line(code, out, err, 2, /unhealthy: no live node/)
+    code, out, err, = health("-C", file, "-e", "staging")
+    assert_one_line(code, out, err, 0, /1 fresh node\(s\)/)
+    code, _out, err, = health("-C", File.join(@ledger_dir, "missing.yml"))
+    assert_equal 64, code
+    assert_match(/missing\.yml: no such file/, err)
+  end
+
   def test_no_node_or_an_unknown_node_is_unhealthy
     code, out, err, = health
     assert_one_line(code, out, err, 2, /unhealthy: no live node\n\z/)

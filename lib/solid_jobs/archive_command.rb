@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "optparse"
+require "solid_jobs/app_options"
 require_relative "cli"
 require_relative "config_file"
 
@@ -30,11 +31,7 @@ module SolidJobs
       options = parse
       return 0 if options == :exit
 
-      # The worker's order: flags > the file > the app's configure.
-      config_file = ConfigFile.find(path: options[:config], environment: options[:environment], app: options[:require])
-      CLI.load_app(options[:require])
-      config_file&.apply
-      configure(options)
+      AppOptions.apply(options)
       result = options[:all] ? Archive.reenqueue_all : Archive.reenqueue_where(task: options[:task], error_class: options[:error])
       @out.puts("solid-jobs archive reenqueue (#{describe(options)}): #{result}")
       0
@@ -60,19 +57,7 @@ module SolidJobs
           options[:error] = v
         end
         o.on("--all", "Every archived job that decodes") { options[:all] = true }
-        o.on("-r", "--require PATH", "File to require first (e.g. ./config/environment, for its SolidJobs.configure)") do |v|
-          options[:require] = v
-        end
-        o.on("--redis-url URL", "Redis URL (default $SOLID_JOBS_REDIS_URL or #{Configuration::DEFAULTS[:redis_url]})") do |v|
-          options[:redis_url] = v
-        end
-        o.on("--namespace NS", "Key prefix (default #{Configuration::DEFAULTS[:namespace]})") { |v| options[:namespace] = v }
-        o.on("-C", "--config PATH", "Configuration file (default: config/solid_jobs.yml under the app, when present)") do |v|
-          options[:config] = v
-        end
-        o.on("-e", "--environment NAME", "The file's section to use; also sets RAILS_ENV and RACK_ENV") do |v|
-          options[:environment] = v
-        end
+        AppOptions.define(o, options)
         o.on("-h", "--help", "Show this help") { options[:help] = true }
       end
     end
@@ -92,15 +77,7 @@ module SolidJobs
       raise UsageError, "--all re-enqueues every job: do not combine it with --task or --error" if options[:all] && filtered
       raise UsageError, "say which jobs: --task NAME, --error CLASS or --all" unless options[:all] || filtered
 
-      CLI.select_environment(options[:environment])
       options
-    end
-
-    def configure(options)
-      SolidJobs.configure do |c|
-        c.redis_url = options[:redis_url] if options[:redis_url]
-        c.namespace = options[:namespace] if options[:namespace]
-      end
     end
 
     def describe(options)

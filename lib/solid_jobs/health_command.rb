@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "optparse"
+require "solid_jobs/app_options"
 require_relative "cli"
 require_relative "health"
 
@@ -37,8 +38,7 @@ module SolidJobs
       options = parse
       return 0 if options == :exit
 
-      CLI.load_app(options[:require])
-      configure(options)
+      AppOptions.apply(options)
       health = Health.new(timeout: options[:timeout], node: options[:node], local: options[:local])
       result = health.check
       code = report(result, options[:liveness])
@@ -96,18 +96,12 @@ module SolidJobs
                            "nodes failing while the backends answer still fail") do
           options[:liveness] = true
         end
-        o.on("-r", "--require PATH", "File to require first (e.g. ./config/environment, for its SolidJobs.configure)") do |v|
-          options[:require] = v
-        end
-        o.on("--redis-url URL", "Redis URL (default $SOLID_JOBS_REDIS_URL or #{Configuration::DEFAULTS[:redis_url]})") do |v|
-          options[:redis_url] = v
-        end
-        o.on("--namespace NS", "Key prefix (default #{Configuration::DEFAULTS[:namespace]})") { |v| options[:namespace] = v }
         o.on("--timeout SECONDS", Float, "Longest the whole check takes (default #{Health::DEFAULT_TIMEOUT})") do |v|
           raise UsageError, "invalid --timeout #{v} (seconds, more than 0)" unless v.positive?
 
           options[:timeout] = v
         end
+        AppOptions.define(o, options)
         o.on("-h", "--help", "Show this help") do
           @out.puts(o)
           return :exit
@@ -118,13 +112,6 @@ module SolidJobs
       raise UsageError, "--node and --local both name the nodes to check: use one" if options[:node] && options[:local]
 
       options
-    end
-
-    def configure(options)
-      SolidJobs.configure do |c|
-        c.redis_url = options[:redis_url] if options[:redis_url]
-        c.namespace = options[:namespace] if options[:namespace]
-      end
     end
   end
 end

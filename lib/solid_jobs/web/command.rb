@@ -3,6 +3,7 @@
 require "optparse"
 require_relative "../cli"
 require_relative "../config_file"
+require_relative "../app_options"
 
 module SolidJobs
   class Web
@@ -31,11 +32,7 @@ module SolidJobs
         options = parse
         return 0 if options == :exit
 
-        # The worker's order: flags > the file > the app's configure.
-        config_file = ConfigFile.find(path: options[:config], environment: options[:environment], app: options[:require])
-        load_app(options[:require])
-        config_file&.apply
-        configure(options)
+        AppOptions.apply(options)
         handler = load_server or return UNAVAILABLE
         serve(handler, options)
         0
@@ -54,10 +51,6 @@ module SolidJobs
           o.separator ""
           o.on("-p", "--port PORT", Integer, "Port (default #{DEFAULT_PORT}; 0 picks a free one)") { |v| options[:port] = v }
           o.on("-b", "--bind ADDRESS", "Address to listen on (default #{DEFAULT_BIND})") { |v| options[:bind] = v }
-          o.on("--redis-url URL", "Redis URL (default $SOLID_JOBS_REDIS_URL or #{Configuration::DEFAULTS[:redis_url]})") do |v|
-            options[:redis_url] = v
-          end
-          o.on("--namespace NS", "Key prefix (default #{Configuration::DEFAULTS[:namespace]})") { |v| options[:namespace] = v }
           o.on("--basic-auth USER:PASSWORD", "Require HTTP basic auth (or $#{AUTH_ENV}=USER:PASSWORD)") { |v| options[:auth] = v }
           o.on("--public-health", "Answer /health without --basic-auth (for probes that cannot authenticate)") do
             options[:public_health] = true
@@ -65,16 +58,7 @@ module SolidJobs
           o.on("--refresh SECONDS", Integer, "Live refresh interval (default #{REFRESH_SECONDS}; 0 turns it off)") do |v|
             options[:refresh] = v
           end
-          o.on("-r", "--require PATH", "File to require first (e.g. ./config/environment, for its SolidJobs.configure)") do |v|
-            options[:require] = v
-          end
-          o.on("-C", "--config PATH", "Configuration file for redis_url, namespace, backends " \
-                                      "(default: config/solid_jobs.yml under the app, when present)") do |v|
-            options[:config] = v
-          end
-          o.on("-e", "--environment NAME", "The file's section to use; also sets RAILS_ENV and RACK_ENV") do |v|
-            options[:environment] = v
-          end
+          AppOptions.define(o, options)
           o.on("-h", "--help", "Show this help") do
             @out.puts(o)
             return :exit
@@ -86,7 +70,6 @@ module SolidJobs
         raise UsageError, "invalid refresh #{options[:refresh]} (seconds, 0 or more)" if options[:refresh].negative?
 
         options[:auth] = parse_auth(options[:auth])
-        CLI.select_environment(options[:environment])
         options
       end
 
@@ -99,15 +82,6 @@ module SolidJobs
         end
 
         [user, password]
-      end
-
-      def load_app(path) = CLI.load_app(path)
-
-      def configure(options)
-        SolidJobs.configure do |c|
-          c.redis_url = options[:redis_url] if options[:redis_url]
-          c.namespace = options[:namespace] if options[:namespace]
-        end
       end
 
       # Rack 3 moved the server handlers to the rackup gem; Rack 2 (Debian
