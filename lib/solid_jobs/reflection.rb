@@ -19,9 +19,6 @@ module SolidJobs
 
     def superclass(klass) = Class.instance_method(:superclass).bind_call(klass)
 
-    # Direct subclasses, singleton classes excluded (Ruby 3.1's Class#subclasses).
-    def subclasses(klass) = Class.instance_method(:subclasses).bind_call(klass)
-
     def method_defined?(klass, method) = Module.instance_method(:method_defined?).bind_call(klass, method)
 
     # The object's class; nil for a BasicObject, which has no Kernel#class.

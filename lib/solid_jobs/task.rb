@@ -16,32 +16,28 @@ module SolidJobs
       register(base)
     end
 
-    # The classes that included Task, so a node finds its task classes
-    # without scanning ObjectSpace and calling methods on every class there
-    # (any of which may redefine them). Written and read in the main Ractor
-    # only (Lanes reads it when a node starts): a class defined inside a
-    # worker Ractor is not recorded. Held weakly, so a class replaced by a
-    # code reload is not kept alive by it.
+    # The classes that included Task and their subclasses (registered by
+    # ClassMethods#inherited), so a node finds its task classes without
+    # scanning ObjectSpace and calling methods on every class there (any of
+    # which may redefine them). Written and read in the main Ractor only
+    # (Lanes reads it when a node starts): a class defined inside a worker
+    # Ractor is not recorded.
+    #
+    # Held strongly, by identity. Ruby 3.1's weak references to classes
+    # (Class#subclasses, which an earlier version walked) can hand back a
+    # class the GC found dead but has not swept yet, and calling a method on
+    # it crashed the process (a segfault in Lanes.thread_only? under the
+    # suite's anonymous task classes). The cost: a class replaced by a code
+    # reload (Rails development) stays registered, under its old identity.
     def self.register(base)
       return unless Ractor.current == Ractor.main
 
-      (@registry ||= ObjectSpace::WeakMap.new)[base] = true
+      (@registry ||= {}.compare_by_identity)[base] = true
     end
 
-    # Every task class loaded in this process: the registered ones and all
-    # their subclasses (which inherit Task without calling `included`).
-    # Main Ractor only.
+    # Every task class loaded in this process. Main Ractor only.
     def self.classes
-      found = {}.compare_by_identity # never calls the classes' own hash or eql?
-      pending = @registry ? @registry.keys.select { |k| Class === k } : []
-      until pending.empty?
-        klass = pending.shift
-        next if found.key?(klass)
-
-        found[klass] = true
-        pending.concat(Reflection.subclasses(klass))
-      end
-      found.keys
+      @registry ? @registry.keys : []
     end
 
     # Bumped whenever a task class defines execute_task, so the arity each
@@ -111,6 +107,14 @@ module SolidJobs
     end
 
     module ClassMethods
+      # A subclass inherits Task without `included`: registered here. A
+      # class that defines its own self.inherited must call super (as Ruby
+      # expects), or its subclasses are not registered.
+      def inherited(subclass)
+        super
+        Task.register(subclass)
+      end
+
       def task_options(**options)
         own = Configuration.validate_task_options(options)
         merged = (instance_variable_defined?(:@solid_jobs_task_options) ? @solid_jobs_task_options : {}).merge(own)
