@@ -2,6 +2,7 @@
 
 require_relative "test_helper"
 require "logger"
+require "open3"
 
 # SolidJobs::Log in-process: the settings, and the logger route's queue
 # (test/logging_test.rb covers real worker processes).
@@ -99,5 +100,65 @@ class LogTest < SolidJobsTest
     sleep 0.2
     assert_empty logger.lines, "nothing is counted twice"
     assert_equal sent + 1, delivered + notices.sum(&:last)
+  end
+
+  # A logger that never returns (a stalled log shipper) cannot keep the
+  # process from exiting: the exit waits FLUSH_SECONDS, then what is still
+  # queued goes to stderr. In a child process, as an operator's stop is.
+  def test_a_stalled_logger_does_not_hang_the_exit
+    script = <<~RUBY
+      require "solid_jobs"
+      require "logger"
+      _reader, writer = IO.pipe # nobody reads: writes block once the pipe is full
+      SolidJobs.configure { |c| c.log_level = :info; c.logger = Logger.new(writer) }
+      2_000.times { |i| SolidJobs::Log.info("line \#{i} " + ("x" * 200)) }
+    RUBY
+    started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    _out, err, status = Open3.capture3(RbConfig.ruby, "-I", File.expand_path("../lib", __dir__), "-e", script)
+    elapsed = Process.clock_gettime(Process::CLOCK_MONOTONIC) - started
+    assert status.success?, err
+    assert_operator elapsed, :<, SolidJobs::Log::FLUSH_SECONDS + 8, "the exit waited for the stalled logger"
+    assert_match(/line 1999 x+$/, err, "the last lines went to stderr, not lost")
+  end
+
+  # Replacing a logger that hangs returns at once, and its draining thread
+  # never calls the next logger (one thread per logger).
+  def test_replacing_a_hung_logger_returns_and_never_shares_the_next_one
+    hung = GatedLogger.new
+    SolidJobs.configure do |c|
+      c.log_level = :info
+      c.logger = hung
+    end
+    SolidJobs::Log.info("held")
+    eventually("the logger holds the line") { hung.entered }
+    started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    recorder = GatedLogger.new
+    recorder.open!
+    SolidJobs::Log.logger = recorder
+    assert_operator Process.clock_gettime(Process::CLOCK_MONOTONIC) - started, :<, 2.5
+    SolidJobs::Log.info("after")
+    hung.open!
+    eventually("the new logger has its line") { !recorder.lines.empty? }
+    sleep 0.2
+    assert_equal ["after"], Array.new(recorder.lines.size) { recorder.lines.pop.last[/(held|after)/] }
+    assert_equal 1, Thread.list.count { |t| t.name == "solid-jobs-log" && t.alive? }
+  end
+
+  # A forked child has no draining thread: its lines go to stderr.
+  def test_a_forked_child_logs_to_stderr
+    SolidJobs.configure do |c|
+      c.log_level = :info
+      c.logger = Logger.new(File::NULL)
+    end
+    reader, writer = IO.pipe
+    pid = fork do
+      reader.close
+      $stderr.reopen(writer)
+      SolidJobs::Log.info("from the child")
+      exit!(0)
+    end
+    writer.close
+    Process.wait(pid)
+    assert_match(/INFO pid=#{pid} .*from the child/, reader.read)
   end
 end

@@ -69,15 +69,24 @@ module SolidJobs
     # The logger lines are routed to, or nil (stderr). Main Ractor only.
     def logger = @logger
 
+    # Seconds the exit (and a logger replaced while it hangs) waits for the
+    # logger to take what is queued: a stalled log shipper must not keep a
+    # stopping process alive past its supervisor's patience. What is left
+    # after that goes to stderr.
+    FLUSH_SECONDS = 2.0
+
     # Routes every line to `logger.add(severity, line)` (nil: back to
-    # stderr). Main Ractor only: the logger stays there.
+    # stderr). Main Ractor only: the logger stays there. Each logger gets
+    # its own draining thread, which only ever calls that logger: a thread
+    # still blocked in a replaced logger never calls the next one.
     def logger=(logger)
       stop_draining
       @logger = logger
       Native::Log.routed = !logger.nil?
       return unless logger
 
-      @draining = Thread.new { drain }.tap { |t| t.name = "solid-jobs-log" }
+      generation = @generation = (@generation || 0) + 1
+      @draining = Thread.new { drain(logger, generation) }.tap { |t| t.name = "solid-jobs-log" }
       return if @flush_at_exit
 
       @flush_at_exit = true
@@ -85,37 +94,59 @@ module SolidJobs
     end
 
     # Hands every queued line to the logger now (at exit, and when the
-    # logger is replaced).
-    def flush
+    # logger is replaced), for at most FLUSH_SECONDS; then what is still
+    # queued goes to stderr.
+    def flush(logger = @logger)
+      return unless logger
+
+      flusher = Thread.new do
+        while (lines = Native::Log.take(BATCH, 0)).any?
+          deliver(logger, lines)
+        end
+      end
+      return if flusher.join(FLUSH_SECONDS)
+
+      # The logger hangs: the lines it has not taken are not lost.
       while (lines = Native::Log.take(BATCH, 0)).any?
-        deliver(lines)
+        lines.each { |_, line| write_stderr(line) }
       end
     end
 
-    def drain
-      until @stop_draining
+    # A forked child has no draining thread (threads do not survive fork):
+    # its lines go to stderr until it sets a logger again
+    # (`SolidJobs.config.logger = ...` in the child).
+    def after_fork
+      return unless @logger
+
+      @logger = nil
+      @draining = nil
+      Native::Log.routed = false
+    end
+
+    def drain(logger, generation)
+      while @generation == generation
         lines = Native::Log.take(BATCH, IDLE_WAIT)
-        deliver(lines) unless lines.empty?
+        deliver(logger, lines) unless lines.empty?
       end
     end
 
     def stop_draining
       thread = @draining or return
-      @stop_draining = true
+      @generation += 1
       # Interrupts the native wait (its unblocking function), which then
       # returns no line: none taken from the queue is lost.
       thread.wakeup if thread.alive?
-      thread.join(1)
-      flush if @logger
+      # A thread that does not end in time is blocked in its logger: it
+      # ends after that call (its generation is gone), and the queue is
+      # left to the next logger, or to stderr.
+      flush(@logger) if thread.join(1)
     rescue ThreadError
       nil
     ensure
       @draining = nil
-      @stop_draining = false
     end
 
-    def deliver(lines)
-      logger = @logger or return
+    def deliver(logger, lines)
       lines.each do |severity, line|
         logger.add(severity, line)
       rescue StandardError => e
@@ -130,12 +161,26 @@ module SolidJobs
       name = Reflection.class_name(error)
       unless @logger_errors[name]
         @logger_errors[name] = true
-        $stderr.write("solid-jobs: the configured logger raised #{name}; lines it refuses go to stderr\n")
+        write_stderr("solid-jobs: the configured logger raised #{name}; lines it refuses go to stderr")
       end
+      write_stderr(line)
+    end
+
+    def write_stderr(line)
       $stderr.write("#{line}\n")
     rescue IOError, SystemCallError
       nil
     end
-    private_class_method :drain, :stop_draining, :deliver, :report_broken_logger
+    private_class_method :drain, :stop_draining, :deliver, :report_broken_logger, :write_stderr
+
+    # Process._fork is the hook every fork goes through (Ruby 3.1+).
+    module ForkHook
+      def _fork
+        pid = super
+        Log.after_fork if pid.zero?
+        pid
+      end
+    end
+    Process.singleton_class.prepend(ForkHook)
   end
 end
