@@ -57,6 +57,7 @@ class WebHealthTest < SolidJobsTest
     get "/health"
     assert_equal 503, last_response.status
     refute_includes last_response.body, "pa55word"
+    refute_includes last_response.body, "127.0.0.1:1", "nor the URL: /health may be public"
     assert_equal false, body["backends"].first["reachable"]
     assert_match(/ConnectionError/, body["backends"].first["error"])
   end

@@ -151,7 +151,7 @@ module SolidJobs
     def backend_entry(name, kind, answer)
       entry = {"name" => name.to_s, "kind" => kind == :redis ? "redis" : "solid_engine", "reachable" => !answer[:error]}
       entry["latency_ms"] = answer[:latency_ms] if answer[:latency_ms]
-      entry["error"] = Native.redact(answer[:error]) if answer[:error]
+      entry["error"] = without_urls(answer[:error]) if answer[:error]
       entry[:nodes] = answer[:nodes] if answer[:nodes]
       entry
     end
@@ -173,6 +173,14 @@ module SolidJobs
 
       judge_nodes(result, nodes, backends)
     end
+
+    # A backend's error without the URL it quotes: /health may be public
+    # (--public-health), and a URL names hosts, ports and users even with
+    # its password masked. The backend is named beside it; the server log
+    # has the detail.
+    URL = %r{\b[a-z][a-z0-9+.-]*://[^\s)\]]+}i
+
+    def without_urls(message) = Native.redact(message).gsub(URL, "<url>")
 
     def fill(result, healthy, failure, reason)
       result.healthy = healthy

@@ -20,9 +20,9 @@
 -- id2 ...", pushed at the head (LPUSH), and the oldest element popped once
 -- all its ids are more than ARGV[2] completions old (LINDEX, RPOP). The
 -- processed counter numbers completions, so the list holds the newest
--- ARGV[2] completions plus at most one batch; an element numbered above
--- the counter (the counter was reset) is popped too, so the list never
--- outgrows its bound. (An LPUSH of every id cost about 5 % of no-op
+-- ARGV[2] completions plus at most one batch; when the oldest element is
+-- numbered above the counter (the counter was reset), the list restarts
+-- with this batch, so it never outgrows its bound. (An LPUSH of every id cost about 5 % of no-op
 -- throughput at 200k jobs/s; this is a memcpy per batch.)
 -- KEYS[1] node claims hash, KEYS[2] attempts hash, KEYS[3] processed metric,
 -- KEYS[4] stale metric, KEYS[5] job index, KEYS[6] the node's last-batch
@@ -67,13 +67,21 @@ if #done > 0 then
   -- pcall: a record Redis refuses (out of memory) must not undo the
   -- completions; those ids then read as unknown, never as pending.
   if keep > 0 then
-    redis.pcall('LPUSH', KEYS[7], total .. ' ' .. table.concat(ids, ' '))
+    local element = total .. ' ' .. table.concat(ids, ' ')
+    redis.pcall('LPUSH', KEYS[7], element)
     -- Ends: the element just pushed is always kept.
     while true do
       local oldest = redis.pcall('LINDEX', KEYS[7], -1)
       if type(oldest) ~= 'string' then break end
       local last = tonumber(string.match(oldest, '^(%d+) '))
-      if last and last > total - keep and last <= total then break end
+      if last and last > total then
+        -- The counter was reset: every older element is numbered above it.
+        -- One DEL, not one RPOP per element inside this script.
+        redis.pcall('DEL', KEYS[7])
+        redis.pcall('LPUSH', KEYS[7], element)
+        break
+      end
+      if last and last > total - keep then break end
       redis.pcall('RPOP', KEYS[7])
     end
   end

@@ -264,8 +264,17 @@ pub fn format_line(
         let value = given.or(if key == "node_id" { node_value.as_ref() } else { None });
         (key, short, value.filter(|v| **v != Value::Null))
     });
-    // A field that does not apply (nil) is left out rather than written empty.
-    let rest = fields.iter().filter(|(k, v)| *v != Value::Null && !IDS.iter().any(|(id, _)| id == k));
+    // A field that does not apply (nil) is left out rather than written
+    // empty. A field named like a secret (`password`, `auth_token`) is
+    // masked whole: redaction of a value alone cannot see its key. A key
+    // is written only with the characters of a key (`[A-Za-z0-9_.-]`,
+    // others as `_`), so no key can start another field or line.
+    let mask = Value::Str(Cow::Borrowed(crate::redact::MASK));
+    let rest: Vec<(String, &Value<'_>)> = fields
+        .iter()
+        .filter(|(k, v)| *v != Value::Null && !IDS.iter().any(|(id, _)| id == k))
+        .map(|(k, v)| (safe_key(k), if crate::redact::is_secret_key(k) { &mask } else { v }))
+        .collect();
     let msg = crate::redact::redact(msg);
     match format {
         Format::Text => {
@@ -279,7 +288,7 @@ pub fn format_line(
             }
             out.push(' ');
             escape_controls(&mut out, &msg);
-            for (key, value) in rest {
+            for (key, value) in &rest {
                 let _ = write!(out, " {key}=");
                 text_value(&mut out, value);
             }
@@ -295,7 +304,7 @@ pub fn format_line(
             }
             out.push_str(",\"msg\":");
             json_string(&mut out, &msg);
-            for (key, value) in rest {
+            for (key, value) in &rest {
                 json_pair(&mut out, key, value);
             }
             out.push('}');
@@ -362,15 +371,21 @@ pub fn json_string(out: &mut String, s: &str) {
     out.push('"');
 }
 
-/// The message in `text`: control characters escaped as in JSON (a
-/// backtrace's newlines become `\n`), everything else as it is.
+/// A field's key as written: the characters of a key, any other as `_`.
+fn safe_key(key: &str) -> String {
+    key.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') { c } else { '_' }).collect()
+}
+
+/// The message in `text`: control characters, and the line and paragraph
+/// separators some readers split on, escaped as in JSON (a backtrace's
+/// newlines become `\n`), everything else as it is.
 fn escape_controls(out: &mut String, s: &str) {
     for c in s.chars() {
         match c {
             '\n' => out.push_str("\\n"),
             '\r' => out.push_str("\\r"),
             '\t' => out.push_str("\\t"),
-            c if c.is_control() => {
+            c if c.is_control() || c == '\u{2028}' || c == '\u{2029}' => {
                 let _ = write!(out, "\\u{:04x}", c as u32);
             }
             c => out.push(c),
@@ -577,6 +592,23 @@ mod tests {
 
     fn json(line: &str) -> serde_json::Value {
         serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+    }
+
+    #[test]
+    fn text_keeps_one_event_per_line_and_masks_secret_named_fields() {
+        let fields = [
+            ("evil key=1\ninjected", Value::from("v")),
+            ("password", Value::from("hunter2")),
+            ("auth_token", Value::from("tok123")),
+        ];
+        let line = format_line(Format::Text, Level::Info, 0, 7, None, "sep:\u{2028}FAKE \u{2029}x", &fields);
+        assert!(!line.contains('\n') && !line.contains('\u{2028}') && !line.contains('\u{2029}'), "{line}");
+        assert!(line.contains(" evil_key_1_injected=v"), "{line}");
+        assert!(!line.contains("hunter2") && !line.contains("tok123"), "{line}");
+        assert!(line.contains(" password=***") && line.contains(" auth_token=***"), "{line}");
+        let v = json(&format_line(Format::Json, Level::Info, 0, 7, None, "m", &fields));
+        assert_eq!((v["password"].as_str(), v["auth_token"].as_str()), (Some("***"), Some("***")));
+        assert_eq!(v["evil_key_1_injected"], "v");
     }
 
     #[test]

@@ -73,8 +73,9 @@ fn is_key_char(c: u8) -> bool {
     c.is_ascii_alphanumeric() || c == b'_' || c == b'-'
 }
 
-/// True when `key` is a secret word or ends in `_word` / `-word`.
-fn is_secret_key(key: &str) -> bool {
+/// True when `key` is a secret word or ends in `_word` / `-word` (also
+/// what the log masks a field by: `password:`, `auth_token:`).
+pub fn is_secret_key(key: &str) -> bool {
     let key = key.to_ascii_lowercase();
     SECRET_WORDS.iter().any(|word| {
         key == *word

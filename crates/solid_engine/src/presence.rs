@@ -10,9 +10,14 @@
 //! - An entry is live while `now_ms < announced + ttl`; a TTL of 0 removes
 //!   the entry (a node leaving). Expiry is applied when the registry is
 //!   read or written, so results never depend on a housekeeping thread.
-//! - Bounded: at most [`MAX_NODES`] entries and [`MAX_DESCRIPTION`] bytes
-//!   per description; an announcement beyond either is refused and changes
-//!   nothing.
+//! - Bounded: at most [`MAX_NODES`] entries, [`MAX_DESCRIPTION`] bytes per
+//!   description (so `NODES` answers at most 16 MiB) and [`MAX_TTL_MS`]
+//!   per entry. A description too long is refused and changes nothing. A
+//!   new node announced when the registry is full evicts the entry
+//!   announced longest ago: live nodes refresh every heartbeat, so a
+//!   client that fills the registry with entries it never refreshes
+//!   cannot lock real nodes out (an engine-only node that cannot register
+//!   would read as dead to health checks, and be restarted for nothing).
 //! - Pure and deterministic, like the engine: no I/O, clock passed in.
 
 use std::collections::BTreeMap;
@@ -24,9 +29,10 @@ use crate::error::Error;
 /// server without bound.
 pub const MAX_NODES: usize = 4096;
 /// Largest description accepted (a node's description is a few hundred bytes).
-pub const MAX_DESCRIPTION: usize = 16 * 1024;
-/// Longest time to live accepted: one day.
-pub const MAX_TTL_MS: u64 = 86_400_000;
+pub const MAX_DESCRIPTION: usize = 4 * 1024;
+/// Longest time to live accepted: an hour (a node's is its recovery delay,
+/// 30 s by default), so no entry outlives its node by long.
+pub const MAX_TTL_MS: u64 = 3_600_000;
 
 /// One live node, as `NODES` answers it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,7 +79,10 @@ impl Presence {
             return Err(Error::Invalid(format!("description longer than {MAX_DESCRIPTION} bytes")));
         }
         if !self.nodes.contains_key(&node_id) && self.nodes.len() >= MAX_NODES {
-            return Err(Error::Invalid(format!("too many nodes announced (at most {MAX_NODES})")));
+            let stalest = self.nodes.iter().min_by_key(|(id, a)| (a.at_ms, (*id).clone())).map(|(id, _)| id.clone());
+            if let Some(id) = stalest {
+                self.nodes.remove(&id);
+            }
         }
         self.nodes.insert(node_id, Announced { at_ms: now_ms, ttl_ms, description });
         Ok(())
@@ -121,8 +130,13 @@ mod tests {
                 self.0.retain(|(i, ..)| i != id);
                 return true;
             }
-            if desc.len() > MAX_DESCRIPTION || (!known && self.0.len() >= MAX_NODES) {
+            if desc.len() > MAX_DESCRIPTION {
                 return false;
+            }
+            if !known && self.0.len() >= MAX_NODES {
+                // Evicts the entry announced longest ago (the lowest id among equals).
+                let stalest = (0..self.0.len()).min_by_key(|&i| (self.0[i].1, self.0[i].0.clone())).unwrap();
+                self.0.remove(stalest);
             }
             self.0.retain(|(i, ..)| i != id);
             self.0.push((id.to_vec(), now, ttl, desc.to_vec()));
@@ -200,12 +214,17 @@ mod tests {
         for i in 0..MAX_NODES {
             p.announce(1, format!("n{i}").into_bytes(), 1000, Vec::new()).unwrap();
         }
-        assert!(p.announce(1, b"one-more".to_vec(), 1000, Vec::new()).is_err());
-        // A known node may still refresh itself at the cap.
+        // A known node refreshes itself at the cap.
         p.announce(2, b"n0".to_vec(), 1000, b"again".to_vec()).unwrap();
         assert_eq!(p.len(), MAX_NODES);
-        // Expired entries make room again.
-        assert!(p.announce(1001, b"one-more".to_vec(), 1000, Vec::new()).is_ok());
+        // A new node at the cap evicts the entry announced longest ago, never
+        // one that refreshed itself: a registry filled by entries nobody
+        // refreshes cannot lock a live node out.
+        p.announce(3, b"real-node".to_vec(), 1000, Vec::new()).unwrap();
+        assert_eq!(p.len(), MAX_NODES);
+        let ids: Vec<Vec<u8>> = p.list(3).into_iter().map(|e| e.node_id).collect();
+        assert!(ids.contains(&b"real-node".to_vec()) && ids.contains(&b"n0".to_vec()));
+        assert!(!ids.contains(&b"n1".to_vec()), "the stalest entry (n1, announced at 1, lowest id) made room");
     }
 
     #[test]

@@ -217,11 +217,18 @@ pub fn get(c: &mut Connection, job_id: &str) -> Result<Option<JobInfo>> {
     }))
 }
 
+/// The longest `NODE` time to live an engine accepts (solid_engine's
+/// `presence::MAX_TTL_MS`).
+pub const NODE_TTL_MAX_MS: u64 = 3_600_000;
+
 /// `NODE`: announces this worker node to the engine for `ttl` (0: the
 /// node leaves). What a node whose channels are all on SolidEngine has
 /// instead of Redis's node key, so dashboards can list it.
 pub fn announce(c: &mut Connection, node_id: &str, ttl: Duration, description: &str) -> Result<()> {
-    let _: String = redis::cmd("NODE").arg(node_id).arg(ttl.as_millis() as u64).arg(description).query(c)?;
+    // The engine keeps an entry an hour at most (its MAX_TTL_MS): a longer
+    // recovery delay is announced as that, and refreshed every heartbeat.
+    let ttl_ms = (ttl.as_millis() as u64).min(NODE_TTL_MAX_MS);
+    let _: String = redis::cmd("NODE").arg(node_id).arg(ttl_ms).arg(description).query(c)?;
     Ok(())
 }
 
