@@ -107,7 +107,7 @@ module Bench
 
     # One table per scenario: rows by concurrency, then client.
     def table(scenario)
-      rows = @cases.select { |c| c.scenario == scenario }.sort_by { |c| [c.concurrency, SYSTEMS.keys.index(c.client)] }.map do |c|
+      rows = @cases.select { |c| c.scenario == scenario }.sort_by { |c| [c.concurrency, *ClientNames.order(c.client)] }.map do |c|
         run = c.median_run
         flag = c.ok? ? "0" : "**#{c.error_count}**: #{c.error_text}"
         next [c.concurrency, c.client, "not measured", *Array.new(8, ""), flag] unless run

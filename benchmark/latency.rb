@@ -54,7 +54,7 @@ module Bench
 
     def initialize(settings)
       super
-      @clients = settings.choices("BENCH_CLIENTS", SYSTEMS.keys, %w[solid-jobs solid-jobs-engine sidekiq])
+      @clients = settings.choices("BENCH_CLIENTS", ClientNames, %w[solid-jobs solid-jobs-engine sidekiq])
       @concurrencies = settings.integers("BENCH_CONCURRENCY", @smoke ? [2] : [2, 8])
       @jobs = settings.per_kind("BENCH_JOBS",
                                 @smoke ? {"idle-workers" => 30, "after-idle" => 2} : {"idle-workers" => 500, "after-idle" => 8})

@@ -2,6 +2,7 @@
 
 require_relative "test_helper"
 require "open3"
+require_relative "support/bundle_probe"
 
 # examples/rails_app starts with one command and shows its jobs completing:
 # Active Job on thread workers, a plain task in a Ractor, a warm-pool task in
@@ -10,6 +11,8 @@ class ExampleAppTest < Minitest::Test
   START = File.expand_path("../examples/rails_app/bin/start", __dir__)
 
   def test_the_rails_example_runs_with_one_command
+    BundleProbe.skip_unless_loads(self, File.expand_path("../examples/rails_app/Gemfile", __dir__),
+                                  "Rails 6.1 (examples/rails_app)")
     out, status = Bundler.with_unbundled_env do
       Open3.capture2e({"SOLID_JOBS_LOG_LEVEL" => "info"}, RbConfig.ruby, START)
     end

@@ -3,6 +3,7 @@
 require_relative "test_helper"
 require "open3"
 require "tmpdir"
+require_relative "support/bundle_probe"
 
 # A Rails app's own processes (the server and console that enqueue) read
 # config/solid_jobs.yml too, through the Railtie, so producers and workers
@@ -28,6 +29,11 @@ class RailtieConfigFileTest < SolidJobsTest
   # Rails through the example app's bundle (this repo's bundle leaves
   # railties out on purpose; see the Gemfile).
   GEMFILE = File.expand_path("../examples/rails_app/Gemfile", __dir__)
+
+  def setup
+    super
+    BundleProbe.skip_unless_loads(self, GEMFILE, "Rails 6.1 (examples/rails_app)")
+  end
 
   def boot(root, env)
     Bundler.with_unbundled_env do

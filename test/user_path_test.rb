@@ -4,6 +4,7 @@ require_relative "test_helper"
 require "open3"
 require "socket"
 require "net/http"
+require_relative "../ext/solid_jobs/native_build"
 
 # Issue 11: what a newcomer does, on every run. `gem build` and `gem
 # install --local` into a fresh GEM_HOME, a fresh app with its own Gemfile
@@ -28,6 +29,7 @@ class UserPathTest < SolidJobsTest
     gem "activejob", "~> 6.1" # Active Job outside Rails
     gem "rack"                # solid-jobs web
     gem "webrick"
+    #{SolidJobsCommand::ACTIVE_SUPPORT_GEMS}
   RUBY
 
   ENVIRONMENT = <<~'RUBY'
@@ -105,14 +107,15 @@ class UserPathTest < SolidJobsTest
     gem = File.join(tmpdir("solid-jobs-gem"), "solid-jobs-#{SolidJobs::VERSION}.gem")
     run!({}, "gem", "build", File.join(ROOT, "solid_jobs.gemspec"), "--output", gem, chdir: ROOT)
     started = monotonic
-    run!({"GEM_HOME" => gem_home, "GEM_PATH" => gem_home, "CARGO_TARGET_DIR" => File.join(ROOT, "target")},
+    cache = SolidJobsNativeBuild.checkout_target_dir
+    run!({"GEM_HOME" => gem_home, "GEM_PATH" => gem_home, "CARGO_TARGET_DIR" => cache},
          "gem", "install", "--local", "--no-document", gem)
     elapsed = monotonic - started
 
     installed = File.join(gem_home, "gems", "solid-jobs-#{SolidJobs::VERSION}")
     so = File.join(installed, "lib", "solid_jobs", "solid_jobs.#{RbConfig::CONFIG["DLEXT"]}")
     size = directory_bytes(installed)
-    puts "\n  source gem: gem install #{elapsed.round(1)}s (cargo cache: #{ROOT}/target), installed #{(size / 1e6).round(1)} MB"
+    puts "\n  source gem: gem install #{elapsed.round(1)}s (cargo cache: #{cache}), installed #{(size / 1e6).round(1)} MB"
     assert_operator size, :<=, 40_000_000, "installed gem directory within 40 MB"
     refute Dir.exist?(File.join(installed, "target")), "no cargo output in the gem directory"
     assert File.executable?(File.join(installed, "lib", "solid_jobs", "solid-engine-server"))

@@ -290,7 +290,7 @@ module Bench
     def initialize(settings)
       super
       defaults = @smoke ? self.class::SMOKE : self.class::DEFAULTS
-      @clients = settings.choices("BENCH_CLIENTS", SYSTEMS.keys, defaults.fetch(:clients))
+      @clients = settings.choices("BENCH_CLIENTS", ClientNames, defaults.fetch(:clients))
       @scenarios = settings.choices("BENCH_SCENARIOS", SCENARIOS.keys, defaults.fetch(:scenarios))
       @concurrencies = settings.integers("BENCH_CONCURRENCY", defaults.fetch(:concurrencies))
       @repetitions = settings.integer("BENCH_REPETITIONS", 1)

@@ -58,7 +58,7 @@ module Bench
       return default unless @env[name]
 
       values = items(name)
-      unknown = values - allowed
+      unknown = values.reject { |value| allowed.include?(value) }
       raise Failure, "#{name}: unknown #{unknown.join(", ")} (choose from #{allowed.join(", ")})" unless unknown.empty?
 
       values.uniq

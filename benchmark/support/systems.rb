@@ -2,6 +2,7 @@
 
 require_relative "harness"
 require_relative "measure"
+require_relative "../../test/support/other_ruby"
 
 module Bench
   # The systems under test, by the names BENCH_CLIENTS takes, behind one
@@ -74,6 +75,7 @@ module Bench
     # 2-core host take seconds, and the first one up would otherwise start
     # the clock while the others still compete with it for the CPU.
     STAGING_QUEUE = "staging"
+    SIDEKIQ = Gem.bin_path("sidekiq", "sidekiq")
 
     def initialize(name, label, processes:)
       super(name, label)
@@ -101,7 +103,9 @@ module Bench
     attr_reader :seeded
 
     def start_workers(concurrency, jobs_file: JOBS_FILE, env: {})
-      command = ->(threads) { ["sidekiq", "-r", jobs_file, "-c", threads.to_s, "-q", CHANNEL] }
+      # Sidekiq's own executable on the Ruby running the harness (`sidekiq`
+      # on PATH may be another Ruby's binstub).
+      command = ->(threads) { [RbConfig.ruby, SIDEKIQ, "-r", jobs_file, "-c", threads.to_s, "-q", CHANNEL] }
       env = env.merge("REDIS_URL" => @lab.url)
       workers = if @processes
                   Array.new(concurrency) do |i|
@@ -152,6 +156,16 @@ module Bench
 
     def family = :solid
 
+    # The same system with its workers on another Ruby (OtherRuby), under
+    # the name "<name>@<version>"; this process still seeds and measures.
+    def on_ruby(version)
+      @ruby = OtherRuby.binary(version)
+      @ruby_env = OtherRuby.env(@ruby)
+      @name = "#{@name}@#{version}"
+      @label = "#{@label}, workers on Ruby #{version}"
+      self
+    end
+
     def prepare(lab)
       super
       lab.redis.flushall
@@ -166,10 +180,10 @@ module Bench
     # `args`: more CLI flags (the hybrid harness's thread workers).
     def start_workers(concurrency, jobs_file: JOBS_FILE, env: {}, args: [])
       worker = WorkerProcess.new(redis_url: @lab.url, namespace: nil, log: log_path, app: jobs_file,
-                                 children: @lab.children, bundled: false,
+                                 children: @lab.children, bundled: false, ruby: @ruby || RbConfig.ruby,
                                  args: ["--concurrency", concurrency.to_s, "--channel", CHANNEL, *@args, *args],
                                  env: {"SOLID_JOBS_LOG_LEVEL" => ENV.fetch("SOLID_JOBS_LOG_LEVEL", "info")}
-                                   .merge(worker_env, env))
+                                   .merge(@ruby_env || {}, worker_env, env))
       WorkerSet.new([worker.start])
     end
 
@@ -266,7 +280,28 @@ module Bench
     }
   }.freeze
 
-  def self.system(name) = SYSTEMS.fetch(name).call
+  # "solid-jobs@3.4": a SolidJobs system whose workers run on Ruby 3.4.
+  OTHER_RUBY = /\A(?<base>solid-jobs[a-z-]*)@(?<version>\d+\.\d+)\z/
+
+  def self.system(name)
+    other = OTHER_RUBY.match(name)
+    return SYSTEMS.fetch(name).call unless other
+
+    SYSTEMS.fetch(other[:base]).call.on_ruby(other[:version])
+  end
+
+  # The names BENCH_CLIENTS takes: every system, and every SolidJobs system
+  # on another Ruby.
+  module ClientNames
+    def self.include?(name) = SYSTEMS.key?(name) || SYSTEMS.key?(OTHER_RUBY.match(name)&.[](:base))
+    def self.join(separator) = [*SYSTEMS.keys, "solid-jobs...@X.Y"].join(separator)
+
+    # Table order: as SYSTEMS lists them, each system's other Rubies after it.
+    def self.order(name)
+      other = OTHER_RUBY.match(name)
+      [SYSTEMS.keys.index(other ? other[:base] : name), other ? other[:version] : ""]
+    end
+  end
 
   # Started worker processes (one, or N single-threaded Sidekiqs) behind
   # one interface.

@@ -19,7 +19,10 @@ engine = File.join(lib, SolidJobsNativeBuild::ENGINE)
 
 # `make install` runs after `make`: the extension is the target (one build
 # writes both files), so the build (minutes, in a temporary directory)
-# runs once.
+# runs once. `clean` has nothing to remove: cargo's target directory is
+# temporary and already gone, and the two files are the installed result,
+# which RubyGems 3.6 (Ruby 3.4) cleans after `make install` as well as
+# before the build.
 File.write("Makefile", <<~MAKE)
   RUBY := #{RbConfig.ruby.shellescape}
   SO := #{so.shellescape}
@@ -29,6 +32,5 @@ File.write("Makefile", <<~MAKE)
   \t$(RUBY) #{File.join(__dir__, "native_build.rb").shellescape} $(SO) $(ENGINE)
   install: all
   clean:
-  \trm -f $(SO) $(ENGINE)
   .PHONY: all install clean
 MAKE

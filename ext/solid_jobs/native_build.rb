@@ -28,6 +28,16 @@ module SolidJobsNativeBuild
 
   def debug? = ENV["SOLID_JOBS_DEBUG_BUILD"] == "1"
 
+  # A checkout's cargo target directory for the Ruby running this: target/,
+  # or target/ruby-X.Y on a second Ruby (bin/test --ruby sets
+  # SOLID_JOBS_RUBY), so builds for two Rubies do not invalidate each other
+  # (rb-sys rebuilds whenever RUBY changes).
+  def checkout_target_dir
+    return ENV["CARGO_TARGET_DIR"] if ENV["CARGO_TARGET_DIR"] && !ENV["CARGO_TARGET_DIR"].empty?
+
+    File.join(ROOT, "target", *("ruby-#{RUBY_VERSION[/\A\d+\.\d+/]}" if ENV["SOLID_JOBS_RUBY"]))
+  end
+
   def which(command)
     ENV.fetch("PATH", "").split(File::PATH_SEPARATOR).map { |dir| File.join(dir, command) }
        .find { |path| File.file?(path) && File.executable?(path) }

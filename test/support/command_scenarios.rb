@@ -132,7 +132,8 @@ module CommandCounts
       return if unknown.empty?
 
       raise Error, "#{count.title} ran #{unknown.uniq.join(", ")}, unknown to crates/solid_core/lua: " \
-                   "lib/solid_jobs/solid_jobs.so is not built from these sources (run `bundle exec rake compile`)"
+                   "lib/solid_jobs/#{RUBY_VERSION[/\A\d+\.\d+/]}/solid_jobs.so is not built from these sources " \
+                   "(run `bundle exec rake compile`)"
     end
 
     # --- the operations ---------------------------------------------------

@@ -16,13 +16,21 @@ require "open3"
 # so the binstub is written there and not into the system's bin directory.
 module SolidJobsCommand
   ROOT = File.expand_path("../../..", __dir__)
-  DIR = File.join(ROOT, "tmp", "test-bundle")
+  # One bundle per Ruby ABI: gems with extensions, binstubs and lockfiles
+  # belong to the Ruby that installed them (bin/test --ruby).
+  DIR = File.join(ROOT, "tmp", "test-bundle", RUBY_VERSION[/\A\d+\.\d+/])
   GEMFILE = File.join(DIR, "Gemfile")
   GEM_HOME = File.join(DIR, "gems")
+  # Active Support 6.1 requires libraries that Ruby 3.4 made bundled gems
+  # (base64, bigdecimal, mutex_m) or warns will be (logger), so an app with
+  # Active Job 6.1 on 3.4 lists them in its Gemfile (Active Support 7.1+
+  # declares them itself).
+  ACTIVE_SUPPORT_GEMS = (RUBY_VERSION >= "3.4" ? %w[base64 bigdecimal logger mutex_m] : []).map { |g| "gem #{g.inspect}\n" }.join
   GEMS = <<~RUBY.freeze
     source "https://rubygems.org"
     gem "solid-jobs", path: #{ROOT.inspect}
     gem "activejob", "~> 6.1" # test/support/active_jobs.rb
+    #{ACTIVE_SUPPORT_GEMS}
   RUBY
   LOCK = Mutex.new
 

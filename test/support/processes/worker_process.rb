@@ -16,8 +16,11 @@ class WorkerProcess < ChildProcess
   EXE = File.join(ROOT, "exe", "solid-jobs")
   APP = File.join(ROOT, "test", "support", "cli_app.rb")
 
-  # `app`: the file `--require` loads; `children`, `chdir`: see ChildProcess.
-  def initialize(redis_url:, namespace:, log:, args: [], env: {}, app: APP, children: nil, bundled: true, chdir: ROOT)
+  # `app`: the file `--require` loads; `children`, `chdir`: see ChildProcess;
+  # `ruby`: the Ruby that runs exe/solid-jobs when not bundled (its
+  # environment comes in `env`, see OtherRuby).
+  def initialize(redis_url:, namespace:, log:, args: [], env: {}, app: APP, children: nil, bundled: true, chdir: ROOT,
+                 ruby: RbConfig.ruby)
     @namespace = namespace
     args = ["--require", app, "--redis-url", redis_url, *args]
     env = {"SOLID_JOBS_TEST_NAMESPACE" => namespace, "SOLID_JOBS_LOG_LEVEL" => "info"}.merge(env)
@@ -25,7 +28,7 @@ class WorkerProcess < ChildProcess
       super(SolidJobsCommand.argv(*args), log: log, env: SolidJobsCommand.env(env), children: children, chdir: chdir,
                                           spawn_options: {unsetenv_others: true})
     else
-      super([RbConfig.ruby, EXE, *args], log: log, env: env, children: children, chdir: chdir)
+      super([ruby, EXE, *args], log: log, env: env, children: children, chdir: chdir)
     end
   end
 
