@@ -22,7 +22,7 @@ require_relative "../ext/solid_jobs/native_build"
 # runs extconf.rb, the Makefile and the build script as `gem install` does.
 # The measured from-scratch install is in README.md.
 class UserPathTest < SolidJobsTest
-  GEMFILE = <<~RUBY
+  GEMFILE = <<~RUBY.freeze
     source "https://rubygems.org"
 
     gem "solid-jobs"
