@@ -22,7 +22,7 @@ def measure(label)
   wall = Process.clock_gettime(Process::CLOCK_MONOTONIC)
   cpu = Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID)
   ractors = Array.new(2) do |r|
-    Ractor.new(r + 1, LINES / 2) do |worker_id, n|
+    SolidJobs::RactorCompat.spawn(r + 1, LINES / 2, name: "log-route-#{r + 1}") do |worker_id, n|
       n.times do
         SolidJobs::Log.debug("finished", worker_id: worker_id, job_id: "0b6f3c1e-1111-2222-3333-444455556666",
                                          task: "NoopTask", channel: "default", event: "job.completed", duration_ms: 0.012)

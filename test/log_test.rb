@@ -84,7 +84,7 @@ class LogTest < SolidJobsTest
         :done
       end
     end
-    ractors.each { |r| assert_equal :done, r.take }
+    ractors.each { |r| assert_equal :done, SolidJobs::RactorCompat.join(r) }
     logger.open!
     notices = []
     delivered = 0

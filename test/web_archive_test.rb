@@ -4,6 +4,7 @@ require_relative "test_helper"
 require_relative "support/archive_tasks"
 require "rack/test"
 require "rack/lint"
+require "cgi/escape" # CGI.escape; all of CGI that Ruby 4.0 still ships
 require "solid_jobs/web"
 
 # The archive page, the search box and Console.find's two answers, against a

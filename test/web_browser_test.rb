@@ -3,7 +3,7 @@
 require_relative "test_helper"
 require_relative "support/headless_chromium"
 require_relative "support/archive_tasks"
-require "cgi"
+require "cgi/escape" # all of CGI that Ruby 4.0 still ships
 
 # End to end, as a person sees it: a real worker process runs jobs, the
 # dashboard runs as `solid-jobs web`, and headless Chromium opens its pages

@@ -22,7 +22,6 @@ module SolidJobs
     STRUCT_VALUES = Struct.instance_method(:to_a)
     RANGE_BEGIN = Range.instance_method(:begin)
     RANGE_END = Range.instance_method(:end)
-    PROC_DUP = Proc.instance_method(:dup)
     CLASS_OF = Kernel.instance_method(:class)
     MODULE_NAME = Module.instance_method(:name)
 
@@ -67,11 +66,12 @@ module SolidJobs
       end
     end
 
-    # A Proc is checked on a copy: making a copy shareable isolates the
-    # copy's captured variables and never freezes its self or what they
-    # hold (it raises instead), so the original is untouched either way.
+    # A Proc is checked on a copy (RactorCompat.shareable_proc shares a
+    # copy on every Ruby): sharing it isolates the copy's captured variables
+    # and never freezes its self or what they hold (it raises instead), so
+    # the original is untouched either way.
     def proc_refusal(block)
-      Ractor.make_shareable(PROC_DUP.bind_call(block))
+      RactorCompat.shareable_proc(block)
       nil
     rescue Ractor::Error, TypeError, ArgumentError => e
       e.message

@@ -92,14 +92,14 @@ module SolidJobs
       raise ArgumentError, "#{klass}#execute_task takes #{takes} argument(s), got #{n}#{which}; nothing was enqueued"
     end
 
-    # Freezes a DSL block into a Ractor-shareable proc at class-definition
-    # time, so a block that captures mutable state fails here, with advice,
-    # instead of inside a worker.
+    # A Ractor-shareable copy of a DSL block (self kept), made at
+    # class-definition time, so a block that captures mutable state fails
+    # here, with advice, instead of inside a worker.
     def self.shareable_block(name, block)
       raise ArgumentError, "#{name} needs a block" unless block
 
       reason = Shareable.obstacle(block, "the #{name} block")
-      return Ractor.make_shareable(block) unless reason
+      return RactorCompat.shareable_proc(block) unless reason
 
       raise ConfigurationError, "the #{name} block must be Ractor-shareable because it runs inside worker Ractors " \
                                 "(#{reason}); do not capture local variables holding mutable objects, " \

@@ -152,8 +152,9 @@ module SolidJobs
       header = env["HTTP_AUTHORIZATION"].to_s
       return false unless header.start_with?("Basic ")
 
-      # unpack1("m") is what Base64.decode64 does, without the base64 gem
-      # (a bundled gem since Ruby 3.4, not in a bundle unless listed).
+      # unpack1("m") is what Base64.decode64 does, without the base64 library:
+      # a bundled gem since Ruby 3.4, so not loadable under Bundler unless
+      # an app lists it.
       user, password = header.delete_prefix("Basic ").unpack1("m").split(":", 2)
       secure_equal?(user.to_s, @basic_auth[0]) & secure_equal?(password.to_s, @basic_auth[1])
     end
