@@ -8,6 +8,7 @@ require "redis"
 require "tmpdir"
 require "solid_jobs"
 require_relative "../../test/support/processes"
+require_relative "../../test/support/other_ruby"
 
 # What every harness under benchmark/ shares: settings from the environment
 # (one prefix, BENCH_), facts about the host for the results header, result
@@ -146,7 +147,9 @@ module Bench
       load = "load average at start: #{load_at_start}"
       load += ", at end: #{load_average}" if load_at_end
       sidekiq = defined?(Sidekiq::VERSION) ? Sidekiq::VERSION : "not loaded"
-      ["CPU: #{cpu_model}", "nproc: #{nproc}", "Ruby: #{ruby}", "Redis: #{redis_version}", "commit: #{commit}",
+      # Workers of "name@X.Y" clients ran on another Ruby (OtherRuby).
+      others = OtherRuby.used.map { |version, description| "Ruby for @#{version} clients: #{description}" }
+      ["CPU: #{cpu_model}", "nproc: #{nproc}", "Ruby: #{ruby}", *others, "Redis: #{redis_version}", "commit: #{commit}",
        "Sidekiq: #{sidekiq}", "SolidJobs: #{SolidJobs::VERSION}", load].join(" | ")
     end
   end

@@ -20,6 +20,13 @@ module OtherRuby
     (@binaries ||= {})[version] ||= find(version)
   end
 
+  # {"3.4" => "ruby 3.4.5 (2025-07-16 ...)"} for every version used so far.
+  def used
+    (@binaries || {}).to_h do |version, ruby|
+      [version, IO.popen({"RUBYOPT" => nil, "GEM_PATH" => nil, "BUNDLE_GEMFILE" => nil}, [ruby, "-v"], &:read).strip]
+    end
+  end
+
   def find(version)
     override = ENV["SOLID_JOBS_RUBY_#{version.tr(".", "_")}"]
     return override if override
