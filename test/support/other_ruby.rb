@@ -22,8 +22,8 @@ module OtherRuby
 
   # {"3.4" => "ruby 3.4.5 (2025-07-16 ...)"} for every version used so far.
   def used
-    (@binaries || {}).to_h do |version, ruby|
-      [version, IO.popen({"RUBYOPT" => nil, "GEM_PATH" => nil, "BUNDLE_GEMFILE" => nil}, [ruby, "-v"], &:read).strip]
+    (@binaries || {}).transform_values do |ruby|
+      IO.popen({"RUBYOPT" => nil, "GEM_PATH" => nil, "BUNDLE_GEMFILE" => nil}, [ruby, "-v"], &:read).strip
     end
   end
 
