@@ -1,6 +1,8 @@
-//! The persisted job envelope: exactly seven JSON fields. Attempts, claims and
-//! planning data live in other keys so the envelope never changes while a job
-//! waits, which keeps a list entry byte-identical from enqueue to claim.
+//! The persisted job envelope: seven JSON fields, and an eighth, `meta`, only
+//! on jobs a feature marks (a recurring tick, a unique job). Attempts, claims
+//! and planning data live in other keys so the envelope never changes while
+//! a job waits, which keeps a list entry byte-identical from enqueue to
+//! claim.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -20,7 +22,18 @@ pub struct Envelope {
     pub max_failures: u32,
     pub created_ms: u64,
     pub queued_ms: u64,
+    /// What a feature records about the job, not given to the task: for a
+    /// recurring job its schedule and tick, for a unique job its lock. A
+    /// JSON object of at most [`MAX_META_LEN`] bytes; absent (not `null`,
+    /// not `{}`) on every other job, so their envelopes stay the seven
+    /// fields they always were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<serde_json::Map<String, Value>>,
 }
+
+/// Largest `meta`, encoded: metadata names a schedule or a lock, it does not
+/// carry data.
+pub const MAX_META_LEN: usize = 4096;
 
 /// The task that runs Active Job jobs (lib/solid_jobs/active_job.rb): its
 /// one argument is Active Job's serialized job, naming the job class.
@@ -58,9 +71,17 @@ impl Envelope {
             max_failures,
             created_ms,
             queued_ms,
+            meta: None,
         };
         env.validate()?;
         Ok(env)
+    }
+
+    /// This envelope with `meta` set (an empty map leaves it absent).
+    pub fn with_meta(mut self, meta: serde_json::Map<String, Value>) -> Result<Self> {
+        self.meta = (!meta.is_empty()).then_some(meta);
+        self.validate()?;
+        Ok(self)
     }
 
     pub fn encode(&self) -> String {
@@ -82,6 +103,12 @@ impl Envelope {
             return Err(Error::Envelope("arguments must be a JSON array".into()));
         }
         validate_channel(&self.channel).map_err(|e| Error::Envelope(e.to_string()))?;
+        if let Some(meta) = &self.meta {
+            let len = serde_json::to_string(meta).map_or(usize::MAX, |m| m.len());
+            if len > MAX_META_LEN {
+                return Err(Error::Envelope(format!("meta is {len} bytes encoded; at most {MAX_META_LEN}")));
+            }
+        }
         Ok(())
     }
 }
@@ -127,7 +154,7 @@ mod tests {
     }
 
     #[test]
-    fn round_trips_exactly_seven_fields() {
+    fn round_trips_seven_fields_without_meta() {
         let env = sample();
         let raw = env.encode();
         let v: Value = serde_json::from_str(&raw).unwrap();
@@ -135,6 +162,27 @@ mod tests {
         keys.sort();
         assert_eq!(keys, ["arguments", "channel", "created_ms", "id", "max_failures", "queued_ms", "task"]);
         assert_eq!(Envelope::decode(&raw).unwrap(), env);
+    }
+
+    #[test]
+    fn meta_is_an_eighth_field_only_when_set() {
+        let plain = sample();
+        assert!(!plain.encode().contains("meta"), "absent, not null: {}", plain.encode());
+        let empty = sample().with_meta(serde_json::Map::new()).unwrap();
+        assert_eq!(empty.encode(), empty.clone().encode());
+        assert!(empty.meta.is_none(), "an empty map is no meta");
+        let mut m = serde_json::Map::new();
+        m.insert("schedule".into(), json!("nightly"));
+        m.insert("tick_ms".into(), json!(1_700_000_000_000u64));
+        let marked = sample().with_meta(m.clone()).unwrap();
+        let raw = marked.encode();
+        assert!(raw.starts_with(r#"{"id":""#), "the id stays first (Lua reads it without decoding): {raw}");
+        assert_eq!(Envelope::decode(&raw).unwrap().meta, Some(m));
+        let mut big = serde_json::Map::new();
+        big.insert("x".into(), json!("y".repeat(MAX_META_LEN)));
+        assert!(sample().with_meta(big).unwrap_err().to_string().contains("meta is"));
+        let not_object = raw.replace(r#""meta":{"#, r#""meta":[{"#).replace("}}", "}]}");
+        assert!(Envelope::decode(&not_object).is_err(), "meta must be an object");
     }
 
     #[test]
