@@ -20,7 +20,11 @@ class ExampleAppTest < Minitest::Test
     assert_match(/==> all 9 jobs done/, out)
     assert_match(/WelcomeEmailJob: welcome mail for ada -- ran in solid-jobs-thread-worker-\d+/, out)
     assert_match(/NightlyReportJob: report for \S+ \(execution 2\) -- ran in solid-jobs-thread-worker-\d+/, out)
-    assert_match(/FibonacciTask: fib\(90\) = 2880067194370816120 -- ran in solid-jobs-worker-\d+/, out)
+    # Plain tasks run in worker Ractors; a thread worker takes one only
+    # while both Ractors are busy (lib/solid_jobs/lanes.rb), so which of
+    # the three did is not fixed, only that they ran and Ractors ran some.
+    assert_match(/FibonacciTask: fib\(90\) = 2880067194370816120 -- ran in solid-jobs-(thread-)?worker-\d+/, out)
+    assert_match(/FibonacciTask: fib\(\d+\) = \d+ -- ran in solid-jobs-worker-\d+/, out)
     warm_pid = out[/warm worker 0 ready on \S+, pid (\d+)/, 1]
     assert_match(/PriceCacheTask: cached 3 prices \(warm pool\) -- ran in main, pid #{warm_pid}/, out)
   end
