@@ -60,10 +60,13 @@
 //! Ticks lie between the Unix epoch and 9999-01-01T00:00:00Z; past either
 //! end the searches answer `None`.
 //!
-//! The matcher is written here rather than taken from a cron crate: the
-//! `cron` crate has no five-field form nor Vixie's day rule, `saffron` has
-//! no time zones, and `croner`'s DST rule is the syntactic one above and its
-//! errors are free text. `jiff` supplies the tz database and transitions.
+//! The matcher is written here rather than taken from a cron crate. `cron`
+//! (0.17) requires the seconds field, ANDs the two day fields and silently
+//! skips local times a spring-forward removes; `saffron` (0.1, Quartz
+//! syntax) evaluates in UTC only; `croner` (4.0) has the syntactic DST rule
+//! above, reports errors as free text, and brings derive_builder and strum
+//! with their proc macros. `jiff` supplies the tz database and the
+//! transitions between offsets, which the search below walks.
 
 use std::fmt;
 
