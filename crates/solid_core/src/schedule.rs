@@ -44,10 +44,10 @@
 //! instant whose local time it matches, so a skipped local time does not
 //! exist and a repeated one ticks in both passes. `*/15 * * * *` thus ticks
 //! every 900 s in UTC across both transitions, with no duplicate and no
-//! missing quarter hour. (Vixie cron and croner decide by whether the
-//! minute or hour field starts with `*`, which would let `*/15 2 * * *`
-//! skip the whole spring-forward day; naming hours is what makes a spec a
-//! time of day.)
+//! missing quarter hour. (Vixie cron decides by whether the minute or hour
+//! field starts with `*`, croner by whether the second, minute or hour
+//! field is a wildcard or a step; either lets `*/15 2 * * *` skip the whole
+//! spring-forward day. Naming hours is what makes a spec a time of day.)
 //!
 //! # `every: N`
 //! An `every` schedule ticks at each multiple of N seconds since the Unix

@@ -350,6 +350,8 @@ fn errors_name_the_field_and_the_token() {
         ("1, * * * *", EmptyItem { field: Field::Minute, text: "1,".into() }, "empty list item"),
         ("0 0 30 2 *", NeverFires { spec: "0 0 30 2 *".into() }, "never fires"),
         ("0 0 31 4,6,9,11 *", NeverFires { spec: "0 0 31 4,6,9,11 *".into() }, "never fires"),
+        ("* * 15W * *", InvalidValue { field: Field::DayOfMonth, token: "15W".into() }, "\"15W\""),
+        ("* * * * MON#2", InvalidValue { field: Field::DayOfWeek, token: "MON#2".into() }, "\"MON#2\""),
         ("0 0 31 2 */2", NeverFires { spec: "0 0 31 2 */2".into() }, "never fires"),
     ];
     for (spec, expected, fragment) in cases {
@@ -383,6 +385,8 @@ fn time_zones_are_iana_names_and_default_to_utc() {
     assert_eq!(ticks(&paris, "2024-07-15T00:00:00Z", 1), ["2024-07-15T01:00:00Z"]);
     assert_eq!(ticks(&cron_in("0 3 * * *", "UTC"), "2024-07-15T00:00:00Z", 1), ["2024-07-15T03:00:00Z"]);
     assert_eq!(ticks(&cron_in("0 3 * * *", "Asia/Kolkata"), "2024-07-15T00:00:00Z", 1), ["2024-07-15T21:30:00Z"]);
+    // Names are looked up without regard to case.
+    assert_eq!(ticks(&cron_in("0 3 * * *", "europe/paris"), "2024-07-15T00:00:00Z", 1), ["2024-07-15T01:00:00Z"]);
     for bad in ["Europe/Pariss", "Mars/Olympus", "", "Etc/Unknown", "CEST+2"] {
         let e = Schedule::cron("0 3 * * *", Some(bad)).unwrap_err();
         assert_eq!(e, ScheduleError::UnknownTimeZone { name: bad.into() });
@@ -416,6 +420,16 @@ fn every_ticks_on_epoch_multiples() {
         assert_eq!(e, ScheduleError::InvalidInterval { seconds: bad });
         assert!(e.to_string().starts_with(&format!("every: {bad} is not a valid interval")), "{e}");
     }
+}
+
+#[test]
+fn schedules_are_shared_across_threads() {
+    let s = std::sync::Arc::new(cron_in("0 3 * * *", "Europe/Paris"));
+    let t = ms("2024-03-30T12:00:00Z");
+    let shared = s.clone();
+    let other = std::thread::spawn(move || shared.next_after(t)).join().unwrap();
+    assert_eq!(other, s.next_after(t));
+    assert_eq!(other.map(iso).as_deref(), Some("2024-03-31T01:00:00Z"));
 }
 
 #[test]
@@ -487,6 +501,11 @@ fn new_york_0230_and_0130() {
     assert_eq!(ticks(&s, "2024-03-09T12:00:00Z", 2), ["2024-03-10T06:30:00Z", "2024-03-11T05:30:00Z"]);
     assert_eq!(ticks(&s, "2024-11-02T12:00:00Z", 2), ["2024-11-03T05:30:00Z", "2024-11-04T06:30:00Z"]);
     assert_eq!(s.latest_at_or_before(ms("2024-11-03T07:00:00Z")), Some(ms("2024-11-03T05:30:00Z")));
+    // Named hours with every quarter hour: the repeated 01:xx runs once.
+    assert_eq!(
+        ticks_between(&cron_in("*/15 1 * * *", "America/New_York"), "2024-11-03T00:00:00Z", "2024-11-03T12:00:00Z"),
+        ["2024-11-03T05:00:00Z", "2024-11-03T05:15:00Z", "2024-11-03T05:30:00Z", "2024-11-03T05:45:00Z"]
+    );
     // Asked from inside the second pass of 01:00-02:00, the first pass is
     // already past and the next run is the next day's.
     assert_eq!(s.next_after(ms("2024-11-03T06:10:00Z")), Some(ms("2024-11-04T06:30:00Z")));
@@ -883,7 +902,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(40))]
+    #![proptest_config(ProptestConfig::with_cases(64))]
 
     #[test]
     fn six_fields_visit_every_tick_of_two_days((z, start) in start_strategy(), g in spec_strategy(true)) {
