@@ -57,8 +57,8 @@
 //! process started").
 //!
 //! # Range
-//! Ticks lie between the Unix epoch and 9999-01-01T00:00:00Z; past either
-//! end the searches answer `None`.
+//! Ticks lie between the Unix epoch and 9999-01-01T00:00:00Z: `next_after`
+//! answers `None` past the end, `latest_at_or_before` before the first tick.
 //!
 //! The matcher is written here rather than taken from a cron crate. `cron`
 //! (0.17) requires the seconds field, ANDs the two day fields and silently
@@ -613,7 +613,8 @@ impl Search<'_> {
                     return Some(a);
                 }
                 // After a fall-back a time-of-day spec already ran the
-                // repeated local times in their first pass.
+                // repeated local times in their first pass (the stretch just
+                // before, as in jiff's own disambiguation).
                 if self.fields.names_hours() && before > st.offset {
                     from = from.max(a + before);
                 }
