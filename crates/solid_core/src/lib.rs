@@ -7,7 +7,8 @@
 //! - shared foundations: [`error`], [`log`], [`redact`], [`envelope`], [`claim`] (the
 //!   claimed job both backends hand out), [`backoff`], [`channel_order`],
 //!   [`prefetch`], [`interrupt`], [`deadline`] (bounded waits for shutdown),
-//!   [`notify`] (systemd's notification socket);
+//!   [`notify`] (systemd's notification socket), [`schedule`] (when recurring
+//!   tasks tick);
 //! - [`redis`]: connections, keyspace, Lua scripts, the [`redis::store::Store`]
 //!   (one method per state transition), the doorbell;
 //! - [`telemetry`]: what a node or publisher journals and observes (written
@@ -34,6 +35,7 @@ pub mod notify;
 pub mod prefetch;
 pub mod redact;
 pub mod redis;
+pub mod schedule;
 pub mod source;
 pub mod telemetry;
 
