@@ -36,6 +36,7 @@ pub mod redact;
 pub mod redis;
 pub mod source;
 pub mod telemetry;
+pub mod unique;
 
 /// The redis crate, re-exported so the glue converts replies without its own
 /// dependency (as `redis_rs`: [`redis`] is the Redis backend's module).

@@ -55,6 +55,11 @@ module SolidJobs
 
       def push_envelopes(envelopes, due_ms) = @client.push_envelopes(envelopes, due_ms)
 
+      # A unique task's jobs (docs/unique.md): [ids, duplicate indexes].
+      def push_unique(task, argument_lists, materials, channel, max_failures, due_ms, mode, for_ms)
+        @client.push_unique(task, argument_lists, materials, channel, max_failures, due_ms, [mode, for_ms])
+      end
+
       # {"id", "state", "channel", "envelope"} or nil. State: ready, planned,
       # retrying, claimed, cancelled or archived; completed jobs are not kept.
       # The envelope is included when it is found without a scan (claimed,
