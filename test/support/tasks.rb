@@ -192,6 +192,22 @@ class TortureTask
   class Gamma < TortureTask
     task_options channel: "gamma"
   end
+
+  # Unique jobs in the torture run, one mode per channel, keyed by the
+  # sequence number (docs/unique.md).
+  def self.unique_for_channel(channel) = const_get(:"Unique#{channel.capitalize}")
+
+  class UniqueAlpha < TortureTask
+    task_options channel: "alpha", unique: {by: ->(seq, *) { seq }, while: :running}
+  end
+
+  class UniqueBeta < TortureTask
+    task_options channel: "beta", unique: {by: ->(seq, *) { seq }, while: :queued}
+  end
+
+  class UniqueGamma < TortureTask
+    task_options channel: "gamma", unique: {by: ->(seq, *) { seq }, while: :until_done}
+  end
 end
 
 # Raises an Exception that is not a StandardError.
