@@ -107,7 +107,7 @@ module SolidJobs
     # which argument lists were duplicates.
     def publish_unique(backend, task_class, task, argument_lists, channel, max_failures, due_ms, options)
       unique = options[:unique]
-      unless backend.respond_to?(:push_unique)
+      unless backend.supports?(:unique)
         raise Backends::NotSupported, "#{task} is unique, which the #{backend.name.inspect} backend cannot honor " \
                                       "(its push is idempotent by job id only, not by key); route the channel to Redis"
       end
