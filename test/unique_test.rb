@@ -70,6 +70,35 @@ class UniqueTest < SolidJobsTest
     assert_equal 2, channel_length
   end
 
+  def test_a_lock_taken_over_while_its_job_runs_is_not_released_by_that_job
+    path = ledger_path
+    id = UniqueRunningTask.enqueue(path, "over", "sleep:1")
+    start_conductor
+    eventually("running") { started("over") == 1 }
+    lock = lock_key("UniqueRunningTask", "over")
+    other = SecureRandom.uuid
+    redis.set(lock, other) # another job's lock now (as after for: expired and a new job took the key)
+    eventually("completed") { completed("over") == 1 }
+    eventually("acked") { redis.hget(key("jobs"), id).nil? }
+    assert_equal other, redis.get(lock), "compare-and-delete: the ack left another job's lock alone"
+    fresh = UniqueRunningTask.enqueue(path, "over")
+    refute_equal other, fresh, "a lock whose holder is not live is taken over at enqueue"
+    assert_equal fresh, redis.get(lock)
+    eventually("the new job ran") { completed("over") == 2 }
+    eventually("released") { lock_keys.empty? }
+  end
+
+  def test_for_shorter_than_the_job_lets_a_second_job_in_while_the_first_runs
+    path = ledger_path
+    first = UniqueBoundedRunningTask.enqueue(path, "bounded", "sleep:1")
+    start_conductor
+    eventually("first running") { started("bounded") == 1 }
+    eventually("for: expired", timeout: 5) { !redis.exists?(lock_key("UniqueBoundedRunningTask", "bounded")) }
+    refute_equal first, UniqueBoundedRunningTask.enqueue(path, "bounded")
+    eventually("both completed") { completed("bounded") == 2 }
+    eventually("released or expired") { lock_keys.empty? }
+  end
+
   def test_bad_options_are_refused_at_class_definition
     bad = [{while: :forever}, {by: 42}, {for: 0}, {for: -1}, {sometimes: true}, :yes]
     bad.each do |unique|

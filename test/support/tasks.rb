@@ -315,3 +315,10 @@ class UniqueConstantTask
 
   def execute_task(*) = nil
 end
+
+# `for:` shorter than the job: its lock expires while it runs.
+class UniqueBoundedRunningTask
+  include SolidJobs::Task
+  include UniqueBehaviour
+  task_options unique: {by: ->(_path, label, *) { label }, while: :running, for: 0.3}
+end
