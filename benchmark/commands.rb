@@ -108,10 +108,10 @@ module Bench
                 "for the dead node (EXISTS its key again, atomically; HGETALL its claims, HSET job index ready, RPUSH " \
                 "back at the head of the channel, DEL claims and node key, SREM nodes, PUBLISH `ready`); then a worker " \
                 "turn as above: claim, ack.",
-      unique_enqueue: "`enqueue_unique.lua` (docs/unique.md; plain tasks keep `enqueue.lua`): GET finds the key's " \
+      unique_enqueue: "`enqueue_unique.lua` (docs/unique.md; plain tasks keep `enqueue.lua`): MGET finds the key's " \
                       "lock free, HSETNX marks the id live in the job index, SET writes the lock (valued with the " \
                       "job's id; PX when `for:` is set), LPUSH, SADD and PUBLISH as for a plain enqueue.",
-      unique_duplicate: "`enqueue_unique.lua` finds the lock (GET) and its holder live in the job index (HGET): the " \
+      unique_duplicate: "`enqueue_unique.lua` finds the lock (MGET) and its holder live in the job index (HGET): the " \
                         "holder's id is returned and nothing is written."
     }.freeze
 

@@ -3,6 +3,7 @@
 require_relative "test_helper"
 require "digest"
 require "rbconfig"
+require "English"
 
 # Unique jobs (docs/unique.md): the lock is written with the job and
 # released by the scripts that move it, at each mode's release point;
@@ -60,6 +61,20 @@ class UniqueTest < SolidJobsTest
     c = UniqueConstantTask.enqueue(1)
     assert_equal c, UniqueConstantTask.enqueue(2), "by: a constant: one job whatever the arguments"
     assert_operator redis.pttl(lock_key("UniqueConstantTask", "only-one")), :<=, 300
+    batch = UniqueConstantTask.enqueue_many([[3], [4]])
+    assert_equal [c, c], batch.to_a, "a batch against a held constant key: duplicates of the live job"
+    assert_equal [0, 1], batch.duplicates
+  end
+
+  def test_a_batch_with_for_takes_each_lock_with_its_bound
+    redis.del(lock_key("UniqueConstantTask", "only-one"))
+    ids = UniqueBoundedRunningTask.enqueue_many([[ledger_path, "p"], [ledger_path, "q"], [ledger_path, "p"]])
+    assert_equal [2], ids.duplicates
+    %w[p q].each do |label|
+      ttl = redis.pttl(lock_key("UniqueBoundedRunningTask", label))
+      assert_operator ttl, :>, 0, "for: bounds every lock of the batch"
+      assert_operator ttl, :<=, 300
+    end
   end
 
   def test_for_bounds_the_lock
@@ -262,7 +277,7 @@ class UniqueTest < SolidJobsTest
     theirs = children.map do |io|
       out = io.read
       io.close
-      assert_predicate $?, :success?, "a producer process failed"
+      assert_predicate $CHILD_STATUS, :success?, "a producer process failed"
       out
     end
     ids = here.uniq + theirs.flat_map { |line| line.strip.split(",") }

@@ -431,7 +431,8 @@ module SolidJobs
 
       unique = {} if unique == true
       unless unique.is_a?(Hash)
-        raise ConfigurationError, "task option unique must be a Hash like {by: :arguments, while: :queued} (got #{unique.inspect})"
+        raise ConfigurationError,
+              "task option unique must be a Hash like {by: :arguments, while: :queued} (got #{unique.inspect})"
       end
       unknown = unique.keys - UNIQUE_KEYS
       raise ConfigurationError, "unknown unique option(s) #{unknown.inspect}; known: #{UNIQUE_KEYS.inspect}" unless unknown.empty?
@@ -449,10 +450,12 @@ module SolidJobs
       unless UNIQUE_MODES.include?(mode)
         raise ConfigurationError, "unique while: must be one of #{UNIQUE_MODES.inspect} (got #{mode.inspect})"
       end
+
       limit = unique[:for]
       if unique.key?(:for) && !(limit.is_a?(Numeric) && limit.positive? && limit.finite?)
         raise ConfigurationError, "unique for: must be a positive number of seconds (got #{limit.inspect})"
       end
+
       Ractor.make_shareable({by: by, while: mode, for_ms: limit && [(limit * 1000).round, 1].max})
     end
 

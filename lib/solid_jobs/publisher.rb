@@ -58,7 +58,12 @@ module SolidJobs
       routing = SolidJobs.routing
       backend = routing.backend_for(channel)
       check_supported(backend, task, options)
-      return publish_unique(backend, task_class, task, argument_lists, channel, max_failures, due_ms, options) if options[:unique]
+      if (unique = options[:unique])
+        job = {task: task, channel: channel, max_failures: max_failures, due_ms: due_ms, mode: unique[:while].to_s,
+               for_ms: unique[:for_ms] || 0}
+        return publish_unique(backend, task_class, argument_lists, unique[:by], job)
+      end
+
       config = SolidJobs.config
       chain = config.publish_interceptors
       instrumenter = config.instrumenter
@@ -105,8 +110,8 @@ module SolidJobs
     # A unique task's jobs: written with their locks, or the live holder's
     # id in their place (docs/unique.md). Returns Enqueued: the ids, and
     # which argument lists were duplicates.
-    def publish_unique(backend, task_class, task, argument_lists, channel, max_failures, due_ms, options)
-      unique = options[:unique]
+    def publish_unique(backend, task_class, argument_lists, by, job)
+      task = job[:task]
       unless backend.supports?(:unique)
         raise Backends::NotSupported, "#{task} is unique, which the #{backend.name.inspect} backend cannot honor " \
                                       "(its push is idempotent by job id only, not by key); route the channel to Redis"
@@ -116,10 +121,8 @@ module SolidJobs
         raise Backends::NotSupported, "#{task} is unique: unique tasks are not yet published through publication " \
                                       "interceptors or a custom instrumenter's publication barrier (docs/unique.md)"
       end
-      materials = argument_lists.map { |arguments| unique_material(task_class, unique[:by], arguments) }
-      ids, duplicates = backend.push_unique(task, argument_lists, materials, channel, max_failures, due_ms,
-                                            unique[:while].to_s, unique[:for_ms] || 0)
-      Enqueued.new(ids, duplicates)
+      materials = argument_lists.map { |arguments| unique_material(task_class, by, arguments) }
+      Enqueued.new(*backend.push_unique(job, argument_lists, materials))
     end
 
     # The key material of one job: what `by:` names, made JSON by the native

@@ -24,7 +24,7 @@ class Torture
                       :leftover_claims, :leftover_ready, :elapsed, :seed, :unique_jobs, :unique_written_twice,
                       :leftover_locks, keyword_init: true) do
     def ok? = missing.zero? && leftover_claims.zero? && leftover_ready.zero? && leftover_locks.zero? &&
-              unique_written_twice.zero?
+      unique_written_twice.zero?
 
     def percentile(p)
       return nil if recovery_delays.empty?

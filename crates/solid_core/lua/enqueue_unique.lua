@@ -21,28 +21,76 @@ local due = planned and (redis_now_ms() + tonumber(ARGV[1])) or nil
 local state = (planned and 'planned|' or 'ready|') .. ARGV[2]
 local ttl = tonumber(ARGV[3])
 local out, fresh = {}, {}
+local locks, ids, envs = {}, {}, {}
 for i = 5, #ARGV, 3 do
-  local lock, id, env = ARGV[4] .. 'unique:' .. ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  local holder = redis.call('GET', lock)
-  local live = false
-  if holder then
-    local held = redis.call('HGET', KEYS[4], holder)
-    live = held and not is_cancelled(held)
+  locks[#locks + 1] = ARGV[4] .. 'unique:' .. ARGV[i]
+  ids[#ids + 1] = ARGV[i + 1]
+  envs[#envs + 1] = ARGV[i + 2]
+end
+-- Reads for the whole batch at once: MGET of the locks, one HMGET of
+-- their holders' job-index entries and one of the new ids' (a call per job
+-- would be most of a bulk enqueue's cost, as in register_fresh).
+local holders = redis.call('MGET', unpack(locks))
+local asked, holder_state = {}, {}
+for _, h in ipairs(holders) do
+  if h and not holder_state[h] then
+    holder_state[h] = false
+    asked[#asked + 1] = h
+  end
+end
+if #asked > 0 then
+  local states = redis.call('HMGET', KEYS[4], unpack(asked))
+  for k, h in ipairs(asked) do holder_state[h] = states[k] end
+end
+-- One job: HSETNX below checks and registers its id at once.
+local single = #ids == 1
+local id_states = single and {} or redis.call('HMGET', KEYS[4], unpack(ids))
+local taken, fields, lock_writes = {}, {}, {}
+for k = 1, #locks do
+  local lock, id, env = locks[k], ids[k], envs[k]
+  local holder = taken[lock]
+  if not holder and holders[k] then
+    local h = holders[k]
+    local held = holder_state[h]
+    local live = held and not is_cancelled(held)
     if not live then
       local _, mode = unique_lock(env)
-      live = mode == 'until_done' and redis.call('ZSCORE', KEYS[5], holder) ~= false
+      live = mode == 'until_done' and redis.call('ZSCORE', KEYS[5], h) ~= false
     end
+    if live then holder = h end
   end
-  if live then
-    out[#out + 1] = holder
+  if holder then
+    out[k] = holder
   else
-    out[#out + 1] = id
+    out[k] = id
     -- An id already live (the same publication sent again) is not written
     -- twice and takes no lock it does not already hold.
-    if redis.call('HSETNX', KEYS[4], id, state) == 1 then
-      if ttl > 0 then redis.call('SET', lock, id, 'PX', ttl) else redis.call('SET', lock, id) end
+    local new_id
+    if single then
+      new_id = redis.call('HSETNX', KEYS[4], id, state) == 1
+    else
+      new_id = not id_states[k]
+      if new_id then
+        fields[#fields + 1] = id
+        fields[#fields + 1] = state
+      end
+    end
+    if new_id then
+      taken[lock] = id
+      lock_writes[#lock_writes + 1] = lock
+      lock_writes[#lock_writes + 1] = id
       fresh[#fresh + 1] = env
     end
+  end
+end
+if #fields > 0 then redis.call('HSET', KEYS[4], unpack(fields)) end
+if #lock_writes > 0 then
+  if ttl > 0 then
+    for k = 1, #lock_writes, 2 do redis.call('SET', lock_writes[k], lock_writes[k + 1], 'PX', ttl) end
+  elseif #lock_writes == 2 then
+    redis.call('SET', lock_writes[1], lock_writes[2])
+  else
+    redis.call('MSET', unpack(lock_writes))
   end
 end
 if #fresh == 0 then return out end

@@ -56,8 +56,10 @@ module SolidJobs
       def push_envelopes(envelopes, due_ms) = @client.push_envelopes(envelopes, due_ms)
 
       # A unique task's jobs (docs/unique.md): [ids, duplicate indexes].
-      def push_unique(task, argument_lists, materials, channel, max_failures, due_ms, mode, for_ms)
-        @client.push_unique(task, argument_lists, materials, channel, max_failures, due_ms, [mode, for_ms])
+      # `job`: {task:, channel:, max_failures:, due_ms:, mode:, for_ms:}.
+      def push_unique(job, argument_lists, materials)
+        @client.push_unique(job[:task], argument_lists, materials, job[:channel], job[:max_failures], job[:due_ms],
+                            [job[:mode], job[:for_ms]])
       end
 
       # {"id", "state", "channel", "envelope"} or nil. State: ready, planned,

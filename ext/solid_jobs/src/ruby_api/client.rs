@@ -15,8 +15,8 @@ use solid_core::redis::keyspace::Keyspace;
 use solid_core::redis::store::Store;
 use solid_core::telemetry::Telemetry;
 
-use crate::helpers::envelopes::{build_envelope, by_channel, envelope_to_ruby, parse_envelopes};
 use crate::helpers::convert::to_json;
+use crate::helpers::envelopes::{build_envelope, by_channel, envelope_to_ruby, parse_envelopes};
 use crate::helpers::errors::{arg_error, to_ruby as err};
 use crate::helpers::nogvl::without_gvl;
 use crate::helpers::publisher_telemetry::PublisherTelemetry;
@@ -145,10 +145,9 @@ impl Client {
         if jobs.is_empty() {
             return Ok((Vec::new(), Vec::new()));
         }
-        let ids = without_gvl(|_| {
-            rb_self.pool.with(|c| rb_self.store.enqueue_unique(c, &channel, due_ms, ttl_ms, &jobs))
-        })?
-        .map_err(err)?;
+        let ids =
+            without_gvl(|_| rb_self.pool.with(|c| rb_self.store.enqueue_unique(c, &channel, due_ms, ttl_ms, &jobs)))?
+                .map_err(err)?;
         let duplicates: Vec<usize> =
             jobs.iter().zip(&ids).enumerate().filter(|(_, ((_, env), id))| env.id != **id).map(|(i, _)| i).collect();
         let written: Vec<String> = jobs
