@@ -111,7 +111,7 @@ module Bench
       unique_enqueue: "`enqueue_unique.lua` (docs/unique.md; plain tasks keep `enqueue.lua`): MGET finds the key's " \
                       "lock free, HSETNX marks the id live in the job index, SET writes the lock (valued with the " \
                       "job's id; PX when `for:` is set), LPUSH, SADD and PUBLISH as for a plain enqueue.",
-      unique_duplicate: "`enqueue_unique.lua` finds the lock (MGET) and its holder live in the job index (HGET): the " \
+      unique_duplicate: "`enqueue_unique.lua` finds the lock (MGET) and its holder live in the job index (HMGET): the " \
                         "holder's id is returned and nothing is written."
     }.freeze
 
