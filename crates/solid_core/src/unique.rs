@@ -215,6 +215,6 @@ mod tests {
         let raw = env.encode();
         assert!(raw.ends_with(&format!(r#""unique":{{"lock":"{hex}","while":"running"}}}}}}"#)), "{raw}");
         assert_eq!(lock_of(None), None);
-        assert_eq!(Mode::parse("sometimes").unwrap_err().to_string().contains("until_done"), true);
+        assert!(Mode::parse("sometimes").unwrap_err().to_string().contains("until_done"));
     }
 }
