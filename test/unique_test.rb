@@ -4,6 +4,8 @@ require_relative "test_helper"
 require "digest"
 require "rbconfig"
 require "English"
+require "rack/mock"
+require "solid_jobs/web"
 
 # Unique jobs (docs/unique.md): the lock is written with the job and
 # released by the scripts that move it, at each mode's release point;
@@ -198,6 +200,13 @@ class UniqueTest < SolidJobsTest
     eventually("archived") { SolidJobs::Archive.find(id) }
     assert_equal id, redis.get(lock_key("UniqueUntilDoneTask", "u")), "not done: still locked"
     assert_equal id, UniqueUntilDoneTask.enqueue(path, "u"), "the archived job answers duplicates"
+    found = SolidJobs::Console.new.find(id)
+    assert_equal({"lock" => lock_key("UniqueUntilDoneTask", "u"), "while" => "until_done", "held" => true}, found["unique"],
+                 "Console#find (and the dashboard's job page) shows the lock")
+    page = SolidJobs::Web.new.call(Rack::MockRequest.env_for("/executions/#{id}"))
+    html = page[2].each.to_a.join
+    assert_includes html, "Unique lock"
+    assert_includes html, lock_key("UniqueUntilDoneTask", "u")
     assert SolidJobs::Archive.new.forget(id)
     assert_empty lock_keys, "forgetting the archived job releases its lock"
     refute_equal id, UniqueUntilDoneTask.enqueue(path, "u", "ok")
