@@ -6,6 +6,7 @@ require "rbconfig"
 require "English"
 require "rack/mock"
 require "solid_jobs/web"
+require_relative "support/recording_instrumenter"
 
 # Unique jobs (docs/unique.md): the lock is written with the job and
 # released by the scripts that move it, at each mode's release point;
@@ -146,6 +147,25 @@ class UniqueTest < SolidJobsTest
     configure_solid_jobs(backend: :solid_engine, url: "tcp://127.0.0.1:#{RedisServer.free_port}", backends: {})
     error = assert_raises(SolidJobs::Backends::NotSupported) { UniqueQueuedTask.enqueue("/dev/null", "e") }
     assert_match(/idempotent by job id only/, error.message)
+  end
+
+  def test_unique_tasks_refuse_the_publication_paths_they_do_not_support_yet
+    interceptor = Class.new do
+      def around(_publication) = yield
+    end
+    SolidJobs.config.publish_interceptors.use(interceptor)
+    error = assert_raises(SolidJobs::Backends::NotSupported) { UniqueQueuedTask.enqueue(ledger_path, "i") }
+    assert_match(/interceptors/, error.message)
+    configure_solid_jobs(instrumenter: RecordingInstrumenter.new(ledger_path("events")))
+    assert_raises(SolidJobs::Backends::NotSupported) { UniqueQueuedTask.enqueue(ledger_path, "i") }
+    assert_equal 0, channel_length
+    assert_empty lock_keys
+  end
+
+  def test_an_empty_enqueue_many_writes_nothing
+    ids = UniqueQueuedTask.enqueue_many([])
+    assert_equal [], ids.to_a
+    assert_equal [], ids.duplicates
   end
 
   def test_queued_releases_at_claim
