@@ -117,6 +117,19 @@ class UniqueTest < SolidJobsTest
     eventually("released or expired") { lock_keys.empty? }
   end
 
+  def test_integrity_check_reports_a_lock_whose_job_is_gone
+    id = UniqueRunningTask.enqueue(ledger_path, "live")
+    assert_empty SolidJobs::IntegrityCheck.run.stale_locks, "a live job's lock is not stale"
+    ghost = SecureRandom.uuid
+    redis.set(lock_key("UniqueRunningTask", "ghost"), ghost) # as a Redis that lost writes could leave it
+    report = SolidJobs::IntegrityCheck.run
+    assert_equal [{lock: lock_key("UniqueRunningTask", "ghost"), job_id: ghost}], report.stale_locks
+    refute report.ok?
+    refute_equal ghost, UniqueRunningTask.enqueue(ledger_path, "ghost"), "the next enqueue of its key takes it over"
+    assert_empty SolidJobs::IntegrityCheck.run.stale_locks
+    assert_equal id, redis.get(lock_key("UniqueRunningTask", "live"))
+  end
+
   def test_bad_options_are_refused_at_class_definition
     bad = [{while: :forever}, {by: 42}, {for: 0}, {for: -1}, {sometimes: true}, :yes]
     bad.each do |unique|
