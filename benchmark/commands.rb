@@ -61,7 +61,9 @@ module Bench
       worker_turn: [:fetch_and_process],
       retry: [:retry],
       scheduled_promotion: %i[scheduled_push scheduled_promotion],
-      recovery: "none: BasicFetch keeps no record of a fetched job, so a crashed process loses it"
+      recovery: "none: BasicFetch keeps no record of a fetched job, so a crashed process loses it",
+      unique_enqueue: "none: unique jobs are a Sidekiq Enterprise feature",
+      unique_duplicate: "none: unique jobs are a Sidekiq Enterprise feature"
     }.freeze
 
     # What each command is, per operation (the measured breakdown follows).
@@ -105,7 +107,12 @@ module Bench
                 "incarnation and the fence counter to notice a lost or rolled-back Redis); then `requeue.lua` " \
                 "for the dead node (EXISTS its key again, atomically; HGETALL its claims, HSET job index ready, RPUSH " \
                 "back at the head of the channel, DEL claims and node key, SREM nodes, PUBLISH `ready`); then a worker " \
-                "turn as above: claim, ack."
+                "turn as above: claim, ack.",
+      unique_enqueue: "`enqueue_unique.lua` (docs/unique.md; plain tasks keep `enqueue.lua`): MGET finds the key's " \
+                      "lock free, HSETNX marks the id live in the job index, SET writes the lock (valued with the " \
+                      "job's id; PX when `for:` is set), LPUSH, SADD and PUBLISH as for a plain enqueue.",
+      unique_duplicate: "`enqueue_unique.lua` finds the lock (MGET) and its holder live in the job index (HMGET): the " \
+                        "holder's id is returned and nothing is written."
     }.freeze
 
     SIDEKIQ_WHY = {

@@ -43,7 +43,12 @@ class CommandCountsTest < SolidJobsTest
     # incarnation and the fence counter (GET twice), to hand back claims it
     # does not hold and to notice a lost or rolled-back Redis; the claim's TIME
     # and the ack's marker and completed list as in worker_turn.
-    recovery: {commands: 4, lua: 35, round_trips: 4}
+    recovery: {commands: 4, lua: 35, round_trips: 4},
+    # enqueue_unique.lua (docs/unique.md): MGET (the lock is free), HSETNX,
+    # SET (the lock), LPUSH SADD PUBLISH
+    unique_enqueue: {commands: 1, lua: 6, round_trips: 1},
+    # enqueue_unique.lua: MGET (the lock), HMGET (its job is live): nothing written
+    unique_duplicate: {commands: 1, lua: 2, round_trips: 1}
   }.freeze
   # Seconds without traffic that end an operation: far above any scheduling
   # delay of a runnable thread on a loaded host, so nothing late is missed.

@@ -4,7 +4,7 @@ require_relative "test_helper"
 require_relative "support/torture"
 
 # The small torture run of the default suite: a few thousand jobs, a few
-# SIGKILLs, one Redis restart. Its assertions are about outcomes only (no
+# SIGKILLs, one Redis restart, unique jobs of each mode among them. Its assertions are about outcomes only (no
 # job lost, nothing left claimed or ready), never about timing.
 class TortureTest < SolidJobsTest
   def test_no_job_is_lost_through_kills_and_a_redis_restart
@@ -15,6 +15,9 @@ class TortureTest < SolidJobsTest
     assert_equal 3000, result.completed
     assert_equal 0, result.leftover_claims, out.string
     assert_equal 0, result.leftover_ready, out.string
+    assert_equal 600, result.unique_jobs, "every fifth job is unique"
+    assert_equal 0, result.unique_written_twice, "a second enqueue of a live unique job is a duplicate"
+    assert_equal 0, result.leftover_locks, "no unique lock outlives its job (#{out.string})"
     assert_equal 3, result.kills
     assert_equal 1, result.redis_restarts
   end

@@ -10,7 +10,10 @@ module SolidJobs
   class Configuration
     CHANNEL_ORDERS = %i[weighted priority shuffle].freeze
     EXECUTION_MODES = %i[ractor thread].freeze
-    TASK_OPTION_KEYS = %i[channel max_failures retry_within execution].freeze
+    TASK_OPTION_KEYS = %i[channel max_failures retry_within execution unique].freeze
+    # `unique: {by:, while:, for:}` (docs/unique.md).
+    UNIQUE_KEYS = %i[by while for].freeze
+    UNIQUE_MODES = %i[queued running until_done].freeze
     # `execution: :thread` sends a task to the node's thread workers (see Lanes).
     TASK_EXECUTIONS = %i[thread].freeze
     CHANNEL_NAME = /\A[A-Za-z0-9_.-]{1,100}\z/
@@ -415,7 +418,45 @@ module SolidJobs
               "task option execution must be one of #{TASK_EXECUTIONS.inspect} (got #{options[:execution].inspect})"
       end
 
+      options = options.merge(unique: unique_option(options[:unique])) if options.key?(:unique)
       options.to_h { |k, v| [k, k == :channel ? own(v) : v] }
+    end
+
+    # `unique:` checked and normalised to a frozen, shareable
+    # {by: :arguments | Proc | String, while: Symbol, for_ms: Integer | nil}
+    # (docs/unique.md). A `by:` Proc runs in the producer, in whichever
+    # Ractor enqueues, so it is made shareable here, at class definition.
+    def self.unique_option(unique)
+      return nil if unique.nil? || unique == false
+
+      unique = {} if unique == true
+      unless unique.is_a?(Hash)
+        raise ConfigurationError,
+              "task option unique must be a Hash like {by: :arguments, while: :queued} (got #{unique.inspect})"
+      end
+      unknown = unique.keys - UNIQUE_KEYS
+      raise ConfigurationError, "unknown unique option(s) #{unknown.inspect}; known: #{UNIQUE_KEYS.inspect}" unless unknown.empty?
+
+      by = unique.fetch(:by, :arguments)
+      by = case by
+           when :arguments then by
+           when String then own(by)
+           when Proc then Task.shareable_block(:"unique by:", by)
+           else
+             raise ConfigurationError, "unique by: must be :arguments, a String constant or a Proc taking the job's " \
+                                       "arguments (got #{by.inspect})"
+           end
+      mode = unique.fetch(:while, :queued)
+      unless UNIQUE_MODES.include?(mode)
+        raise ConfigurationError, "unique while: must be one of #{UNIQUE_MODES.inspect} (got #{mode.inspect})"
+      end
+
+      limit = unique[:for]
+      if unique.key?(:for) && !(limit.is_a?(Numeric) && limit.positive? && limit.finite?)
+        raise ConfigurationError, "unique for: must be a positive number of seconds (got #{limit.inspect})"
+      end
+
+      Ractor.make_shareable({by: by, while: mode, for_ms: limit && [(limit * 1000).round, 1].max})
     end
 
     def self.backend_name(setting, value)

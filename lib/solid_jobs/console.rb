@@ -56,6 +56,7 @@ module SolidJobs
         job = {"id" => id, "state" => found["state"], "channel" => found["channel"], "backend" => backend.name.to_s}
         envelope = found["envelope"]
         job.merge!(envelope.slice(*ENVELOPE_FIELDS)) if envelope.is_a?(Hash)
+        job.merge!(unique_fields(id, envelope)) if envelope.is_a?(Hash) && backend.is_a?(Backends::Redis)
         job["attempts"] = found["attempts"] if found["attempts"]
         job.merge!(failure_record(id)) if backend.is_a?(Backends::Redis)
         job.merge!(archived_fields(id)) if found["state"] == "archived"
@@ -147,6 +148,17 @@ module SolidJobs
                   "backend" => redis.name.to_s}
         end
       end
+    end
+
+    # A unique job's lock (docs/unique.md), when its envelope is known:
+    # {"unique" => {"lock" => key, "while" => mode, "held" => whether the
+    # lock still names this job}}.
+    def unique_fields(id, envelope)
+      lock = envelope.dig("meta", "unique")
+      return {} unless lock.is_a?(Hash) && lock["lock"].is_a?(String)
+
+      key = @keys.unique(lock["lock"])
+      {"unique" => {"lock" => key, "while" => lock["while"].to_s, "held" => @client.call(["GET", key]) == id}}
     end
 
     def failure_record(id)

@@ -16,13 +16,16 @@ module SolidJobs
   # registry, channels with work that no configured
   # channel serves, and publications held behind a barrier that expired
   # more than a recovery delay ago (no node is running to release them:
-  # docs/observability.md). It issues only reads (SCAN, LLEN, LRANGE,
-  # ZCARD, ...).
+  # docs/observability.md), and unique locks whose job is neither live nor
+  # archived (stale_locks: the scripts that end a job release its lock, so
+  # only lost writes leave one; the next enqueue of its key takes it over:
+  # docs/unique.md). It issues only reads (SCAN, LLEN, LRANGE, ZCARD, ...).
   module IntegrityCheck
     Report = Struct.new(:counts, :orphaned_claims, :dead_node_claims, :unheld_claims, :undecodable, :unknown_channels,
-                        :unserved_channels, :expired_publications, keyword_init: true) do
+                        :unserved_channels, :expired_publications, :stale_locks, keyword_init: true) do
       def ok?
-        [orphaned_claims, dead_node_claims, unheld_claims, undecodable, unknown_channels, expired_publications].all?(&:empty?)
+        [orphaned_claims, dead_node_claims, unheld_claims, undecodable, unknown_channels, expired_publications,
+         stale_locks].all?(&:empty?)
       end
     end
 
@@ -54,7 +57,8 @@ module SolidJobs
         undecodable: undecodable(client, keys, ready.keys, claimants, sample),
         unknown_channels: (lists - registry).sort,
         unserved_channels: ready.select { |c, n| n.positive? && !configured.include?(c) }.keys,
-        expired_publications: expired_publications(client, keys)
+        expired_publications: expired_publications(client, keys),
+        stale_locks: stale_locks(client, keys, sample)
       )
     end
 
@@ -88,6 +92,29 @@ module SolidJobs
 
     # Held publications whose barrier expired over a recovery delay ago.
     # Barrier expiries are on Redis' clock (hold.lua), so "now" is too.
+    # Up to `sample` unique locks whose holder is in neither the job index
+    # nor the archive: [{lock:, job_id:}]. A holder that completes between
+    # the reads deletes its lock with it, so each candidate is read again.
+    def stale_locks(client, keys, sample)
+      cursor = "0"
+      found = []
+      checked = 0
+      loop do
+        cursor, batch = client.call(["SCAN", cursor, "MATCH", keys.unique_pattern, "COUNT", "500"])
+        batch.each do |lock|
+          break if checked >= sample
+
+          checked += 1
+          holder = client.call(["GET", lock]) or next
+          next if client.call(["HEXISTS", keys.jobs, holder]) == 1 || client.call(["ZSCORE", keys.archive, holder])
+
+          found << {lock: lock, job_id: holder} if client.call(["GET", lock]) == holder
+        end
+        break if cursor == "0" || checked >= sample
+      end
+      found
+    end
+
     def expired_publications(client, keys)
       seconds, micros = client.call(["TIME"]).map(&:to_i)
       before = (seconds * 1000) + (micros / 1000) - (SolidJobs.config.recovery_delay * 1000).round

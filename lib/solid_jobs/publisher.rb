@@ -15,6 +15,21 @@ module SolidJobs
   # publication call, paid only with an instrumenter. A barrier whose
   # publisher dies expires (publication_barrier_ttl) and a node's heartbeat
   # releases the jobs.
+  # What enqueueing a unique task returns (an Array of ids, one per
+  # argument list): a duplicate's entry is the id of the live job holding
+  # its lock, and `duplicates` lists the indexes of those entries, so
+  # `enqueue_many` tells which argument lists were written.
+  class Enqueued < Array
+    attr_reader :duplicates
+
+    def initialize(ids, duplicates)
+      super(ids)
+      @duplicates = duplicates.freeze
+    end
+
+    def duplicate?(index) = @duplicates.include?(index)
+  end
+
   module Publisher
     # What publication interceptors receive. `envelope` is the Hash that will
     # be written; an interceptor may change it or not yield to skip the job.
@@ -43,6 +58,12 @@ module SolidJobs
       routing = SolidJobs.routing
       backend = routing.backend_for(channel)
       check_supported(backend, task, options)
+      if (unique = options[:unique])
+        job = {task: task, channel: channel, max_failures: max_failures, due_ms: due_ms, mode: unique[:while].to_s,
+               for_ms: unique[:for_ms] || 0}
+        return publish_unique(backend, task_class, argument_lists, unique[:by], job)
+      end
+
       config = SolidJobs.config
       chain = config.publish_interceptors
       instrumenter = config.instrumenter
@@ -83,6 +104,40 @@ module SolidJobs
       else
         backend.push_envelopes(envelopes, due_ms)
         payloads.each { |p| Instrumentation.emit(instrumenter, "job.journaled", p.merge(at_ms: Clock.now_ms)) }
+      end
+    end
+
+    # A unique task's jobs: written with their locks, or the live holder's
+    # id in their place (docs/unique.md). Returns Enqueued: the ids, and
+    # which argument lists were duplicates.
+    def publish_unique(backend, task_class, argument_lists, by, job)
+      task = job[:task]
+      unless backend.supports?(:unique)
+        raise Backends::NotSupported, "#{task} is unique, which the #{backend.name.inspect} backend cannot honor " \
+                                      "(its push is idempotent by job id only, not by key); route the channel to Redis"
+      end
+      config = SolidJobs.config
+      unless config.publish_interceptors.empty? && Instrumentation.null?(config.instrumenter)
+        raise Backends::NotSupported, "#{task} is unique: unique tasks are not yet published through publication " \
+                                      "interceptors or a custom instrumenter's publication barrier (docs/unique.md)"
+      end
+      materials = argument_lists.map { |arguments| unique_material(task_class, by, arguments) }
+      Enqueued.new(*backend.push_unique(job, argument_lists, materials))
+    end
+
+    # The key material of one job: what `by:` names, made JSON by the native
+    # client (refused with the path of a value that is not JSON-native).
+    def unique_material(task_class, by, arguments)
+      case by
+      when :arguments then arguments
+      when String then by
+      else
+        begin
+          by.call(*arguments)
+        rescue ArgumentError => e
+          raise ArgumentError, "#{task_class}'s unique by: cannot take #{arguments.size} argument(s) (#{e.message}); " \
+                               "nothing was enqueued"
+        end
       end
     end
 

@@ -37,6 +37,23 @@ module CommandCounts
       def execute_task(*) = raise(ArgumentError, "failing on purpose, to count a retry")
     end
 
+    # A unique task (docs/unique.md): its enqueue runs enqueue_unique.lua.
+    class Unique
+      include SolidJobs::Task
+      task_options channel: CHANNEL, unique: {by: :arguments, while: :queued}
+
+      def execute_task(*) = nil
+    end
+
+    # Loads enqueue_unique.lua on the warm-up channel, so the measured
+    # unique enqueue is a steady-state call into an empty channel.
+    class UniqueWarmup
+      include SolidJobs::Task
+      task_options channel: "warmup", unique: {by: :arguments, while: :queued}
+
+      def execute_task(*) = nil
+    end
+
     # Scheduled onto a channel no measured node serves: a promotion ends with
     # the job ready in its list, not run.
     class Later
@@ -64,14 +81,17 @@ module CommandCounts
   # an idle node sends nothing: its fetcher waits for the doorbell, its
   # heartbeat thread for the next due job.
   class SolidJobsScenarios
-    OPERATIONS = %i[enqueue enqueue_many worker_turn retry scheduled_promotion recovery].freeze
+    OPERATIONS = %i[enqueue enqueue_many worker_turn retry scheduled_promotion recovery unique_enqueue
+                    unique_duplicate].freeze
     TITLES = {
       enqueue: "Task.enqueue (one job, empty channel)",
       enqueue_many: "Task.enqueue_many (100 jobs)",
       worker_turn: "worker turn: idle node takes, runs and acks one job",
       retry: "retry: the job raises and is scheduled for retry",
       scheduled_promotion: "scheduled promotion: enqueue_after, then the job becomes ready",
-      recovery: "recovery: a live node requeues a dead node's claim and runs it"
+      recovery: "recovery: a live node requeues a dead node's claim and runs it",
+      unique_enqueue: "unique Task.enqueue (one job, its lock free, empty channel)",
+      unique_duplicate: "unique Task.enqueue of a duplicate (the lock's job is live)"
     }.freeze
     # What each connection of a producer or a node sends first.
     ROLES = {
@@ -142,6 +162,21 @@ module CommandCounts
     def enqueue
       producer
       measure(:enqueue) { Tasks::Noop.enqueue(1) && nil }
+    end
+
+    # One enqueue_unique.lua call that takes the lock and writes the job.
+    def unique_enqueue
+      producer
+      Tasks::UniqueWarmup.enqueue(0)
+      measure(:unique_enqueue) { Tasks::Unique.enqueue(1) && nil }
+    end
+
+    # One enqueue_unique.lua call that finds the lock held by a live job.
+    def unique_duplicate
+      producer
+      Tasks::UniqueWarmup.enqueue(0)
+      Tasks::Unique.enqueue(2)
+      measure(:unique_duplicate) { Tasks::Unique.enqueue(2) && nil }
     end
 
     def enqueue_many

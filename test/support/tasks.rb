@@ -192,6 +192,22 @@ class TortureTask
   class Gamma < TortureTask
     task_options channel: "gamma"
   end
+
+  # Unique jobs in the torture run, one mode per channel, keyed by the
+  # sequence number (docs/unique.md).
+  def self.unique_for_channel(channel) = const_get(:"Unique#{channel.capitalize}")
+
+  class UniqueAlpha < TortureTask
+    task_options channel: "alpha", unique: {by: ->(seq, *) { seq }, while: :running}
+  end
+
+  class UniqueBeta < TortureTask
+    task_options channel: "beta", unique: {by: ->(seq, *) { seq }, while: :queued}
+  end
+
+  class UniqueGamma < TortureTask
+    task_options channel: "gamma", unique: {by: ->(seq, *) { seq }, while: :until_done}
+  end
 end
 
 # Raises an Exception that is not a StandardError.
@@ -248,4 +264,61 @@ class FailsOnceTask
     Ledger.append(path, "attempt #{label} #{Process.clock_gettime(Process::CLOCK_MONOTONIC)}")
     raise "first attempt of #{label} fails" if first
   end
+end
+
+# Unique tasks (test/unique_test.rb): the key is the label, so jobs with
+# the same label are duplicates. `behaviour`: "ok", "sleep:<seconds>",
+# "fail" (always raises), "fail_once" (raises on its first attempt only).
+module UniqueBehaviour
+  def execute_task(path, label, behaviour = "ok")
+    Ledger.append(path, "start #{label}")
+    case behaviour
+    when /\Asleep:(.+)\z/ then sleep(Float(::Regexp.last_match(1)))
+    when "fail" then raise ArgumentError, "failing on purpose: #{label}"
+    when "fail_once"
+      raise ArgumentError, "failing once: #{label}" if File.readlines(path, chomp: true).count("start #{label}") == 1
+    end
+    Ledger.append(path, "#{label} #{Ledger.worker_name} #{Process.pid}")
+  end
+end
+
+class UniqueQueuedTask
+  include SolidJobs::Task
+  include UniqueBehaviour
+  task_options unique: {by: ->(_path, label, *) { label }, while: :queued}
+  retry_delay { 0.3 }
+end
+
+class UniqueRunningTask
+  include SolidJobs::Task
+  include UniqueBehaviour
+  task_options max_failures: 2, unique: {by: ->(_path, label, *) { label }, while: :running}
+  retry_delay { 0.3 }
+end
+
+class UniqueUntilDoneTask
+  include SolidJobs::Task
+  include UniqueBehaviour
+  task_options max_failures: 1, unique: {by: ->(_path, label, *) { label }, while: :until_done}
+end
+
+class UniqueByArgumentsTask
+  include SolidJobs::Task
+  task_options unique: {by: :arguments, while: :until_done}
+
+  def execute_task(*) = nil
+end
+
+class UniqueConstantTask
+  include SolidJobs::Task
+  task_options unique: {by: "only-one", while: :queued, for: 0.3}
+
+  def execute_task(*) = nil
+end
+
+# `for:` shorter than the job: its lock expires while it runs.
+class UniqueBoundedRunningTask
+  include SolidJobs::Task
+  include UniqueBehaviour
+  task_options unique: {by: ->(_path, label, *) { label }, while: :running, for: 0.3}
 end

@@ -9,7 +9,10 @@ require_relative "processes"
 # through a backlog while the driver SIGKILLs random workers at random
 # moments (restarting them) and restarts Redis (AOF on, fsync always). At
 # the end it checks, from the ledger the tasks write, that every job
-# completed at least once and nothing is left claimed or ready.
+# completed at least once and nothing is left claimed or ready. Every fifth
+# job is a unique job (one `while:` mode per channel), enqueued twice: the
+# second enqueue must be a duplicate, and no lock may be left once every
+# job is done.
 #
 # Used by `SOLID_JOBS_TORTURE=1 TORTURE_JOBS=100000 bundle exec rake torture`
 # and, small, by test/torture_test.rb.
@@ -18,8 +21,10 @@ class Torture
   NAMESPACE = "torture"
 
   Result = Struct.new(:jobs, :kills, :redis_restarts, :completed, :duplicates, :missing, :recovery_delays,
-                      :leftover_claims, :leftover_ready, :elapsed, :seed, keyword_init: true) do
-    def ok? = missing.zero? && leftover_claims.zero? && leftover_ready.zero?
+                      :leftover_claims, :leftover_ready, :elapsed, :seed, :unique_jobs, :unique_written_twice,
+                      :leftover_locks, keyword_init: true) do
+    def ok? = missing.zero? && leftover_claims.zero? && leftover_ready.zero? && leftover_locks.zero? &&
+      unique_written_twice.zero?
 
     def percentile(p)
       return nil if recovery_delays.empty?
@@ -32,9 +37,11 @@ class Torture
       p50 = percentile(0.5)
       max = recovery_delays.max
       format("jobs %d, completed %d, duplicates %d, missing %d, kills %d, redis restarts %d, " \
-             "recovery delay p50 %s max %s, leftover claims %d, leftover ready %d, %.1fs (seed %d)",
+             "recovery delay p50 %s max %s, leftover claims %d, leftover ready %d, unique jobs %d " \
+             "(written twice %d, locks left %d), %.1fs (seed %d)",
              jobs, completed, duplicates, missing, kills, redis_restarts, p50 ? format("%.2fs", p50) : "n/a",
-             max ? format("%.2fs", max) : "n/a", leftover_claims, leftover_ready, elapsed, seed)
+             max ? format("%.2fs", max) : "n/a", leftover_claims, leftover_ready, unique_jobs, unique_written_twice,
+             leftover_locks, elapsed, seed)
     end
   end
 
@@ -90,9 +97,21 @@ class Torture
       c.redis_url = @redis_server.url
       c.namespace = NAMESPACE
     end
+    @unique_jobs = 0
+    @unique_written_twice = 0
     (0...@jobs).each_slice(1000) do |slice|
       slice.group_by { |seq| CHANNELS[seq % CHANNELS.size] }.each do |channel, seqs|
-        TortureTask.for_channel(channel).enqueue_many(seqs.map { |seq| [seq, @dir, @work_ms] })
+        unique, plain = seqs.partition { |seq| (seq % 5).zero? }
+        TortureTask.for_channel(channel).enqueue_many(plain.map { |seq| [seq, @dir, @work_ms] })
+        next if unique.empty?
+
+        task = TortureTask.unique_for_channel(channel)
+        lists = unique.map { |seq| [seq, @dir, @work_ms] }
+        first = task.enqueue_many(lists)
+        # No worker runs yet, so every lock is still held: each is a duplicate.
+        again = task.enqueue_many(lists)
+        @unique_jobs += unique.size
+        @unique_written_twice += lists.each_index.count { |i| !again.duplicate?(i) || again[i] != first[i] }
       end
     end
     log("seeded #{@jobs} jobs over #{CHANNELS.join(", ")}")
@@ -221,6 +240,8 @@ class Torture
     ready = CHANNELS.sum { |c| @redis.llen(key("channel:#{c}")) } + @redis.zcard(key("planned")) + @redis.zcard(key("retrying"))
     Result.new(jobs: @jobs, kills: @kills, redis_restarts: @restarts, completed: unique.size,
                duplicates: lines.size - unique.size, missing: ((0...@jobs).to_a - unique).size, recovery_delays: delays,
-               leftover_claims: claims, leftover_ready: ready, elapsed: monotonic - @started, seed: @seed)
+               leftover_claims: claims, leftover_ready: ready, elapsed: monotonic - @started, seed: @seed,
+               unique_jobs: @unique_jobs, unique_written_twice: @unique_written_twice,
+               leftover_locks: @redis.keys(key("unique:*")).size)
   end
 end

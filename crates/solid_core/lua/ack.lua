@@ -60,6 +60,21 @@ for i, rec in ipairs(present) do
   end
 end
 if #done > 0 then
+  -- Unique jobs (docs/unique.md): the lock ends with the job. The record
+  -- is `channel|claimed_ms|envelope` and a unique envelope ends with its
+  -- lock (meta.unique); a plain one ends with a digit and `}`, so plain
+  -- jobs pay one byte compared, no command. Compare and delete: a lock
+  -- that names another job (taken over after `for:` expired) stays.
+  local prefix = string.sub(KEYS[5], 1, #KEYS[5] - 4)
+  for i, rec in ipairs(present) do
+    if rec and string.byte(rec, -2) == 125 then
+      local hex = string.match(string.sub(rec, -100), '"unique":{"lock":"(%x+)","while":"[%l_]+"}}}$')
+      if hex then
+        local lock = prefix .. 'unique:' .. hex
+        if redis.call('GET', lock) == ARGV[2 * i + 2] then redis.call('DEL', lock) end
+      end
+    end
+  end
   redis.call('HDEL', KEYS[1], unpack(done))
   redis.call('HDEL', KEYS[2], unpack(ids))
   redis.call('HDEL', KEYS[5], unpack(ids))

@@ -45,6 +45,7 @@ local function take_tokens(n)
   return last
 end
 local want = tonumber(ARGV[1])
+local prefix = prefix_of(KEYS[4])
 local check = tonumber(redis.call('GET', KEYS[6]) or '0') > 0
 local out = {}
 for i = 8, #KEYS do
@@ -59,6 +60,11 @@ for i = 8, #KEYS do
       local fields = {}
       for j, env in ipairs(keep) do
         local token = last - #keep + j
+        -- `while: :queued`: the lock ends when the job is claimed, in the
+        -- same script, so a claimed job never holds it and a queued one
+        -- never lost it.
+        local _, mode = unique_lock(env)
+        if mode == 'queued' then release_lock(prefix, env, job_id(env)) end
         fields[#fields + 1] = string.format('%d', token)
         fields[#fields + 1] = name .. '|' .. ARGV[2] .. '|' .. env
         out[#out + 1] = token

@@ -7,7 +7,8 @@
 -- KEYS[8] settled marker of this token
 -- ARGV[1] token ('' when the job is not claimed), ARGV[2] job id,
 -- ARGV[3] archive record JSON, ARGV[4] max entries, ARGV[5] max age ms,
--- ARGV[6] '1' to archive, '0' to drop
+-- ARGV[6] '1' to archive, '0' to drop, ARGV[7] the unique lock's hex name
+-- ('' or absent: none), ARGV[8] its mode
 -- The archive is ordered and trimmed by age on Redis' clock.
 if ARGV[1] ~= '' then
   local claim = take_claim(KEYS[1], ARGV[1], KEYS[8], 'discard', KEYS[6])
@@ -16,6 +17,14 @@ end
 redis.call('HDEL', KEYS[4], ARGV[2])
 redis.call('HDEL', KEYS[7], ARGV[2])
 redis.call('INCR', KEYS[5])
+-- A given-up unique job releases its lock (compare and delete), except
+-- `while: :until_done` kept in the archive: that job is not done, and an
+-- operator may re-enqueue it; the lock goes when its archive entry does.
+local prefix = prefix_of(KEYS[7])
+if ARGV[7] and ARGV[7] ~= '' and not (ARGV[6] == '1' and ARGV[8] == 'until_done') then
+  local lock = prefix .. 'unique:' .. ARGV[7]
+  if redis.call('GET', lock) == ARGV[2] then redis.call('DEL', lock) end
+end
 if ARGV[6] ~= '1' then return 1 end
 local now = redis_now_ms()
 redis.call('ZADD', KEYS[2], now, ARGV[2])
@@ -29,6 +38,7 @@ if excess > 0 then
   for _, id in ipairs(more) do old[#old + 1] = id end
 end
 if #old > 0 then
+  release_archived_locks(prefix, KEYS[3], old)
   redis.call('ZREM', KEYS[2], unpack(old))
   redis.call('HDEL', KEYS[3], unpack(old))
 end

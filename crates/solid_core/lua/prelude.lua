@@ -54,6 +54,49 @@ local function register_fresh(index, envs, from, state)
   return fresh
 end
 
+-- Unique jobs (docs/unique.md). The lock a unique job's envelope names:
+-- its `meta` is the envelope's last field and `unique` its last key, so the
+-- lock is read from the envelope's end. A plain envelope ends with a
+-- number and `}`: one byte compared, no command, for every job without it.
+-- Returns the lock's hex name and its mode (queued, running, until_done).
+local function unique_lock(env)
+  if string.byte(env, -2) ~= 125 then return nil end
+  return string.match(string.sub(env, -100), '"unique":{"lock":"(%x+)","while":"([%l_]+)"}}}$')
+end
+
+-- The key prefix, from the job index key (`<prefix>jobs`) every script
+-- that moves jobs already receives.
+local function prefix_of(index)
+  return string.sub(index, 1, #index - 4)
+end
+
+-- Releases the lock `env` names if job `id` still holds it. Compare and
+-- delete: a lock taken over by another job (after `for:` expired, or after
+-- this job was cancelled) names that job and is left alone, so a late or
+-- repeated release can never free another job's lock.
+local function release_lock(prefix, env, id)
+  local hex = unique_lock(env)
+  if not hex or not id then return end
+  local lock = prefix .. 'unique:' .. hex
+  if redis.call('GET', lock) == id then redis.call('DEL', lock) end
+end
+
+-- Releases the locks of archived `:until_done` jobs whose archive entries
+-- (`ids`, in the archive entries hash `entries`) are about to be removed
+-- (trimmed or deleted): the job is gone for good, so is its lock. One HMGET
+-- per trim; a record is decoded only when it mentions `unique`.
+local function release_archived_locks(prefix, entries, ids)
+  local records = redis.call('HMGET', entries, unpack(ids))
+  for k, rec in ipairs(records) do
+    if rec and string.find(rec, 'unique', 1, true) then
+      local ok, decoded = pcall(cjson.decode, rec)
+      if ok and type(decoded) == 'table' and type(decoded.raw) == 'string' then
+        release_lock(prefix, decoded.raw, ids[k])
+      end
+    end
+  end
+end
+
 -- Milliseconds since the epoch on Redis' clock (TIME). Every time a script
 -- compares or stores for scheduling is read here, never taken from an
 -- argument: worker and producer clocks may be skewed (docs/reliability.md,
@@ -84,7 +127,13 @@ local function drop_cancelled(envs, index, metric, waiting, attempts)
   end
   local keep, dropped = {}, {}
   for j, env in ipairs(envs) do
-    if ids[j] and cancelled[ids[j]] then dropped[#dropped + 1] = ids[j] else keep[#keep + 1] = env end
+    if ids[j] and cancelled[ids[j]] then
+      dropped[#dropped + 1] = ids[j]
+      -- A cancelled unique job never runs: its lock goes with it.
+      release_lock(prefix_of(index), env, ids[j])
+    else
+      keep[#keep + 1] = env
+    end
   end
   if #dropped > 0 then
     redis.call('HDEL', index, unpack(dropped))
@@ -146,6 +195,7 @@ local function release_held(member, now, prefix, planned, index, cancelled_metri
   local channel, env = string.sub(member, s1 + 1, s2 - 1), string.sub(member, s2 + 1)
   local id = job_id(env)
   if id and is_cancelled(redis.call('HGET', index, id)) then
+    release_lock(prefix, env, id)
     redis.call('HDEL', index, id)
     redis.call('HDEL', attempts, id)
     redis.call('INCR', cancelled_metric)

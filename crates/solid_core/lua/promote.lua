@@ -18,6 +18,7 @@ for k = 1, 2 do
       local channel, env = string.sub(m, 1, sep - 1), string.sub(m, sep + 1)
       local id = job_id(env)
       if id and is_cancelled(redis.call('HGET', KEYS[5], id)) then
+        release_lock(ARGV[2], env, id)
         redis.call('HDEL', KEYS[5], id)
         redis.call('HDEL', KEYS[8], id)
         redis.call('INCR', KEYS[6])

@@ -38,6 +38,7 @@ pub mod redis;
 pub mod schedule;
 pub mod source;
 pub mod telemetry;
+pub mod unique;
 
 /// The redis crate, re-exported so the glue converts replies without its own
 /// dependency (as `redis_rs`: [`redis`] is the Redis backend's module).

@@ -11,7 +11,7 @@ module SolidJobs
       # there is nothing to extend.
       CAPABILITIES = {
         at_least_once: true, retries: true, scheduling: true, crash_recovery: true, deduplication: true,
-        fencing: true, lease_extension: false, get: true, cancel: true, durability: true
+        fencing: true, lease_extension: false, get: true, cancel: true, durability: true, unique: true
       }.freeze
 
       attr_reader :client
@@ -54,6 +54,13 @@ module SolidJobs
       end
 
       def push_envelopes(envelopes, due_ms) = @client.push_envelopes(envelopes, due_ms)
+
+      # A unique task's jobs (docs/unique.md): [ids, duplicate indexes].
+      # `job`: {task:, channel:, max_failures:, due_ms:, mode:, for_ms:}.
+      def push_unique(job, argument_lists, materials)
+        @client.push_unique(job[:task], argument_lists, materials, job[:channel], job[:max_failures], job[:due_ms],
+                            [job[:mode], job[:for_ms]])
+      end
 
       # {"id", "state", "channel", "envelope"} or nil. State: ready, planned,
       # retrying, claimed, cancelled or archived; completed jobs are not kept.

@@ -8,7 +8,10 @@ module SolidJobs
     class SolidEngine < Base
       CAPABILITIES = {
         at_least_once: true, retries: true, scheduling: true, crash_recovery: true, deduplication: true,
-        fencing: true, lease_extension: true, get: true, cancel: true, durability: true
+        fencing: true, lease_extension: true, get: true, cancel: true, durability: true,
+        # Unique jobs (docs/unique.md): the engine dedupes by job id only and
+        # holds no lock a job's own transitions release.
+        unique: false
       }.freeze
       STATES = %w[scheduled ready reserved completed dead cancelled].freeze
       # Lease per reservation. Running tasks are extended every third of it,

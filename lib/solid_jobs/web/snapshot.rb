@@ -26,7 +26,7 @@ module SolidJobs
       # The fields of a job record a page may show. Arguments, envelopes,
       # error messages and backtraces are not among them.
       JOB_FIELDS = %w[id state channel backend task max_failures created_ms queued_ms failures first_failure_ms
-                      last_failure_ms error_class reason kind discarded_ms retained completions_since].freeze
+                      last_failure_ms error_class reason kind discarded_ms retained completions_since unique].freeze
 
       attr_reader :now_ms
 

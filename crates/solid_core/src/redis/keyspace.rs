@@ -28,6 +28,17 @@ impl Keyspace {
         format!("{}{}", self.prefix, suffix)
     }
 
+    /// STRING: a unique job's lock (docs/unique.md); the value is the id of
+    /// the job holding it, `hex` the lock name `unique::lock_hex` makes.
+    pub fn unique(&self, hex: &str) -> String {
+        self.key(&format!("unique:{hex}"))
+    }
+
+    /// Pattern of every unique lock, for SCAN.
+    pub fn unique_pattern(&self) -> String {
+        self.key("unique:*")
+    }
+
     /// LIST of ready envelopes. Producers LPUSH; claims RPOP (oldest first);
     /// requeue RPUSHes, so requeued work is the next to run.
     pub fn channel(&self, name: &str) -> String {

@@ -10,13 +10,15 @@
 //! structures, and their growth is bounded by what is already claimed or
 //! held (a claim record per prefetched job, an attempts or archive record
 //! per job leaving its claim). Scripts that add work (enqueue, schedule,
-//! hold, unarchive) and cancel keep Redis' refusal, so a producer gets
+//! hold, unarchive, and enqueue_unique) and cancel keep Redis' refusal, so a producer gets
 //! `OOM` and nothing is written. Script flags need Redis 7.0 or later.
 
 use redis::Script;
 
 pub struct Scripts {
     pub enqueue: Script,
+    pub enqueue_unique: Script,
+    pub forget: Script,
     pub schedule: Script,
     pub claim: Script,
     pub ack: Script,
@@ -58,6 +60,10 @@ impl Default for Scripts {
     fn default() -> Self {
         Scripts {
             enqueue: with_prelude(include_str!("../../lua/enqueue.lua")),
+            enqueue_unique: with_prelude(include_str!("../../lua/enqueue_unique.lua")),
+            // Removes work (an archive entry and its lock): like the settle
+            // scripts, it runs while Redis is out of memory.
+            forget: allowing_oom_with_prelude(include_str!("../../lua/forget.lua")),
             schedule: with_prelude(include_str!("../../lua/schedule.lua")),
             claim: allowing_oom_with_prelude(include_str!("../../lua/claim.lua")),
             ack: allowing_oom(include_str!("../../lua/ack.lua")),

@@ -167,6 +167,40 @@ impl Store {
         Ok(written)
     }
 
+    /// Enqueues (or, with `due_ms`, plans) the jobs of a unique task on one
+    /// channel: each `(lock hex, envelope)` is written with its lock, or not
+    /// at all when the lock names a live job. `lock_ttl_ms` (the `for:`
+    /// option) bounds each lock; 0 for none. Returns, per envelope, the id it
+    /// stands for: its own when written, the holder's for a duplicate.
+    pub fn enqueue_unique(
+        &self,
+        conn: &mut Connection,
+        channel: &str,
+        due_ms: Option<u64>,
+        lock_ttl_ms: u64,
+        jobs: &[(String, Envelope)],
+    ) -> Result<Vec<String>> {
+        let mut ids = Vec::with_capacity(jobs.len());
+        let delay = due_ms.filter(|&d| d > now_ms()).map(|d| d.saturating_sub(now_ms()).to_string());
+        for chunk in jobs.chunks(MAX_BATCH) {
+            let mut inv = self.scripts.enqueue_unique.prepare_invoke();
+            inv.key(if delay.is_some() { self.keys.planned() } else { self.keys.channel(channel) })
+                .key(self.keys.channels())
+                .key(self.keys.doorbell())
+                .key(self.keys.jobs())
+                .key(self.keys.archive())
+                .arg(delay.as_deref().unwrap_or(""))
+                .arg(channel)
+                .arg(lock_ttl_ms)
+                .arg(self.keys.prefix());
+            for (hex, env) in chunk {
+                inv.arg(hex).arg(&env.id).arg(env.encode());
+            }
+            ids.extend(inv.invoke::<Vec<String>>(conn)?);
+        }
+        Ok(ids)
+    }
+
     /// Cancels a waiting (ready, planned, retrying) job. Ok(false) when it is
     /// not live or already cancelled; an error when it is running.
     /// true when a waiting job was cancelled, false when the id is unknown
@@ -429,6 +463,13 @@ impl Store {
         record: &serde_json::Value,
         archive: bool,
     ) -> Result<()> {
+        // A unique job's lock, named by its envelope (the record's `raw`).
+        let lock = record
+            .get("raw")
+            .and_then(|r| r.as_str())
+            .and_then(|raw| Envelope::decode(raw).ok())
+            .and_then(|env| crate::unique::lock_of(env.meta.as_ref()));
+        let (hex, mode) = lock.map_or((String::new(), ""), |(hex, mode)| (hex, mode.as_str()));
         let ok: i64 = self
             .scripts
             .discard
@@ -446,6 +487,8 @@ impl Store {
             .arg(self.archive.max_entries)
             .arg(self.archive.max_age_ms)
             .arg(if archive { "1" } else { "0" })
+            .arg(hex)
+            .arg(mode)
             .invoke(conn)?;
         if ok == 1 {
             Ok(())
@@ -722,9 +765,14 @@ impl Store {
     /// Removes a job from the archive for good. Returns false when it was
     /// not archived.
     pub fn forget_archived(&self, conn: &mut Connection, job_id: &str) -> Result<bool> {
-        let mut pipe = redis::pipe();
-        pipe.atomic().zrem(self.keys.archive(), job_id).hdel(self.keys.archive_entries(), job_id);
-        let (removed, _): (u64, u64) = query_pipeline(&pipe, conn)?;
+        let removed: i64 = self
+            .scripts
+            .forget
+            .key(self.keys.archive())
+            .key(self.keys.archive_entries())
+            .key(self.keys.jobs())
+            .arg(job_id)
+            .invoke(conn)?;
         Ok(removed == 1)
     }
 

@@ -15,6 +15,7 @@ use solid_core::redis::keyspace::Keyspace;
 use solid_core::redis::store::Store;
 use solid_core::telemetry::Telemetry;
 
+use crate::helpers::convert::to_json;
 use crate::helpers::envelopes::{build_envelope, by_channel, envelope_to_ruby, parse_envelopes};
 use crate::helpers::errors::{arg_error, to_ruby as err};
 use crate::helpers::nogvl::without_gvl;
@@ -104,6 +105,61 @@ impl Client {
             rb_self.journal_publication(&task, &channel, &ids, started, due_ms);
         }
         Ok(ids)
+    }
+
+    /// push_unique(task, [arguments, ...], [key material, ...], channel,
+    /// max_failures, due_ms, [mode, lock_ttl_ms]) -> [[id, ...], [duplicate
+    /// index, ...]]: a unique task's jobs (docs/unique.md), each written with
+    /// its lock unless the lock names a live job, whose id then stands in
+    /// its place. Every argument list and key material is validated before
+    /// anything is written.
+    #[allow(clippy::too_many_arguments)]
+    fn push_unique(
+        ruby: &Ruby,
+        rb_self: &Self,
+        task: String,
+        lists: RArray,
+        materials: RArray,
+        channel: String,
+        max_failures: u32,
+        due_ms: Option<u64>,
+        lock: (String, u64),
+    ) -> Result<(Vec<String>, Vec<usize>), Error> {
+        let started = now_ms();
+        let (mode, ttl_ms) = lock;
+        let mode = solid_core::unique::Mode::parse(&mode).map_err(err)?;
+        if lists.len() != materials.len() {
+            return Err(arg_error("push_unique needs one key material per argument list".into()));
+        }
+        validate_channel(&channel).map_err(err)?;
+        let mut jobs = Vec::with_capacity(lists.len());
+        for (i, (args, material)) in lists.into_iter().zip(materials).enumerate() {
+            let path = if i == 0 { "arguments".to_owned() } else { format!("arguments of job {i}") };
+            let material = to_json(ruby, material, &format!("the unique key of job {i}"))?;
+            let hex = solid_core::unique::lock_hex(&task, &material);
+            let env = build_envelope(ruby, &task, args, &channel, max_failures, due_ms, &path)?
+                .with_meta(solid_core::unique::meta(&hex, mode))
+                .map_err(err)?;
+            jobs.push((hex, env));
+        }
+        if jobs.is_empty() {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        let ids =
+            without_gvl(|_| rb_self.pool.with(|c| rb_self.store.enqueue_unique(c, &channel, due_ms, ttl_ms, &jobs)))?
+                .map_err(err)?;
+        let duplicates: Vec<usize> =
+            jobs.iter().zip(&ids).enumerate().filter(|(_, ((_, env), id))| env.id != **id).map(|(i, _)| i).collect();
+        let written: Vec<String> = jobs
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !duplicates.contains(i))
+            .map(|(_, (_, env))| env.id.clone())
+            .collect();
+        if !written.is_empty() {
+            rb_self.journal_publication(&task, &channel, &written, started, due_ms);
+        }
+        Ok((ids, duplicates))
     }
 
     /// build(task, arguments, channel, max_failures, due_ms) -> envelope Hash,
@@ -346,6 +402,7 @@ pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
     class.define_method("url", method!(Client::url, 0))?;
     class.define_method("push", method!(Client::push, 5))?;
     class.define_method("push_many", method!(Client::push_many, 5))?;
+    class.define_method("push_unique", method!(Client::push_unique, 7))?;
     class.define_method("push_envelopes", method!(Client::push_envelopes, 2))?;
     class.define_method("hold_envelopes", method!(Client::hold_envelopes, 3))?;
     class.define_method("release_held", method!(Client::release_held, 1))?;

@@ -75,6 +75,12 @@ impl Keyspace {
     fn completed(&self) -> String {
         self.0.completed()
     }
+    fn unique(&self, hex: String) -> String {
+        self.0.unique(&hex)
+    }
+    fn unique_pattern(&self) -> String {
+        self.0.unique_pattern()
+    }
     fn incarnation(&self) -> String {
         self.0.incarnation()
     }
@@ -134,6 +140,8 @@ pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
     class.define_method("holding", method!(Keyspace::holding, 1))?;
     class.define_method("acked", method!(Keyspace::acked, 1))?;
     class.define_method("completed", method!(Keyspace::completed, 0))?;
+    class.define_method("unique", method!(Keyspace::unique, 1))?;
+    class.define_method("unique_pattern", method!(Keyspace::unique_pattern, 0))?;
     class.define_method("incarnation", method!(Keyspace::incarnation, 0))?;
     class.define_method("metric", method!(Keyspace::metric, 1))?;
     class.define_method("doorbell", method!(Keyspace::doorbell, 0))?;

@@ -65,6 +65,7 @@ module SolidJobs
             ["Attempts", Format.count(x&.attempts)],
             ["Failures recorded", pick(r, "failures") ? Format.count(pick(r, "failures")) : tag(:span, "none", class: "muted")],
             ["Backend", pick(r, "backend") || Format.unavailable],
+            *unique_fact(pick(r, "unique")),
             ["Waited (last attempt)", Format.ms(x&.wait_ms)],
             ["Ran (last attempt)", Format.ms(x&.run_ms)],
             ["Error", error(x, r)]
@@ -72,6 +73,14 @@ module SolidJobs
         end
 
         def pick(r, key) = r.is_a?(Hash) ? r[key] : nil
+
+        # A unique job's lock (docs/unique.md), when its envelope was read.
+        def unique_fact(u)
+          return [] unless u.is_a?(Hash)
+
+          held = u["held"] ? "held by this job" : tag(:span, "released", class: "muted")
+          [["Unique lock", [tag(:code, u["lock"].to_s), " while: #{u["while"]}, ", held]]]
+        end
 
         # Console.find's "completed and no longer retained".
         def not_retained(r)
