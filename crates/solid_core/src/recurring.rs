@@ -64,6 +64,19 @@ pub fn parse_cron(spec: &str, tz: Option<&str>) -> Result<Arc<dyn Ticks>> {
     ))
 }
 
+/// A schedule's ticks from its configuration: `every` seconds, or a `cron`
+/// spec in time zone `tz`; exactly one of the two, and a time zone only
+/// with cron.
+pub fn ticks_from(every: Option<u64>, cron: Option<&str>, tz: Option<&str>) -> Result<Arc<dyn Ticks>> {
+    match (every, cron) {
+        (Some(secs), None) if tz.is_none() => Ok(Arc::new(Every::new(secs)?)),
+        (Some(_), None) => Err(Error::Invalid("time_zone applies to cron schedules only, not every".into())),
+        (None, Some(spec)) => parse_cron(spec, tz),
+        (Some(_), Some(_)) => Err(Error::Invalid("give either every or cron, not both".into())),
+        (None, None) => Err(Error::Invalid("give every: seconds or cron: \"spec\"".into())),
+    }
+}
+
 /// What a schedule does about ticks no node enqueued on time (every node
 /// or Redis was down at the tick).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -200,6 +213,15 @@ mod tests {
         assert_eq!(meta["schedule"], "heartbeat");
         assert_eq!(meta["tick_ms"], 5_000);
         assert_ne!(s.envelope(5_000, 5_001).unwrap().id, s.envelope(5_000, 5_001).unwrap().id);
+    }
+
+    #[test]
+    fn ticks_from_routes_every_and_cron() {
+        assert_eq!(ticks_from(Some(5), None, None).unwrap().next_after(0), Some(5_000));
+        assert!(ticks_from(None, Some("* * * * *"), None).unwrap_err().to_string().contains("schedule module"));
+        assert!(ticks_from(Some(5), Some("* * * * *"), None).is_err());
+        assert!(ticks_from(None, None, None).is_err());
+        assert!(ticks_from(Some(5), None, Some("UTC")).is_err());
     }
 
     #[test]
