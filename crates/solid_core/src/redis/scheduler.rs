@@ -139,9 +139,17 @@ impl<'a> Scheduler<'a> {
                 self.failures = 0;
                 self.offset_ms = d.now_ms as i64 - ((before + after) / 2) as i64;
                 if d.outcome == TickOutcome::Early {
-                    // Told how far ahead of Redis this node proposed: wait
-                    // out exactly that on the monotonic clock.
-                    self.slots[i].due = Instant::now() + Duration::from_millis(tick.saturating_sub(d.now_ms).max(1));
+                    // Told how far ahead of Redis this node proposed. With
+                    // the clock estimate corrected, an earlier tick may be
+                    // the one due now (this node's clock runs fast):
+                    // propose it at once; otherwise wait out the difference
+                    // on the monotonic clock.
+                    let corrected = ticks.latest_at_or_before(self.redis_now_ms());
+                    self.slots[i].due = if corrected.is_some_and(|t| t < tick) {
+                        Instant::now()
+                    } else {
+                        Instant::now() + Duration::from_millis(tick.saturating_sub(d.now_ms).max(1))
+                    };
                     return;
                 }
                 let last = d.last_ms.unwrap_or(tick).max(tick);
