@@ -125,6 +125,10 @@ module SolidJobs
         options = own_task_options(klass)[:recurring] or next
 
         task = Reflection.name(klass) or next
+        # Only the class its name resolves to now: one replaced by a code
+        # reload (or a removed constant) stays in Task.classes.
+        next unless task_class(task).equal?(klass)
+
         all << spec(options.fetch(:name, task), options.except(:name), where: "#{task}'s task option recurring", task: task)
       end
       dupes = all.map { |s| s[:name] }.tally.select { |_, n| n > 1 }.keys
@@ -195,6 +199,61 @@ module SolidJobs
       check_supported!(specs, config)
       specs.group_by { |s| routing.backend_for(template(s, config)[:channel]) }
            .transform_values { |list| list.map { |s| native_spec(s, config) } }
+    end
+  
+    # One schedule as `solid-jobs recurring` and the dashboard list it.
+    # `configured` false: state left in Redis by a schedule this
+    # configuration no longer has (it expires by itself: `expires_ms`).
+    Row = Struct.new(:name, :task, :every, :cron, :time_zone, :channel, :missed, :next_ms, :last_tick_ms,
+                     :last_outcome, :last_job_id, :last_job_tick_ms, :enqueued_ms, :expires_ms, :configured,
+                     keyword_init: true) do
+      def schedule
+        return nil unless configured
+        return "every #{every}s" if every
+
+        time_zone ? "cron #{cron} (#{time_zone})" : "cron #{cron}"
+      end
+
+      def to_h = super.merge(schedule: schedule)
+    end
+
+    # Every configured schedule with its next run (from Redis' clock) and
+    # what Redis records of its last tick, then any schedule state Redis
+    # holds for names no longer configured. Reads only (one TIME, one
+    # HGETALL and PEXPIRETIME per schedule, a SCAN for the leftovers).
+    def status(config: SolidJobs.config, client: SolidJobs.client)
+      keys = Native::Keyspace.new(config.namespace)
+      s, us = client.call(["TIME"])
+      now_ms = (Integer(s) * 1000) + (Integer(us) / 1000)
+      rows = schedules(config).map do |spec|
+        row(spec, client, keys, now_ms, config)
+      end
+      known = rows.map(&:name)
+      prefix = keys.recurring("")
+      Scan.keys(client, keys.recurring_pattern).sort.each do |key|
+        name = key.delete_prefix(prefix)
+        next if known.include?(name)
+
+        rows << Row.new(name: name, configured: false, **recorded(client, key))
+      end
+      rows
+    end
+
+    def row(spec, client, keys, now_ms, config)
+      next_ms = Native.schedule_ticks(spec[:every], spec[:cron], spec[:time_zone], now_ms, 1).first
+      Row.new(name: spec[:name], task: spec[:task], every: spec[:every], cron: spec[:cron], time_zone: spec[:time_zone],
+              channel: template(spec, config)[:channel], missed: spec[:missed], next_ms: next_ms, configured: true,
+              **recorded(client, keys.recurring(spec[:name])))
+    end
+
+    def recorded(client, key)
+      fields = client.call(["HGETALL", key])
+      state = fields.is_a?(Hash) ? fields : fields.each_slice(2).to_h
+      expires = client.call(["PEXPIRETIME", key])
+      int = ->(v) { v && Integer(v, exception: false) }
+      {last_tick_ms: int.(state["tick_ms"]), last_outcome: state["outcome"], last_job_id: state["job_id"],
+       last_job_tick_ms: int.(state["job_tick_ms"]), enqueued_ms: int.(state["enqueued_ms"]),
+       expires_ms: expires.is_a?(Integer) && expires.positive? ? expires : nil}
     end
   end
 end

@@ -8,7 +8,9 @@ module SolidJobs
     class SolidEngine < Base
       CAPABILITIES = {
         at_least_once: true, retries: true, scheduling: true, crash_recovery: true, deduplication: true,
-        fencing: true, lease_extension: true, get: true, cancel: true, durability: true
+        fencing: true, lease_extension: true, get: true, cancel: true, durability: true,
+        # No server command enqueues a recurring tick exactly once.
+        recurring: false
       }.freeze
       STATES = %w[scheduled ready reserved completed dead cancelled].freeze
       # Lease per reservation. Running tasks are extended every third of it,
