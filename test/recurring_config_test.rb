@@ -27,9 +27,10 @@ class RecurringConfigTest < SolidJobsTest
     assert_match(/schedule "a": every must be a whole number/, refused("a" => {task: "LedgerTask", every: 1.5}))
     assert_match(/schedule "a": give either every or cron/, refused("a" => {task: "LedgerTask", every: 1, cron: "* * * * *"}))
     assert_match(/schedule "a": .*schedule module/, refused("a" => {task: "LedgerTask", cron: "*/5 * * * *",
-                                                                     time_zone: "Europe/Paris"}))
+                                                                    time_zone: "Europe/Paris"}))
     assert_match(/schedule "a": time_zone applies to cron/, refused("a" => {task: "LedgerTask", every: 5, time_zone: "UTC"}))
-    assert_match(/schedule "a": arguments\[0\] is a Object/, refused("a" => {task: "LedgerTask", every: 1, arguments: [Object.new]}))
+    assert_match(/schedule "a": arguments\[0\] is a Object/,
+                 refused("a" => {task: "LedgerTask", every: 1, arguments: [Object.new]}))
     assert_match(/schedule "a": task must name a task class/, refused("a" => {task: "ledger", every: 1}))
     assert_match(/schedule "a": missed must be :latest/, refused("a" => {task: "LedgerTask", every: 1, missed: :all}))
     assert_match(/schedule "a": unknown key\(s\) :colour/, refused("a" => {task: "LedgerTask", every: 1, colour: 1}))

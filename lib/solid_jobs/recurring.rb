@@ -75,6 +75,7 @@ module SolidJobs
       if options.key?(:cron) && !cron.is_a?(String)
         raise ConfigurationError, "schedule #{name.inspect}: cron must be a String such as \"*/5 * * * *\" (got #{cron.inspect})"
       end
+
       if options.key?(:time_zone) && !zone.is_a?(String)
         raise ConfigurationError, "schedule #{name.inspect}: time_zone must be a String such as \"Europe/Paris\" " \
                                   "(got #{zone.inspect})"
@@ -92,7 +93,10 @@ module SolidJobs
     # The job's arguments, checked JSON-native now (as an enqueue would),
     # not at the first tick.
     def arguments(name, list)
-      raise ConfigurationError, "schedule #{name.inspect}: arguments must be an Array (got #{list.inspect})" unless list.is_a?(Array)
+      unless list.is_a?(Array)
+        raise ConfigurationError,
+              "schedule #{name.inspect}: arguments must be an Array (got #{list.inspect})"
+      end
 
       Native::Client.build("Recurring", list, "default", 1, nil)["arguments"]
     rescue ArgumentError => e
@@ -109,7 +113,10 @@ module SolidJobs
     # and task are filled in from the class (a class without a name yet, in
     # a test, gets them at node start).
     def task_option(options)
-      raise ConfigurationError, "task option recurring must be a Hash like {every: 30} or {cron: \"*/5 * * * *\"}" unless options.is_a?(Hash)
+      unless options.is_a?(Hash)
+        raise ConfigurationError,
+              "task option recurring must be a Hash like {every: 30} or {cron: \"*/5 * * * *\"}"
+      end
 
       options = options.transform_keys { |k| k.is_a?(String) ? k.to_sym : k }
       name = options.fetch(:name, "task")
@@ -200,7 +207,7 @@ module SolidJobs
       specs.group_by { |s| routing.backend_for(template(s, config)[:channel]) }
            .transform_values { |list| list.map { |s| native_spec(s, config) } }
     end
-  
+
     # One schedule as `solid-jobs recurring` and the dashboard list it.
     # `configured` false: state left in Redis by a schedule this
     # configuration no longer has (it expires by itself: `expires_ms`).
