@@ -1,5 +1,6 @@
 # frozen_string_literal: true
 
+require "json"
 require "redis"
 require "tmpdir"
 require "fileutils"
@@ -9,7 +10,10 @@ require_relative "processes"
 # through a backlog while the driver SIGKILLs random workers at random
 # moments (restarting them) and restarts Redis (AOF on, fsync always). At
 # the end it checks, from the ledger the tasks write, that every job
-# completed at least once and nothing is left claimed or ready.
+# completed at least once and nothing is left claimed or ready. With
+# `recurring: true` every worker also runs an `every: 1` schedule (its jobs
+# go to a channel no worker serves) and the run checks that no tick was
+# enqueued twice through the kills and restarts.
 #
 # Used by `SOLID_JOBS_TORTURE=1 TORTURE_JOBS=100000 bundle exec rake torture`
 # and, small, by test/torture_test.rb.
@@ -18,8 +22,9 @@ class Torture
   NAMESPACE = "torture"
 
   Result = Struct.new(:jobs, :kills, :redis_restarts, :completed, :duplicates, :missing, :recovery_delays,
-                      :leftover_claims, :leftover_ready, :elapsed, :seed, keyword_init: true) do
-    def ok? = missing.zero? && leftover_claims.zero? && leftover_ready.zero?
+                      :leftover_claims, :leftover_ready, :elapsed, :seed, :recurring_ticks, :recurring_duplicates,
+                      keyword_init: true) do
+    def ok? = missing.zero? && leftover_claims.zero? && leftover_ready.zero? && recurring_duplicates.to_i.zero?
 
     def percentile(p)
       return nil if recovery_delays.empty?
@@ -34,12 +39,13 @@ class Torture
       format("jobs %d, completed %d, duplicates %d, missing %d, kills %d, redis restarts %d, " \
              "recovery delay p50 %s max %s, leftover claims %d, leftover ready %d, %.1fs (seed %d)",
              jobs, completed, duplicates, missing, kills, redis_restarts, p50 ? format("%.2fs", p50) : "n/a",
-             max ? format("%.2fs", max) : "n/a", leftover_claims, leftover_ready, elapsed, seed)
+             max ? format("%.2fs", max) : "n/a", leftover_claims, leftover_ready, elapsed, seed) +
+        (recurring_ticks ? format(", recurring ticks %d (enqueued twice: %d)", recurring_ticks, recurring_duplicates) : "")
     end
   end
 
   def initialize(jobs:, workers: 3, concurrency: 2, kills: 3, redis_restarts: 1, work_ms: 2, timeout: 600,
-                 seed: Random.new_seed, out: $stdout)
+                 seed: Random.new_seed, out: $stdout, recurring: false)
     @jobs = jobs
     @worker_count = workers
     @concurrency = concurrency
@@ -50,6 +56,7 @@ class Torture
     @seed = seed
     @random = Random.new(seed)
     @out = out
+    @recurring = recurring
   end
 
   def run
@@ -102,7 +109,7 @@ class Torture
     log_path = File.join(@dir, "worker-#{index}.log")
     WorkerProcess.new(redis_url: @redis_server.url, namespace: NAMESPACE, log: log_path,
                       args: ["--concurrency", @concurrency.to_s, *CHANNELS.flat_map { |c| ["--channel", c] }],
-                      env: {"SOLID_JOBS_LOG_LEVEL" => "warn"}).start
+                      env: {"SOLID_JOBS_LOG_LEVEL" => "warn"}.merge(@recurring ? {"SOLID_JOBS_TEST_RECURRING_EVERY" => "1"} : {})).start
   end
 
   # Kills and Redis restarts are spread over the run by progress, each at a
@@ -219,8 +226,10 @@ class Torture
     delays = @recoveries.map(&:value)
     claims = @redis.keys(key("claims:*")).sum { |k| @redis.hlen(k) }
     ready = CHANNELS.sum { |c| @redis.llen(key("channel:#{c}")) } + @redis.zcard(key("planned")) + @redis.zcard(key("retrying"))
+    ticks = @recurring ? @redis.lrange(key("channel:recurring"), 0, -1).map { |raw| JSON.parse(raw).dig("meta", "tick_ms") } : nil
     Result.new(jobs: @jobs, kills: @kills, redis_restarts: @restarts, completed: unique.size,
                duplicates: lines.size - unique.size, missing: ((0...@jobs).to_a - unique).size, recovery_delays: delays,
-               leftover_claims: claims, leftover_ready: ready, elapsed: monotonic - @started, seed: @seed)
+               leftover_claims: claims, leftover_ready: ready, elapsed: monotonic - @started, seed: @seed,
+               recurring_ticks: ticks&.uniq&.size, recurring_duplicates: ticks && (ticks.size - ticks.uniq.size))
   end
 end
