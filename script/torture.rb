@@ -23,7 +23,8 @@ env = ->(name, default) { Integer(ENV.fetch(name, default)) }
 result = Torture.new(
   jobs: env.("TORTURE_JOBS", 100_000), workers: env.("TORTURE_WORKERS", 4), concurrency: env.("TORTURE_CONCURRENCY", 2),
   kills: env.("TORTURE_KILLS", 12), redis_restarts: env.("TORTURE_REDIS_RESTARTS", 2), work_ms: env.("TORTURE_WORK_MS", 1),
-  timeout: env.("TORTURE_TIMEOUT", 1800), recurring: env.("TORTURE_RECURRING", 1) == 1, seed: ENV["TORTURE_SEED"] ? Integer(ENV["TORTURE_SEED"]) : Random.new_seed
+  timeout: env.("TORTURE_TIMEOUT", 1800), recurring: env.("TORTURE_RECURRING", 1) == 1,
+  seed: ENV["TORTURE_SEED"] ? Integer(ENV["TORTURE_SEED"]) : Random.new_seed
 ).run
 puts result.summary
 puts "recovery delays (s): #{result.recovery_delays.map { |d| d.round(2) }.sort.join(", ")}"

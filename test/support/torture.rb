@@ -109,8 +109,10 @@ class Torture
     log_path = File.join(@dir, "worker-#{index}.log")
     WorkerProcess.new(redis_url: @redis_server.url, namespace: NAMESPACE, log: log_path,
                       args: ["--concurrency", @concurrency.to_s, *CHANNELS.flat_map { |c| ["--channel", c] }],
-                      env: {"SOLID_JOBS_LOG_LEVEL" => "warn"}.merge(@recurring ? {"SOLID_JOBS_TEST_RECURRING_EVERY" => "1"} : {})).start
+                      env: {"SOLID_JOBS_LOG_LEVEL" => "warn"}.merge(recurring_env)).start
   end
+
+  def recurring_env = @recurring ? {"SOLID_JOBS_TEST_RECURRING_EVERY" => "1"} : {}
 
   # Kills and Redis restarts are spread over the run by progress, each at a
   # random point of its slice of the backlog and after a random pause.
