@@ -167,9 +167,12 @@ module SolidJobs
     # yet counts as not loaded): configure may run before the app's code.
     def task_class(name)
       klass = name.split("::").reduce(Object) do |scope, part|
-        break nil unless Module === scope && scope.const_defined?(part, false) && scope.autoload?(part).nil?
+        # Module's own methods, never the app module's (which may redefine them).
+        loaded = Module === scope && Module.instance_method(:const_defined?).bind_call(scope, part, false) &&
+                 Module.instance_method(:autoload?).bind_call(scope, part).nil?
+        break nil unless loaded
 
-        scope.const_get(part, false)
+        Module.instance_method(:const_get).bind_call(scope, part, false)
       end
       Class === klass && Task::ClassMethods === klass ? klass : nil
     rescue NameError
