@@ -184,3 +184,42 @@ fn scheduler_threads_of_several_nodes_enqueue_one_job_per_tick() {
     got.sort();
     assert_eq!(got, expected, "started {started} stopped {stopped}");
 }
+
+/// After downtime (the state's last tick ten periods back), a node's
+/// scheduler proposes only the latest missed tick: `:latest` enqueues it
+/// once, `:skip` records it skipped; never the ticks in between.
+#[test]
+fn after_downtime_the_scheduler_runs_the_latest_missed_tick_once_or_skips_it() {
+    let redis = RedisServer::start();
+    let mut c = redis.conn();
+    let store = Store::new(Keyspace::default());
+    let now = redis_now(&mut c);
+    // A period whose latest tick is over two minutes late (so missed) and
+    // whose next is not due during the test.
+    let every = [3_600u64, 5_400, 7_200, 9_000]
+        .into_iter()
+        .find(|p| now % (p * 1000) > 120_000 && p * 1000 - now % (p * 1000) > 20_000)
+        .unwrap();
+    let latest = now / (every * 1000) * (every * 1000);
+    for name in ["latest", "skip"] {
+        let _: () = c.hset(format!("solid_jobs:recurring:{name}"), "tick_ms", latest - 10 * every * 1000).unwrap();
+    }
+    let closed = AtomicBool::new(false);
+    let bell = Bell::default();
+    std::thread::scope(|scope| {
+        let connector = Connector::new(&redis.url()).unwrap();
+        let schedules = vec![schedule("latest", every, Missed::Latest), schedule("skip", every, Missed::Skip)];
+        let (store, closed, bell) = (&store, &closed, &bell);
+        let runner = scope.spawn(move || Scheduler::new(store, connector, schedules).run(closed, bell));
+        std::thread::sleep(Duration::from_millis(1_500));
+        closed.store(true, std::sync::atomic::Ordering::Release);
+        bell.ring();
+        runner.join().unwrap();
+    });
+    assert_eq!(jobs_by_tick(&mut c), HashMap::from([(latest, 1)]), "one job, the latest missed tick's");
+    let env = Envelope::decode(&c.lindex::<_, String>("solid_jobs:channel:default", 0).unwrap()).unwrap();
+    assert_eq!(env.meta.unwrap()["schedule"], "latest");
+    let skipped: (u64, String) =
+        redis::cmd("HMGET").arg("solid_jobs:recurring:skip").arg("tick_ms").arg("outcome").query(&mut c).unwrap();
+    assert_eq!(skipped, (latest, "skipped".to_owned()));
+}
