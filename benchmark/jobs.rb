@@ -22,6 +22,7 @@
 #   BENCH_LEDGER_DIR  every job number it completed (JobLedger, stress)
 #   BENCH_START_LOG   when each job started (StartLog, latency and soak)
 #   BENCH_ENGINE_URL  work on this SolidEngine server instead of Redis
+#   BENCH_RECURRING   run this many recurring schedules (idle.rb)
 
 require "set"
 require "sidekiq" unless defined?(SolidJobs::Task)
@@ -271,5 +272,15 @@ if defined?(SolidJobs::Task)
   end
 
   Bench.use_engine(ENV["BENCH_ENGINE_URL"]) if ENV["BENCH_ENGINE_URL"]
+  # Schedules every 1, 30, 60, 300, 600... s to a channel the worker does
+  # not serve: what the scheduler costs an idle node, not the jobs.
+  if (n = Integer(ENV.fetch("BENCH_RECURRING", "0"))).positive?
+    periods = [1, 30, 60, 300] + (5..n).map { |i| 300 * i }
+    SolidJobs.configure do |c|
+      c.recurring = periods.first(n).each_with_index.to_h do |every, i|
+        ["bench-#{i}", {task: "Bench::SolidNoop", every: every, channel: "bench-recurring"}]
+      end
+    end
+  end
   Bench.define_twins("Solid", "include SolidJobs::Task; task_options channel: \"bench\"", "execute_task")
 end

@@ -4,12 +4,15 @@ require_relative "test_helper"
 require_relative "support/torture"
 
 # The small torture run of the default suite: a few thousand jobs, a few
-# SIGKILLs, one Redis restart, unique jobs of each mode among them. Its assertions are about outcomes only (no
-# job lost, nothing left claimed or ready), never about timing.
+# SIGKILLs, one Redis restart, unique jobs of each mode among them, and an
+# every: 1 schedule on every worker. Its assertions are about outcomes only
+# (no job lost, nothing left claimed or ready, no unique lock left, no tick
+# enqueued twice), never about timing.
 class TortureTest < SolidJobsTest
   def test_no_job_is_lost_through_kills_and_a_redis_restart
     out = StringIO.new
-    result = Torture.new(jobs: 3000, workers: 3, kills: 3, redis_restarts: 1, work_ms: 2, timeout: 300, out: out).run
+    result = Torture.new(jobs: 3000, workers: 3, kills: 3, redis_restarts: 1, work_ms: 2, timeout: 300, out: out,
+                         recurring: true).run
     puts "\n#{result.summary}" if ENV["VERBOSE"]
     assert_equal 0, result.missing, "#{result.summary}\n#{out.string}"
     assert_equal 3000, result.completed
@@ -20,5 +23,7 @@ class TortureTest < SolidJobsTest
     assert_equal 0, result.leftover_locks, "no unique lock outlives its job (#{out.string})"
     assert_equal 3, result.kills
     assert_equal 1, result.redis_restarts
+    assert_equal 0, result.recurring_duplicates, "a recurring tick enqueued twice: #{result.summary}"
+    assert_operator result.recurring_ticks, :>=, 1, result.summary
   end
 end

@@ -25,6 +25,7 @@ module SolidJobs
       when "warm" then return run_warm
       when "archive" then return run_archive
       when "health" then return run_health
+      when "recurring" then return run_recurring
       end
 
       options = parse
@@ -128,6 +129,12 @@ module SolidJobs
       HealthCommand.new(@argv.drop(1), out: @out, err: @err).run
     end
 
+    # `solid-jobs recurring ...`: the schedules, their next and last runs.
+    def run_recurring
+      require "solid_jobs/recurring_command"
+      RecurringCommand.new(@argv.drop(1), out: @out, err: @err).run
+    end
+
     # Tasks may still be running (timeout or second signal): their claims
     # were requeued, so leave without waiting for them.
     def exit_now
@@ -150,7 +157,9 @@ module SolidJobs
                    "                                    put archived jobs back (solid-jobs archive --help)\n" \
                    "       solid-jobs health [--node ID | --local]\n" \
                    "                                    exit 0 when the backends answer and the nodes heartbeat " \
-                   "(solid-jobs health --help)"
+                   "(solid-jobs health --help)\n" \
+                   "       solid-jobs recurring         list the recurring schedules: next run, last run, last job " \
+                   "(solid-jobs recurring --help)"
         o.separator ""
         o.on("-r", "--require PATH", "File to require before starting (e.g. ./config/environment)") { |v| options[:require] = v }
         o.on("-C", "--config PATH", "Configuration file (default: config/solid_jobs.yml under the app, when present)") do |v|
@@ -182,6 +191,9 @@ module SolidJobs
         end
         o.on("--log-format FORMAT", "text, or json: one object per line (default $SOLID_JOBS_LOG_FORMAT or text)") do |v|
           options[:log_format] = choice("--log-format", v, Log::FORMATS)
+        end
+        o.on("--[no-]scheduler", "Run the recurring scheduler in this node (default: yes; any number of nodes may)") do |v|
+          options[:scheduler] = v
         end
         o.on("--queue NAME", "Not supported: SolidJobs calls them channels") do
           raise UsageError, "--queue is not an option: SolidJobs works channels; use --channel NAME[,WEIGHT]"
@@ -223,6 +235,7 @@ module SolidJobs
         c.channel_order = options[:channel_order] if options[:channel_order]
         c.execution_mode = options[:execution_mode] if options[:execution_mode]
         c.shutdown_timeout = options[:shutdown_timeout] if options[:shutdown_timeout]
+        c.scheduler = options[:scheduler] if options.key?(:scheduler)
         # Flags win over the app's configure (and so over the environment).
         c.log_level = options[:log_level] if options[:log_level]
         c.log_format = options[:log_format] if options[:log_format]

@@ -34,6 +34,9 @@ module SolidJobs
       Log.node_id = @node_id
       SolidJobs.client # created here, in the main Ractor, before workers read it
       SolidJobs.routing
+      # Checked before anything connects: a schedule routed to SolidEngine
+      # raises NotSupported here, naming it.
+      @schedules = @config.scheduler ? Recurring.by_backend(@config, SolidJobs.routing) : {}
       share_config
       warn_without_tasks
       @thread_tasks = Lanes.thread_task_names
@@ -190,10 +193,25 @@ module SolidJobs
       c = @config
       # One job source per backend serving these channels; no Redis is
       # touched when every channel is routed elsewhere.
-      specs = SolidJobs.routing.group(c.channels).map do |backend, channels|
-        backend.source_spec(channels, config: c, node_id: @node_id, description: description)
+      groups = SolidJobs.routing.group(c.channels)
+      specs = groups.map do |backend, channels|
+        spec = backend.source_spec(channels, config: c, node_id: @node_id, description: description)
+        schedules = @schedules.fetch(backend, [])
+        schedules.empty? ? spec : spec.merge(schedules: schedules)
       end
+      log_schedules(groups.map(&:first))
       Native::Dispatcher.new(specs, telemetry_spec)
+    end
+
+    # A schedule runs on the nodes that have a source for its backend (they
+    # serve a channel there); say which schedules this node runs.
+    def log_schedules(served)
+      run, left = @schedules.partition { |backend, _| served.include?(backend) }.map { |part| part.flat_map(&:last) }
+      Log.info("recurring scheduler: #{run.map { |s| s[:name] }.join(", ")}") unless run.empty?
+      return if left.empty?
+
+      Log.warn("schedule(s) #{left.map { |s| s[:name] }.join(", ")} not run by this node: their channels' backend is one " \
+               "this node serves no channel on; nodes that do run them")
     end
 
     # Entries a node buffers for the journal between flushes; beyond this

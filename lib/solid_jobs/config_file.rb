@@ -58,7 +58,11 @@ module SolidJobs
       "telemetry" => nil,
       "telemetry_journal_size" => nil,
       "telemetry_sample_rate" => nil,
-      "publication_barrier_ttl" => nil
+      "publication_barrier_ttl" => nil,
+      # name => {task:, every: | cron:, ...}; String keys are taken as they
+      # come (Recurring.spec reads both).
+      "recurring" => nil,
+      "scheduler" => nil
     }.freeze
     CHANNEL_KEYS = %w[name weight].freeze
 

@@ -10,7 +10,7 @@ module SolidJobs
   class Configuration
     CHANNEL_ORDERS = %i[weighted priority shuffle].freeze
     EXECUTION_MODES = %i[ractor thread].freeze
-    TASK_OPTION_KEYS = %i[channel max_failures retry_within execution unique].freeze
+    TASK_OPTION_KEYS = %i[channel max_failures retry_within execution unique recurring].freeze
     # `unique: {by:, while:, for:}` (docs/unique.md).
     UNIQUE_KEYS = %i[by while for].freeze
     UNIQUE_MODES = %i[queued running until_done].freeze
@@ -101,7 +101,14 @@ module SolidJobs
       log_level: :info,
       # text (one readable line) or json (one object per line, for log
       # shippers); SOLID_JOBS_LOG_FORMAT replaces this default.
-      log_format: :text
+      log_format: :text,
+      # {name => {task:, every: | cron:, time_zone:, arguments:, channel:,
+      # missed:}}: recurring schedules (docs/recurring.md), run by every
+      # node's scheduler, one enqueue per tick however many nodes.
+      recurring: {}.freeze,
+      # Whether this node runs the recurring scheduler (opt-out per node:
+      # --no-scheduler). Any number of nodes may; one suffices.
+      scheduler: true
     }.freeze
     LOG_LEVELS = Log::LEVELS.keys.freeze
 
@@ -385,12 +392,32 @@ module SolidJobs
       choices.include?(value) ? value : default
     end
 
+    # Each entry checked whole here (SolidJobs::Recurring.spec): a bad cron,
+    # an unknown key or arguments that are not JSON-native fail at
+    # configure, naming the schedule.
+    def recurring=(schedules)
+      invalid!(:recurring, schedules, "a Hash of schedule name => {task:, every: | cron:, ...}") unless schedules.is_a?(Hash)
+      @recurring = schedules.to_h do |name, spec|
+        checked = Recurring.spec(name, spec)
+        [checked[:name], checked]
+      end.freeze
+    end
+
+    def scheduler=(value)
+      invalid!(:scheduler, value, "true or false") unless [true, false].include?(value)
+      @scheduler = value
+    end
+
     def execution_mode=(value)
       @execution_mode = choice!(:execution_mode, value, EXECUTION_MODES)
     end
 
     def default_task_options=(options)
       invalid!(:default_task_options, options, "a Hash") unless options.is_a?(Hash)
+      if options.key?(:recurring)
+        raise ConfigurationError, "recurring is not a default task option (it would make every task a schedule); " \
+                                  "set it on the task, or use config.recurring"
+      end
       @default_task_options = self.class.validate_task_options(DEFAULTS[:default_task_options].merge(options)).freeze
     end
 
@@ -419,7 +446,13 @@ module SolidJobs
       end
 
       options = options.merge(unique: unique_option(options[:unique])) if options.key?(:unique)
-      options.to_h { |k, v| [k, k == :channel ? own(v) : v] }
+      options.to_h do |k, v|
+        [k, case k
+            when :channel then own(v)
+            when :recurring then Recurring.task_option(v)
+            else v
+            end]
+      end
     end
 
     # `unique:` checked and normalised to a frozen, shareable
@@ -564,6 +597,9 @@ module SolidJobs
       end
 
       backend_specs
+      # Schedules whose task class is loaded already are checked against
+      # the routing now; the others when a node starts.
+      Recurring.check_supported!(recurring.values, self)
       self
     end
 

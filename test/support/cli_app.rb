@@ -41,3 +41,17 @@ end
 if (interval = ENV["SOLID_JOBS_TEST_OBSERVATION_INTERVAL"])
   SolidJobs.configure { |c| c.observation_interval = Float(interval) }
 end
+
+# A recurring schedule for the recurring tests: LedgerTask every N seconds
+# on its own channel (which the nodes do not serve unless told, so the
+# jobs stay countable by tick), its ledger line labelled "tick".
+# SOLID_JOBS_TEST_RECURRING_CRON gives a cron spec instead.
+if (every = ENV["SOLID_JOBS_TEST_RECURRING_EVERY"])
+  timing = (cron = ENV["SOLID_JOBS_TEST_RECURRING_CRON"]) ? {cron: cron} : {every: Integer(every)}
+  SolidJobs.configure do |c|
+    c.recurring = {"probe" => {task: "LedgerTask", **timing,
+                               arguments: [ENV.fetch("SOLID_JOBS_TEST_RECURRING_LEDGER", "/dev/null"), "tick"],
+                               channel: ENV.fetch("SOLID_JOBS_TEST_RECURRING_CHANNEL", "recurring"),
+                               missed: ENV.fetch("SOLID_JOBS_TEST_RECURRING_MISSED", "latest")}}
+  end
+end

@@ -1,5 +1,6 @@
 # frozen_string_literal: true
 
+require "json"
 require "redis"
 require "tmpdir"
 require "fileutils"
@@ -13,6 +14,9 @@ require_relative "processes"
 # job is a unique job (one `while:` mode per channel), enqueued twice: the
 # second enqueue must be a duplicate, and no lock may be left once every
 # job is done.
+# With `recurring: true` every worker also runs an `every: 1` schedule (its
+# jobs go to a channel no worker serves) and the run checks that no tick
+# was enqueued twice through the kills and restarts.
 #
 # Used by `SOLID_JOBS_TORTURE=1 TORTURE_JOBS=100000 bundle exec rake torture`
 # and, small, by test/torture_test.rb.
@@ -22,9 +26,9 @@ class Torture
 
   Result = Struct.new(:jobs, :kills, :redis_restarts, :completed, :duplicates, :missing, :recovery_delays,
                       :leftover_claims, :leftover_ready, :elapsed, :seed, :unique_jobs, :unique_written_twice,
-                      :leftover_locks, keyword_init: true) do
+                      :leftover_locks, :recurring_ticks, :recurring_duplicates, keyword_init: true) do
     def ok? = missing.zero? && leftover_claims.zero? && leftover_ready.zero? && leftover_locks.zero? &&
-      unique_written_twice.zero?
+      unique_written_twice.zero? && recurring_duplicates.to_i.zero?
 
     def percentile(p)
       return nil if recovery_delays.empty?
@@ -41,12 +45,13 @@ class Torture
              "(written twice %d, locks left %d), %.1fs (seed %d)",
              jobs, completed, duplicates, missing, kills, redis_restarts, p50 ? format("%.2fs", p50) : "n/a",
              max ? format("%.2fs", max) : "n/a", leftover_claims, leftover_ready, unique_jobs, unique_written_twice,
-             leftover_locks, elapsed, seed)
+             leftover_locks, elapsed, seed) +
+        (recurring_ticks ? format(", recurring ticks %d (enqueued twice: %d)", recurring_ticks, recurring_duplicates) : "")
     end
   end
 
   def initialize(jobs:, workers: 3, concurrency: 2, kills: 3, redis_restarts: 1, work_ms: 2, timeout: 600,
-                 seed: Random.new_seed, out: $stdout)
+                 seed: Random.new_seed, out: $stdout, recurring: false)
     @jobs = jobs
     @worker_count = workers
     @concurrency = concurrency
@@ -57,6 +62,7 @@ class Torture
     @seed = seed
     @random = Random.new(seed)
     @out = out
+    @recurring = recurring
   end
 
   def run
@@ -121,8 +127,10 @@ class Torture
     log_path = File.join(@dir, "worker-#{index}.log")
     WorkerProcess.new(redis_url: @redis_server.url, namespace: NAMESPACE, log: log_path,
                       args: ["--concurrency", @concurrency.to_s, *CHANNELS.flat_map { |c| ["--channel", c] }],
-                      env: {"SOLID_JOBS_LOG_LEVEL" => "warn"}).start
+                      env: {"SOLID_JOBS_LOG_LEVEL" => "warn"}.merge(recurring_env)).start
   end
+
+  def recurring_env = @recurring ? {"SOLID_JOBS_TEST_RECURRING_EVERY" => "1"} : {}
 
   # Kills and Redis restarts are spread over the run by progress, each at a
   # random point of its slice of the backlog and after a random pause.
@@ -238,10 +246,12 @@ class Torture
     delays = @recoveries.map(&:value)
     claims = @redis.keys(key("claims:*")).sum { |k| @redis.hlen(k) }
     ready = CHANNELS.sum { |c| @redis.llen(key("channel:#{c}")) } + @redis.zcard(key("planned")) + @redis.zcard(key("retrying"))
+    ticks = @recurring ? @redis.lrange(key("channel:recurring"), 0, -1).map { |raw| JSON.parse(raw).dig("meta", "tick_ms") } : nil
     Result.new(jobs: @jobs, kills: @kills, redis_restarts: @restarts, completed: unique.size,
                duplicates: lines.size - unique.size, missing: ((0...@jobs).to_a - unique).size, recovery_delays: delays,
                leftover_claims: claims, leftover_ready: ready, elapsed: monotonic - @started, seed: @seed,
                unique_jobs: @unique_jobs, unique_written_twice: @unique_written_twice,
-               leftover_locks: @redis.keys(key("unique:*")).size)
+               leftover_locks: @redis.keys(key("unique:*")).size,
+               recurring_ticks: ticks&.uniq&.size, recurring_duplicates: ticks && (ticks.size - ticks.uniq.size))
   end
 end

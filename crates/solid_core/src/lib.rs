@@ -8,7 +8,8 @@
 //!   claimed job both backends hand out), [`backoff`], [`channel_order`],
 //!   [`prefetch`], [`interrupt`], [`deadline`] (bounded waits for shutdown),
 //!   [`notify`] (systemd's notification socket), [`schedule`] (when recurring
-//!   tasks tick);
+//!   tasks tick), [`unique`] (unique jobs' lock names);
+//! - [`recurring`]: when a recurring schedule ticks and what it enqueues;
 //! - [`redis`]: connections, keyspace, Lua scripts, the [`redis::store::Store`]
 //!   (one method per state transition), the doorbell;
 //! - [`telemetry`]: what a node or publisher journals and observes (written
@@ -33,6 +34,7 @@ pub mod interrupt;
 pub mod log;
 pub mod notify;
 pub mod prefetch;
+pub mod recurring;
 pub mod redact;
 pub mod redis;
 pub mod schedule;

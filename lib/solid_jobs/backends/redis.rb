@@ -11,7 +11,8 @@ module SolidJobs
       # there is nothing to extend.
       CAPABILITIES = {
         at_least_once: true, retries: true, scheduling: true, crash_recovery: true, deduplication: true,
-        fencing: true, lease_extension: false, get: true, cancel: true, durability: true, unique: true
+        fencing: true, lease_extension: false, get: true, cancel: true, durability: true, unique: true,
+        recurring: true
       }.freeze
 
       attr_reader :client

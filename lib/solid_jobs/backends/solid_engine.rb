@@ -11,7 +11,9 @@ module SolidJobs
         fencing: true, lease_extension: true, get: true, cancel: true, durability: true,
         # Unique jobs (docs/unique.md): the engine dedupes by job id only and
         # holds no lock a job's own transitions release.
-        unique: false
+        unique: false,
+        # No server command enqueues a recurring tick exactly once.
+        recurring: false
       }.freeze
       STATES = %w[scheduled ready reserved completed dead cancelled].freeze
       # Lease per reservation. Running tasks are extended every third of it,

@@ -20,6 +20,7 @@ module SolidJobs
         "/resources" => Pages::Resources,
         "/redis" => Pages::RedisHealth,
         "/telemetry" => Pages::Telemetry,
+        "/recurring" => Pages::Recurring,
         "/archive" => Pages::Archive
       }.freeze
 

@@ -177,6 +177,12 @@ module SolidJobs
         end
       end
 
+      # The recurring schedules (SolidJobs::Recurring.status): next run,
+      # last tick, last job; state left by removed schedules too.
+      def recurring
+        read(:recurring) { Recurring.status.map(&:to_h) }
+      end
+
       def unavailable?(value) = value.is_a?(Unavailable)
 
       private

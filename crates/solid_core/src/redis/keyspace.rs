@@ -159,6 +159,18 @@ impl Keyspace {
         self.key("tasks")
     }
 
+    /// HASH: one recurring schedule's state (`tick_ms` last tick decided,
+    /// `decided_ms`, `outcome`, `job_id`/`job_tick_ms`/`enqueued_ms` of its
+    /// last job), expiring a day (or a period) after its next tick unless
+    /// a node decides another (`recurring.lua`).
+    pub fn recurring(&self, name: &str) -> String {
+        self.key(&format!("recurring:{name}"))
+    }
+
+    /// SCAN pattern matching every schedule's state; what `*` matched is the schedule name.
+    pub fn recurring_pattern(&self) -> String {
+        self.recurring("*")
+    }
     /// SCAN pattern matching every channel list; what `*` matched is the channel name.
     pub fn channel_pattern(&self) -> String {
         self.channel("*")
@@ -207,6 +219,8 @@ mod tests {
             k.control("n1"),
             k.backtraces("n1"),
             k.tasks(),
+            k.recurring("heartbeat"),
+            k.recurring_pattern(),
             k.channel_pattern(),
             k.claims_pattern(),
             k.observations_pattern(),

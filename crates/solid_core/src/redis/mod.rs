@@ -5,8 +5,8 @@
 //! else here; `scripts` and `claim` (the claim hash record) feed `store`
 //! (one method per state transition); `doorbell` turns pub/sub into local
 //! wake-ups; `holdings` is what a node holds, for its heartbeat to
-//! reconcile its claims against; `source` ([`source::RedisSource`]) puts
-//! them all to work. The
+//! reconcile its claims against; `scheduler` proposes recurring ticks; `source`
+//! ([`source::RedisSource`]) puts them all to work. The
 //! SolidEngine backend ([`crate::engine`]) speaks RESP too and borrows
 //! `connection` for its transport.
 
@@ -15,6 +15,7 @@ pub mod connection;
 pub mod doorbell;
 pub mod holdings;
 pub mod keyspace;
+pub mod scheduler;
 pub mod scripts;
 pub mod source;
 pub mod store;

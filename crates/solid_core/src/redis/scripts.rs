@@ -34,6 +34,7 @@ pub struct Scripts {
     pub hold: Script,
     pub release: Script,
     pub health: Script,
+    pub recurring: Script,
 }
 
 const PRELUDE: &str = include_str!("../../lua/prelude.lua");
@@ -80,6 +81,9 @@ impl Default for Scripts {
             release: allowing_oom_with_prelude(include_str!("../../lua/release.lua")),
             // Read-only: answers on a replica and while Redis is out of
             // memory, so a probe reports the nodes rather than OOM.
+            // Adds work, so it keeps Redis' out-of-memory refusal: the tick
+            // is retried, and decided once memory is freed.
+            recurring: with_prelude(include_str!("../../lua/recurring.lua")),
             health: Script::new(&format!(
                 "#!lua flags=no-writes,allow-oom\n{PRELUDE}\n{}",
                 include_str!("../../lua/health.lua")

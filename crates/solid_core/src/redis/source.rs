@@ -7,7 +7,8 @@
 //! - acker: batches completions into one script call;
 //! - heartbeat: refreshes the node key, recovers dead nodes, writes the
 //!   node's telemetry, promotes due jobs;
-//! - subscriber: turns doorbell messages into local wake-ups.
+//! - subscriber: turns doorbell messages into local wake-ups;
+//! - scheduler (only with recurring schedules): proposes their ticks.
 //!
 //! Workers never share a Ruby object or a lock on the hot path: jobs reach
 //! them through a lock-free channel, and completions leave the same way.
@@ -31,10 +32,12 @@ use crate::log::{self, log, Level, Throttled};
 use crate::notify::Watchdog;
 use crate::now_ms;
 use crate::prefetch::Prefetch;
+use crate::recurring::RecurringSchedule;
 use crate::redis::connection::{Connector, Pool, Reconnecting, Timeouts};
-use crate::redis::doorbell::{run_subscriber, Bells};
+use crate::redis::doorbell::{run_subscriber, Bell, Bells};
 use crate::redis::holdings::Holdings;
 use crate::redis::keyspace::Keyspace;
+use crate::redis::scheduler::Scheduler;
 use crate::redis::store::{ArchivePolicy, ClaimBatch, Heartbeat, RecoveredJob, Requeue, Store};
 use crate::source::{JobSource, Stats};
 use crate::telemetry::{Telemetry, FLUSH_INTERVAL};
@@ -57,6 +60,9 @@ pub struct RedisSourceConfig {
     pub archive: ArchivePolicy,
     /// Connect, read and write timeouts of every connection of the node.
     pub timeouts: Timeouts,
+    /// The recurring schedules whose jobs go to this backend, when the node
+    /// runs the scheduler; empty: no scheduler thread.
+    pub schedules: Vec<RecurringSchedule>,
 }
 
 impl RedisSourceConfig {
@@ -66,6 +72,13 @@ impl RedisSourceConfig {
         }
         if self.node_ttl <= self.heartbeat_interval {
             return Err(Error::Invalid("node_ttl must be longer than heartbeat_interval".into()));
+        }
+        let mut names = std::collections::HashSet::new();
+        for s in &self.schedules {
+            s.validate()?;
+            if !names.insert(s.name.as_str()) {
+                return Err(Error::Invalid(format!("schedule {:?} is given twice", s.name)));
+            }
         }
         ChannelSelector::new(self.channels.clone(), self.order).map(|_| ())
     }
@@ -100,6 +113,9 @@ struct Shared {
     /// Background threads must exit.
     closed: Arc<AtomicBool>,
     heartbeat_closed: AtomicBool,
+    /// The scheduler thread must exit; its bell ends its sleep.
+    scheduler_closed: AtomicBool,
+    scheduler_bell: Bell,
     /// (index in the hub, telemetry, whether this source writes it).
     telemetry: OnceLock<(usize, Arc<Telemetry>, bool)>,
     /// The claims this node holds, sent with each heartbeat.
@@ -239,6 +255,8 @@ impl RedisSource {
             feed,
             closed: Arc::new(AtomicBool::new(false)),
             heartbeat_closed: AtomicBool::new(false),
+            scheduler_closed: AtomicBool::new(false),
+            scheduler_bell: Bell::default(),
             telemetry: OnceLock::new(),
             holdings: Holdings::default(),
             keyspace_seen: Mutex::new((None, 0)),
@@ -269,6 +287,14 @@ impl RedisSource {
         {
             let s = shared.clone();
             threads.push(("heartbeat", spawn("heartbeat", Box::new(move || HeartbeatThread::new(&s).run()))));
+        }
+        if !shared.cfg.schedules.is_empty() {
+            let s = shared.clone();
+            let run = move || {
+                let scheduler = Scheduler::new(&s.store, s.pool.connector().clone(), s.cfg.schedules.clone());
+                scheduler.run(&s.scheduler_closed, &s.scheduler_bell);
+            };
+            threads.push(("scheduler", spawn("scheduler", Box::new(run))));
         }
         Ok(RedisSource { shared, acks_tx, threads: Mutex::new(threads) })
     }
@@ -301,11 +327,17 @@ impl RedisSource {
     /// still blocked on a silent Redis at `deadline` is left behind too.
     fn close(&self, deadline: Instant) {
         let s = &self.shared;
+        self.stop_scheduler();
         s.closed.store(true, Ordering::Release);
         acker::wake(&self.acks_tx);
         s.bells.ring_all();
         self.join_until(&["acker"], deadline);
         self.detach("subscriber");
+    }
+
+    fn stop_scheduler(&self) {
+        self.shared.scheduler_closed.store(true, Ordering::Release);
+        self.shared.scheduler_bell.ring();
     }
 
     fn detach(&self, name: &str) {
@@ -499,7 +531,9 @@ impl JobSource for RedisSource {
         // the key then expires and the node, holding nothing, is recovered.)
         self.shared.heartbeat_closed.store(true, Ordering::Release);
         self.shared.bells.ring_all();
-        self.join_until(&["heartbeat", "fetcher"], deadline);
+        // A stopping node proposes no more ticks; the other nodes do.
+        self.stop_scheduler();
+        self.join_until(&["heartbeat", "fetcher", "scheduler"], deadline);
         if !flushed {
             // Requeueing now would put finished jobs whose completion is
             // still unwritten back to work. Leave every claim in place: the
@@ -562,6 +596,7 @@ impl Drop for RedisSource {
         self.shared.feed.stop();
         self.shared.heartbeat_closed.store(true, Ordering::Release);
         self.shared.closed.store(true, Ordering::Release);
+        self.stop_scheduler();
         acker::wake(&self.acks_tx);
         self.shared.bells.ring_all();
     }

@@ -16,6 +16,7 @@ use crate::claim::{ClaimToken, ClaimedJob, FailureCount, MAX_BATCH};
 use crate::envelope::Envelope;
 use crate::error::{Error, Result};
 use crate::now_ms;
+use crate::recurring::Missed;
 use crate::redis::connection::query_pipeline;
 use crate::redis::keyspace::Keyspace;
 use crate::redis::scripts::Scripts;
@@ -802,6 +803,38 @@ impl Store {
         Ok(NodeHealth { now_ms, registered, nodes })
     }
 
+    /// Proposes tick `tick_ms` of a recurring schedule (`recurring.lua`):
+    /// enqueues `envelope` (its job) only if Redis' clock has reached the
+    /// tick and no node decided this tick, or a later one, before. One
+    /// round trip, one atomic script.
+    pub fn enqueue_tick(&self, conn: &mut Connection, tick: &TickProposal<'_>) -> Result<TickDecision> {
+        let (outcome, now_ms, last): (String, u64, i64) = self
+            .scripts
+            .recurring
+            .key(self.keys.recurring(tick.name))
+            .key(self.keys.channel(&tick.envelope.channel))
+            .key(self.keys.channels())
+            .key(self.keys.doorbell())
+            .key(self.keys.jobs())
+            .arg(tick.tick_ms)
+            .arg(tick.next_ms.unwrap_or(0))
+            .arg(tick.missed.as_str())
+            .arg(tick.on_time_ms)
+            .arg(tick.retention_ms)
+            .arg(&tick.envelope.channel)
+            .arg(tick.envelope.encode())
+            .arg(&tick.envelope.id)
+            .invoke(conn)?;
+        let outcome = match outcome.as_str() {
+            "enqueued" => TickOutcome::Enqueued,
+            "skipped" => TickOutcome::Skipped,
+            "seen" => TickOutcome::Seen,
+            "early" => TickOutcome::Early,
+            other => return Err(Error::Invalid(format!("unexpected recurring.lua outcome {other:?}"))),
+        };
+        Ok(TickDecision { outcome, now_ms, last_ms: u64::try_from(last).ok() })
+    }
+
     /// Requeues the claims of `node_id` while its heartbeat is absent, and
     /// reports each job moved. None while the node is alive.
     pub fn recover_node(&self, conn: &mut Connection, node_id: &str) -> Result<Option<Vec<RecoveredJob>>> {
@@ -899,4 +932,41 @@ pub struct RecoveredJob {
     pub channel: String,
     /// None when the envelope does not decode (it was requeued anyway).
     pub envelope: Option<Envelope>,
+}
+
+/// One tick a node proposes to `recurring.lua` (see `Store::enqueue_tick`).
+#[derive(Debug)]
+pub struct TickProposal<'a> {
+    pub name: &'a str,
+    pub tick_ms: u64,
+    /// The schedule's tick after this one, for the state's retention.
+    pub next_ms: Option<u64>,
+    pub missed: Missed,
+    /// A tick decided later than this after its time was missed.
+    pub on_time_ms: u64,
+    /// The least time the state outlives the next tick.
+    pub retention_ms: u64,
+    /// The tick's job.
+    pub envelope: &'a Envelope,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TickOutcome {
+    /// This proposal enqueued the tick's job.
+    Enqueued,
+    /// A missed tick the schedule's policy does not run, now decided.
+    Skipped,
+    /// This tick, or a later one, was decided before: nothing written.
+    Seen,
+    /// Redis' clock has not reached the tick: nothing written.
+    Early,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TickDecision {
+    pub outcome: TickOutcome,
+    /// Redis' clock when the script ran.
+    pub now_ms: u64,
+    /// The schedule's last decided tick after the call (None: none yet).
+    pub last_ms: Option<u64>,
 }

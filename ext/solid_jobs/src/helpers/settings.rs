@@ -20,6 +20,7 @@ use serde::Deserialize;
 use solid_core::channel_order::ChannelOrder;
 use solid_core::engine::source::{EngineSourceConfig, PresenceConfig};
 use solid_core::prefetch::Prefetch;
+use solid_core::recurring::{ticks_from, Missed, RecurringSchedule};
 use solid_core::redis::connection::Timeouts;
 use solid_core::redis::source::RedisSourceConfig;
 use solid_core::redis::store::ArchivePolicy;
@@ -50,7 +51,8 @@ pub enum SourceSettings {
 
 /// `{kind: "redis", url:, namespace:, node_id:, channels: [[name, weight], ...],
 ///   channel_order:, prefetch:, workers:, heartbeat_interval:, node_ttl:,
-///   description:, archive_max_entries:, archive_max_age:, timeouts:}`;
+///   description:, archive_max_entries:, archive_max_age:, timeouts:,
+///   schedules: (optional) [ScheduleSettings, ...]}`;
 /// durations in seconds, `prefetch` nil means adaptive for `workers`
 /// workers, `timeouts` as [`TimeoutSettings`].
 #[derive(Deserialize)]
@@ -71,6 +73,52 @@ pub struct RedisSourceSettings {
     archive_max_entries: u64,
     archive_max_age: f64,
     timeouts: TimeoutSettings,
+    /// The recurring schedules this node runs for this backend (absent:
+    /// none, no scheduler thread).
+    #[serde(default)]
+    schedules: Vec<ScheduleSettings>,
+}
+
+/// One recurring schedule as `SolidJobs::Recurring.source_specs` builds it:
+/// `{name:, every: (seconds) | cron:, time_zone:, task:, arguments: (JSON
+/// text of an Array, checked JSON-native by Ruby), channel:, max_failures:,
+/// missed: "latest" | "skip"}`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleSettings {
+    name: String,
+    #[serde(default)]
+    every: Option<u64>,
+    #[serde(default)]
+    cron: Option<String>,
+    #[serde(default)]
+    time_zone: Option<String>,
+    task: String,
+    arguments: String,
+    channel: String,
+    max_failures: u32,
+    missed: String,
+}
+
+impl ScheduleSettings {
+    fn into_schedule(self) -> Result<RecurringSchedule, Error> {
+        let named = |e: solid_core::Error| arg_error(format!("schedule {:?}: {e}", self.name));
+        let ticks = ticks_from(self.every, self.cron.as_deref(), self.time_zone.as_deref()).map_err(named)?;
+        let arguments = serde_json::from_str(&self.arguments)
+            .map_err(|e| arg_error(format!("schedule {:?}: arguments are not JSON: {e}", self.name)))?;
+        let missed = Missed::parse(&self.missed).map_err(named)?;
+        let schedule = RecurringSchedule {
+            name: self.name.clone(),
+            ticks,
+            task: self.task,
+            arguments,
+            channel: self.channel,
+            max_failures: self.max_failures,
+            missed,
+        };
+        schedule.validate().map_err(named)?;
+        Ok(schedule)
+    }
 }
 
 impl RedisSourceSettings {
@@ -90,6 +138,7 @@ impl RedisSourceSettings {
                 max_age_ms: seconds(self.archive_max_age, "archive_max_age")?.as_millis() as u64,
             },
             timeouts: self.timeouts.into_timeouts()?,
+            schedules: self.schedules.into_iter().map(ScheduleSettings::into_schedule).collect::<Result<_, _>>()?,
         })
     }
 }

@@ -117,6 +117,12 @@ impl Keyspace {
     fn observations_pattern(&self) -> String {
         self.0.observations_pattern()
     }
+    fn recurring(&self, name: String) -> String {
+        self.0.recurring(&name)
+    }
+    fn recurring_pattern(&self) -> String {
+        self.0.recurring_pattern()
+    }
 }
 
 pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
@@ -154,5 +160,7 @@ pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
     class.define_method("channel_pattern", method!(Keyspace::channel_pattern, 0))?;
     class.define_method("claims_pattern", method!(Keyspace::claims_pattern, 0))?;
     class.define_method("observations_pattern", method!(Keyspace::observations_pattern, 0))?;
+    class.define_method("recurring", method!(Keyspace::recurring, 1))?;
+    class.define_method("recurring_pattern", method!(Keyspace::recurring_pattern, 0))?;
     Ok(())
 }

@@ -34,6 +34,9 @@ pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
     native.define_singleton_method("check_engine_url", function!(check_engine_url, 1))?;
     native.define_singleton_method("shareability", function!(shareability::kind, 1))?;
     native.define_singleton_method("instance_values", function!(shareability::instance_values, 1))?;
+    native.define_singleton_method("schedule_ticks", function!(schedule_ticks, 5))?;
+    native.const_set("RECURRING_ON_TIME", solid_core::redis::scheduler::ON_TIME.as_secs())?;
+    native.const_set("RECURRING_RETENTION", solid_core::redis::scheduler::RETENTION.as_secs())?;
     native.define_singleton_method("sd_notify", function!(sd_notify, 1))?;
     native.define_singleton_method("watchdog_interval", function!(watchdog_interval, 0))?;
     Ok(())
@@ -67,6 +70,32 @@ fn check_engine_url(url: String) -> Result<(), Error> {
     solid_core::engine::wire::connector(&url, None, solid_core::redis::connection::Timeouts::default())
         .map(drop)
         .map_err(err)
+}
+
+/// Up to `count` ticks (ms) of a schedule (`every` seconds, or `cron` in
+/// time zone `tz`) strictly after `after_ms`: the configuration's check
+/// (ArgumentError with the reason) and the next runs `solid-jobs recurring`
+/// and the dashboard list, computed by the code the scheduler runs.
+fn schedule_ticks(
+    every: Option<u64>,
+    cron: Option<String>,
+    tz: Option<String>,
+    after_ms: u64,
+    count: usize,
+) -> Result<Vec<u64>, Error> {
+    let ticks = solid_core::recurring::ticks_from(every, cron.as_deref(), tz.as_deref()).map_err(err)?;
+    let mut out = Vec::new();
+    let mut t = after_ms;
+    while out.len() < count {
+        match ticks.next_after(t) {
+            Some(next) => {
+                out.push(next);
+                t = next;
+            }
+            None => break,
+        }
+    }
+    Ok(out)
 }
 
 /// Seconds (Float) of the default retry delay for the n-th failure.

@@ -1,0 +1,59 @@
+-- Enqueues the job of one schedule's tick, at most once per (schedule,
+-- tick) whatever the number of nodes proposing it: every node runs the
+-- scheduler, and this script alone decides (docs/recurring.md, decision 37).
+-- KEYS[1] the schedule's state (HASH), KEYS[2] channel list, KEYS[3]
+-- channels set, KEYS[4] doorbell, KEYS[5] job index
+-- ARGV[1] tick (ms), ARGV[2] the tick after it (ms, 0: none), ARGV[3]
+-- missed policy (latest | skip), ARGV[4] on-time window (ms), ARGV[5]
+-- retention floor (ms), ARGV[6] channel, ARGV[7] envelope, ARGV[8] job id
+-- Returns {outcome, redis now (ms), last tick decided (ms, -1: none)}:
+-- 'early' (the tick is later than Redis' clock: nothing written; the
+-- proposer retries after the difference), 'seen' (this tick or a later one
+-- was already decided), 'enqueued', 'skipped' (a missed tick the policy
+-- does not run: recorded as decided, no job).
+local now = redis_now_ms()
+local tick = tonumber(ARGV[1])
+-- Redis' clock, never the proposer's, says whether a tick is due: a node
+-- whose clock runs fast cannot enqueue early.
+if tick > now then return {'early', now, -1} end
+
+local last = tonumber(redis.call('HGET', KEYS[1], 'tick_ms') or '')
+-- Ticks are decided in increasing order, so "decided" is one number per
+-- schedule: a tick at or before it was enqueued or skipped already, by
+-- this node before a restart or by another node.
+if last and tick <= last then return {'seen', now, last} end
+
+local late = now - tick > tonumber(ARGV[4])
+-- A late tick was missed (no node could enqueue it on time). Without any
+-- record of the schedule (new, or unused longer than its retention), a late
+-- tick is treated as missed and skipped too: the schedule starts at its
+-- next tick rather than running a tick from before it existed.
+local run = not late or (ARGV[3] == 'latest' and last ~= nil)
+local fields = {'tick_ms', tick, 'decided_ms', now}
+if run then
+  -- An ordinary ready job from here on: indexed, pushed, announced as
+  -- enqueue.lua does. Its id is new, so the HSETNX always writes.
+  if redis.call('HSETNX', KEYS[5], ARGV[8], 'ready|' .. ARGV[6]) == 1 then
+    if redis.call('LPUSH', KEYS[2], ARGV[7]) == 1 then redis.call('PUBLISH', KEYS[4], 'ready') end
+    redis.call('SADD', KEYS[3], ARGV[6])
+  end
+  for _, v in ipairs({'job_id', ARGV[8], 'job_tick_ms', tick, 'enqueued_ms', now}) do fields[#fields + 1] = v end
+  fields[#fields + 1] = 'outcome'
+  fields[#fields + 1] = 'enqueued'
+else
+  fields[#fields + 1] = 'outcome'
+  fields[#fields + 1] = 'skipped'
+end
+redis.call('HSET', KEYS[1], unpack(fields))
+-- The state outlives the schedule's next tick by at least a day (or one
+-- period, if longer), so a removed schedule's state disappears by itself,
+-- yet never while any node still proposes its ticks: each decision extends
+-- it. Once expired, every tick a node could propose is later than the last
+-- decided (the next tick passed undecided), so expiry can never let a tick
+-- be enqueued twice.
+local next_tick = tonumber(ARGV[2])
+local period = (next_tick > tick) and (next_tick - tick) or 0
+local keep = math.max(tonumber(ARGV[5]), period)
+redis.call('PEXPIREAT', KEYS[1], math.max(next_tick, now) + keep)
+if run then return {'enqueued', now, tick} end
+return {'skipped', now, tick}
