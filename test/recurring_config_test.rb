@@ -26,7 +26,8 @@ class RecurringConfigTest < SolidJobsTest
     assert_match(/schedule "a": every must be at least 1/, refused("a" => {task: "LedgerTask", every: 0}))
     assert_match(/schedule "a": every must be a whole number/, refused("a" => {task: "LedgerTask", every: 1.5}))
     assert_match(/schedule "a": give either every or cron/, refused("a" => {task: "LedgerTask", every: 1, cron: "* * * * *"}))
-    assert_match(/schedule "a": .*cron minute field: "61" is out of range/, refused("a" => {task: "LedgerTask", cron: "61 * * * *"}))
+    assert_match(/schedule "a": .*cron minute field: "61" is out of range/,
+                 refused("a" => {task: "LedgerTask", cron: "61 * * * *"}))
     assert_match(/schedule "a": .*Mars/, refused("a" => {task: "LedgerTask", cron: "*/5 * * * *", time_zone: "Mars/Olympus"}))
     assert_match(/schedule "a": time_zone applies to cron/, refused("a" => {task: "LedgerTask", every: 5, time_zone: "UTC"}))
     assert_match(/schedule "a": arguments\[0\] is a Object/,
