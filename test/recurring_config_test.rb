@@ -25,6 +25,7 @@ class RecurringConfigTest < SolidJobsTest
     assert_match(/schedule "a": give every: seconds or cron/, refused("a" => {task: "LedgerTask"}))
     assert_match(/schedule "a": every must be at least 1/, refused("a" => {task: "LedgerTask", every: 0}))
     assert_match(/schedule "a": every must be a whole number/, refused("a" => {task: "LedgerTask", every: 1.5}))
+    assert_match(/schedule "a": /, refused("a" => {task: "LedgerTask", every: 10**30}))
     assert_match(/schedule "a": give either every or cron/, refused("a" => {task: "LedgerTask", every: 1, cron: "* * * * *"}))
     assert_match(/schedule "a": .*cron minute field: "61" is out of range/,
                  refused("a" => {task: "LedgerTask", cron: "61 * * * *"}))
@@ -65,11 +66,18 @@ class RecurringConfigTest < SolidJobsTest
     Object.const_set(:RecurringProbeChild, Class.new(RecurringProbeTask))
     assert_equal 1, SolidJobs::Recurring.schedules.count { |s| s[:task].start_with?("RecurringProbe") }
 
+    # A namespaced task's schedule is named with dots (names take no ':').
+    Object.const_set(:RecurringProbeSpace, Module.new)
+    RecurringProbeSpace.const_set(:Invoice, Class.new(LedgerTask) { task_options recurring: {every: 7} })
+    assert_equal "RecurringProbeSpace::Invoice",
+                 SolidJobs::Recurring.schedules.find { |s| s[:name] == "RecurringProbeSpace.Invoice" }&.fetch(:task)
+
     configure_recurring("RecurringProbeTask" => {task: "LedgerTask", every: 1})
     assert_raises(SolidJobs::ConfigurationError) { SolidJobs::Recurring.schedules }
   ensure
     Object.send(:remove_const, :RecurringProbeChild) if defined?(RecurringProbeChild)
     Object.send(:remove_const, :RecurringProbeTask) if defined?(RecurringProbeTask)
+    Object.send(:remove_const, :RecurringProbeSpace) if defined?(RecurringProbeSpace)
   end
 
   def test_the_config_file_takes_recurring_and_scheduler

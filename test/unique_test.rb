@@ -131,7 +131,8 @@ class UniqueTest < SolidJobsTest
   end
 
   def test_bad_options_are_refused_at_class_definition
-    bad = [{while: :forever}, {by: 42}, {for: 0}, {for: -1}, {sometimes: true}, :yes]
+    # for: 1e16 s would overflow the lock's PX in Redis mid-script.
+    bad = [{while: :forever}, {by: 42}, {for: 0}, {for: -1}, {for: 1e16}, {sometimes: true}, :yes]
     bad.each do |unique|
       assert_raises(SolidJobs::ConfigurationError, unique.inspect) do
         Class.new { include SolidJobs::Task }.task_options(unique: unique)
@@ -173,6 +174,31 @@ class UniqueTest < SolidJobsTest
     assert_raises(SolidJobs::Backends::NotSupported) { UniqueQueuedTask.enqueue(ledger_path, "i") }
     assert_equal 0, channel_length
     assert_empty lock_keys
+  end
+
+  def test_unique_and_recurring_together_are_refused
+    error = assert_raises(SolidJobs::ConfigurationError) do
+      Class.new { include SolidJobs::Task }.task_options(unique: {while: :running}, recurring: {every: 60})
+    end
+    assert_match(/unique and recurring cannot be combined/, error.message)
+    SolidJobs.configure { |c| c.recurring = {"tick" => {task: "UniqueQueuedTask", every: 60}} }
+    error = assert_raises(SolidJobs::ConfigurationError) { SolidJobs::Recurring.schedules }
+    assert_match(/schedule "tick": UniqueQueuedTask is unique/, error.message)
+  end
+
+  def test_a_unique_task_whose_arguments_need_the_warm_pool_is_refused_not_duplicated
+    SolidJobs::WarmPool.assume_rails = true
+    Object.const_set(:UniquePooledProbe, Class.new(LedgerTask) do
+      @pool = Mutex.new
+      task_options unique: {while: :running}
+    end)
+    error = assert_raises(SolidJobs::Backends::NotSupported) { UniquePooledProbe.enqueue(+"/dev/null", +"x") }
+    assert_match(/warm pool/, error.message)
+    assert_equal 0, channel_length
+    assert_empty lock_keys
+  ensure
+    SolidJobs::WarmPool.assume_rails = nil
+    Object.send(:remove_const, :UniquePooledProbe) if defined?(UniquePooledProbe)
   end
 
   def test_an_empty_enqueue_many_writes_nothing

@@ -14,6 +14,7 @@ module SolidJobs
     # `unique: {by:, while:, for:}` (docs/unique.md).
     UNIQUE_KEYS = %i[by while for].freeze
     UNIQUE_MODES = %i[queued running until_done].freeze
+    UNIQUE_MAX_FOR = 366 * 24 * 3600
     # `execution: :thread` sends a task to the node's thread workers (see Lanes).
     TASK_EXECUTIONS = %i[thread].freeze
     CHANNEL_NAME = /\A[A-Za-z0-9_.-]{1,100}\z/
@@ -446,6 +447,12 @@ module SolidJobs
       end
 
       options = options.merge(unique: unique_option(options[:unique])) if options.key?(:unique)
+      if options[:unique] && options[:recurring]
+        # A tick is enqueued by recurring.lua, which takes no lock: refused
+        # rather than silently not unique.
+        raise ConfigurationError, "task options unique and recurring cannot be combined yet: recurring ticks are " \
+                                  "enqueued without a unique lock (docs/unique.md)"
+      end
       options.to_h do |k, v|
         [k, case k
             when :channel then own(v)
@@ -485,8 +492,12 @@ module SolidJobs
       end
 
       limit = unique[:for]
-      if unique.key?(:for) && !(limit.is_a?(Numeric) && limit.positive? && limit.finite?)
-        raise ConfigurationError, "unique for: must be a positive number of seconds (got #{limit.inspect})"
+      # Bounded so the lock's PX always fits Redis' integer: an enqueue that
+      # Redis refused half-way would leave its job id registered without a
+      # job.
+      if unique.key?(:for) && !(limit.is_a?(Numeric) && limit.positive? && limit.finite? && limit <= UNIQUE_MAX_FOR)
+        raise ConfigurationError, "unique for: must be a positive number of seconds, at most #{UNIQUE_MAX_FOR} " \
+                                  "(a year; got #{limit.inspect})"
       end
 
       Ractor.make_shareable({by: by, while: mode, for_ms: limit && [(limit * 1000).round, 1].max})

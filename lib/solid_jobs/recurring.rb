@@ -82,7 +82,7 @@ module SolidJobs
       end
       begin
         Native.schedule_ticks(every, cron, zone, 0, 1)
-      rescue ArgumentError => e
+      rescue ArgumentError, RangeError => e
         raise ConfigurationError, "schedule #{name.inspect}: #{e.message}"
       end
       out[:every] = every if every
@@ -136,7 +136,19 @@ module SolidJobs
         # reload (or a removed constant) stays in Task.classes.
         next unless task_class(task).equal?(klass)
 
-        all << spec(options.fetch(:name, task), options.except(:name), where: "#{task}'s task option recurring", task: task)
+        # A namespaced task's default name: "Billing.Invoice" (schedule
+        # names take no ':').
+        all << spec(options.fetch(:name, task.gsub("::", ".")), options.except(:name),
+                    where: "#{task}'s task option recurring", task: task)
+      end
+      all.each do |schedule|
+        klass = task_class(schedule[:task])
+        next unless klass && klass.solid_jobs_options[:unique]
+
+        # recurring.lua takes no unique lock: refused rather than silently
+        # not unique.
+        raise ConfigurationError, "schedule #{schedule[:name].inspect}: #{schedule[:task]} is unique, and recurring " \
+                                  "ticks are enqueued without a unique lock (docs/unique.md)"
       end
       dupes = all.map { |s| s[:name] }.tally.select { |_, n| n > 1 }.keys
       raise ConfigurationError, "schedule name(s) given more than once: #{dupes.join(", ")}" unless dupes.empty?

@@ -74,6 +74,12 @@ module SolidJobs
         warm = direct ? [] : argument_lists.map { |arguments| requires_warm_pool?(task_class, arguments, rails: true) }
         return Publisher.publish(task_class, argument_lists, due_ms: due_ms) unless warm.any?
 
+        if task_class.solid_jobs_options[:unique]
+          # The warm pool's executor jobs carry no lock: refused rather than
+          # enqueued twice.
+          raise Backends::NotSupported, "#{task_name} is unique, and these arguments would send it through the warm " \
+                                        "pool, which does not take unique locks yet (docs/unique.md)"
+        end
         options = task_class.solid_jobs_options
         executor_lists = argument_lists.each_with_index.filter_map do |arguments, i|
           [task_name, plain_json(task_class, arguments)] if warm[i]

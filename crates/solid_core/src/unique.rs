@@ -4,7 +4,7 @@
 //! the job holding it. `hex` is the first 32 hex digits (128 bits) of the
 //! SHA-256 of `task name`, a NUL byte, and the canonical JSON of the key
 //! material (the `by:` result: object keys sorted, no whitespace), so a key
-//! is 52 bytes plus the namespace whatever the arguments. The job's envelope
+//! is the namespace plus 40 bytes (`:unique:` and the hex) whatever the arguments. The job's envelope
 //! names its lock in `meta.unique` = `{"lock":"<hex>","while":"<mode>"}`:
 //! the scripts that move the job read it there (a suffix check, so plain
 //! envelopes cost nothing) and release the lock only while its value is
