@@ -121,12 +121,21 @@ class WebBrowserTest < SolidJobsTest
     page
   end
 
+  WORKER_ROW = %r{<tr><td class="num">\d+</td>.*?</tr>}m
+
   def check_nodes
-    page = visible("/nodes")
+    # Each worker Ractor appears once it has reported to the node's
+    # observations: a Ractor that started late (Ruby 3.4 on a loaded host)
+    # is missing from the first snapshot, so the page is read again.
+    page = nil
+    eventually("both worker Ractors observed", timeout: 15) do
+      page = visible("/nodes")
+      page[:dom].scan(WORKER_ROW).size == 2
+    end
     assert_dom page, /data-node-id="#{@node_id}"/
     assert_text page, /Node #{Regexp.escape(Socket.gethostname)}:#{@worker.pid} running /
     assert_text page, /Workers 2 \(ractor\)/
-    workers = page[:dom].scan(%r{<tr><td class="num">\d+</td>.*?</tr>}m)
+    workers = page[:dom].scan(WORKER_ROW)
     assert_equal 2, workers.size, "both worker Ractors listed"
     assert workers.any? { |row| row.include?("running") && row.include?(%(href="/executions/#{@slow}")) },
            "a worker runs the slow job, linked"
