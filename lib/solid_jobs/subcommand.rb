@@ -24,8 +24,9 @@ module SolidJobs
   class Subcommand
     USAGE_ERROR = 64
     UsageError = CLI::UsageError
-    # What the user got wrong, not the command: ArgumentError covers an
-    # app or file whose settings a setter refuses while loading.
+    # What the user got wrong, not the command: the options reach library
+    # calls as given, and those refuse bad values with ArgumentError
+    # (Health's timeout, Web's basic_auth, Archive.reenqueue_where).
     USAGE_ERRORS = [OptionParser::ParseError, ConfigurationError, UsageError, ArgumentError].freeze
     # { error class => exit code } for errors the body reports in one line.
     FAILURES = {}.freeze
