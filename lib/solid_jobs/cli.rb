@@ -12,6 +12,16 @@ module SolidJobs
     # EX_UNAVAILABLE: `solid-jobs engine` without a solid-engine-server binary.
     UNAVAILABLE = 69
 
+    # The subcommands that read the app's configuration (SolidJobs::
+    # Subcommand): each loaded only when named, so a worker never loads
+    # them (nor the dashboard).
+    SUBCOMMANDS = {
+      "web" => ["solid_jobs/web/command", "Web::Command"], # the dashboard server
+      "archive" => ["solid_jobs/archive_command", "ArchiveCommand"], # bulk re-enqueue from the archive
+      "health" => ["solid_jobs/health_command", "HealthCommand"], # the probe (exit codes in HealthCommand)
+      "recurring" => ["solid_jobs/recurring_command", "RecurringCommand"] # the schedules, their next and last runs
+    }.freeze
+
     def initialize(argv, out: $stdout, err: $stderr)
       @argv = argv.dup
       @out = out
@@ -20,12 +30,9 @@ module SolidJobs
 
     def run
       case @argv.first
-      when "web" then return run_web
+      when *SUBCOMMANDS.keys then return run_subcommand(*SUBCOMMANDS.fetch(@argv.first))
       when "engine" then return run_engine
       when "warm" then return run_warm
-      when "archive" then return run_archive
-      when "health" then return run_health
-      when "recurring" then return run_recurring
       end
 
       options = parse
@@ -76,12 +83,9 @@ module SolidJobs
 
     private
 
-    # `solid-jobs web ...`: the dashboard server (loaded only when asked
-    # for, so a worker never loads it).
-    def run_web
-      require "solid_jobs/web"
-      require "solid_jobs/web/command"
-      Web::Command.new(@argv.drop(1), out: @out, err: @err).run
+    def run_subcommand(feature, class_name)
+      require feature
+      SolidJobs.const_get(class_name).new(@argv.drop(1), out: @out, err: @err).run
     end
 
     # `solid-jobs engine ...`: becomes solid-engine-server (exec, so signals
@@ -115,24 +119,6 @@ module SolidJobs
 
       environment = options[:require] && self.class.app_file(options[:require])
       WarmWorker.new(id, environment: environment).run
-    end
-
-    # `solid-jobs archive ...`: bulk re-enqueue from the archive.
-    def run_archive
-      require "solid_jobs/archive_command"
-      ArchiveCommand.new(@argv.drop(1), out: @out, err: @err).run
-    end
-
-    # `solid-jobs health ...`: the probe (exit codes in HealthCommand).
-    def run_health
-      require "solid_jobs/health_command"
-      HealthCommand.new(@argv.drop(1), out: @out, err: @err).run
-    end
-
-    # `solid-jobs recurring ...`: the schedules, their next and last runs.
-    def run_recurring
-      require "solid_jobs/recurring_command"
-      RecurringCommand.new(@argv.drop(1), out: @out, err: @err).run
     end
 
     # Tasks may still be running (timeout or second signal): their claims

@@ -1,8 +1,6 @@
 # frozen_string_literal: true
 
-require "optparse"
-require "solid_jobs/app_options"
-require_relative "cli"
+require_relative "subcommand"
 require_relative "health"
 
 module SolidJobs
@@ -21,36 +19,25 @@ module SolidJobs
   #
   # The whole check takes at most --timeout (default 3 s), whatever the
   # backends do.
-  class HealthCommand
+  class HealthCommand < Subcommand
     HEALTHY = 0
     BACKEND_DOWN = 1
     NODES_UNHEALTHY = 2
-    USAGE_ERROR = 64
-    UsageError = CLI::UsageError
+    COMMAND = "solid-jobs health"
+    BANNER = "Usage: solid-jobs health [--node ID | --local] [options]\n\n" \
+             "Exits 0 when every backend the configuration routes to answers and the nodes heartbeat\n" \
+             "(without --node or --local: at least one node is live and fresh). Otherwise one line says why:\n" \
+             "exit 1 a backend did not answer, 2 the nodes did not pass, 64 usage."
 
-    def initialize(argv, out: $stdout, err: $stderr)
-      @argv = argv.dup
-      @out = out
-      @err = err
-    end
+    private
 
-    def run
-      options = parse
-      return 0 if options == :exit
-
-      AppOptions.apply(options)
+    def call(options)
       health = Health.new(timeout: options[:timeout], node: options[:node], local: options[:local])
       result = health.check
       code = report(result, options[:liveness])
       leave(code) if health.stragglers?
       code
-    rescue OptionParser::ParseError, ConfigurationError, UsageError, ArgumentError => e
-      @err.puts("solid-jobs health: #{e.message}")
-      @err.puts("Run `solid-jobs health --help` for usage.")
-      USAGE_ERROR
     end
-
-    private
 
     # The one line, and the exit code. --liveness: a backend that does
     # not answer is not this process's fault and a restart would not bring
@@ -78,40 +65,28 @@ module SolidJobs
       Kernel.exit!(code)
     end
 
-    def parse
-      options = {timeout: Health::DEFAULT_TIMEOUT}
-      parser = OptionParser.new do |o|
-        o.banner = "Usage: solid-jobs health [--node ID | --local] [options]\n\n" \
-                   "Exits 0 when every backend the configuration routes to answers and the nodes heartbeat\n" \
-                   "(without --node or --local: at least one node is live and fresh). Otherwise one line says why:\n" \
-                   "exit 1 a backend did not answer, 2 the nodes did not pass, 64 usage."
-        o.separator ""
-        o.on("--node ID", "This node must be live and fresh (its id: the dashboard's Nodes page, or the log)") do |v|
-          options[:node] = v
-        end
-        o.on("--local", "The nodes started on this host (by hostname) must be live and fresh, at least one") do
-          options[:local] = true
-        end
-        o.on("--liveness", "For a liveness probe: a backend that does not answer passes (exit 0, said so); " \
-                           "nodes failing while the backends answer still fail") do
-          options[:liveness] = true
-        end
-        o.on("--timeout SECONDS", Float, "Longest the whole check takes (default #{Health::DEFAULT_TIMEOUT})") do |v|
-          raise UsageError, "invalid --timeout #{v} (seconds, more than 0)" unless v.positive?
+    def defaults = {timeout: Health::DEFAULT_TIMEOUT}
 
-          options[:timeout] = v
-        end
-        AppOptions.define(o, options)
-        o.on("-h", "--help", "Show this help") do
-          @out.puts(o)
-          return :exit
-        end
+    def define_options(parser, options)
+      parser.on("--node ID", "This node must be live and fresh (its id: the dashboard's Nodes page, or the log)") do |v|
+        options[:node] = v
       end
-      rest = parser.parse(@argv)
-      raise UsageError, "unexpected argument(s): #{rest.join(" ")}" unless rest.empty?
-      raise UsageError, "--node and --local both name the nodes to check: use one" if options[:node] && options[:local]
+      parser.on("--local", "The nodes started on this host (by hostname) must be live and fresh, at least one") do
+        options[:local] = true
+      end
+      parser.on("--liveness", "For a liveness probe: a backend that does not answer passes (exit 0, said so); " \
+                              "nodes failing while the backends answer still fail") do
+        options[:liveness] = true
+      end
+      parser.on("--timeout SECONDS", Float, "Longest the whole check takes (default #{Health::DEFAULT_TIMEOUT})") do |v|
+        raise UsageError, "invalid --timeout #{v} (seconds, more than 0)" unless v.positive?
 
-      options
+        options[:timeout] = v
+      end
+    end
+
+    def validate(options)
+      raise UsageError, "--node and --local both name the nodes to check: use one" if options[:node] && options[:local]
     end
   end
 end

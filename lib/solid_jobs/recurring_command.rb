@@ -1,10 +1,8 @@
 # frozen_string_literal: true
 
-require "optparse"
 require "json"
 require "time"
-require "solid_jobs/app_options"
-require_relative "cli"
+require_relative "subcommand"
 
 module SolidJobs
   # `solid-jobs recurring [--json] [options]`: the recurring schedules of
@@ -13,35 +11,24 @@ module SolidJobs
   # and its last job id, as Redis records them; then state Redis still holds
   # for schedules no longer configured (it expires by itself). Exit 0, or
   # 1 when Redis does not answer, 64 on usage.
-  class RecurringCommand
-    USAGE_ERROR = 64
+  class RecurringCommand < Subcommand
     BACKEND_DOWN = 1
-    UsageError = CLI::UsageError
+    COMMAND = "solid-jobs recurring"
+    BANNER = "Usage: solid-jobs recurring [--json] [options]\n\n" \
+             "Lists the recurring schedules: next run, last run (tick) and last job id."
+    FAILURES = {ConnectionError => BACKEND_DOWN, BackendError => BACKEND_DOWN}.freeze
 
-    def initialize(argv, out: $stdout, err: $stderr)
-      @argv = argv.dup
-      @out = out
-      @err = err
+    private
+
+    def define_options(parser, options)
+      parser.on("--json", "One JSON array of the schedules") { options[:json] = true }
     end
 
-    def run
-      options = parse
-      return 0 if options == :exit
-
-      AppOptions.apply(options)
+    def call(options)
       rows = Recurring.status
       options[:json] ? @out.puts(JSON.generate(rows.map(&:to_h))) : print_table(rows)
       0
-    rescue ConnectionError, BackendError => e
-      @err.puts("solid-jobs recurring: #{e.message}")
-      BACKEND_DOWN
-    rescue OptionParser::ParseError, ConfigurationError, UsageError, ArgumentError => e
-      @err.puts("solid-jobs recurring: #{e.message}")
-      @err.puts("Run `solid-jobs recurring --help` for usage.")
-      USAGE_ERROR
     end
-
-    private
 
     def print_table(rows)
       if rows.empty?
@@ -59,24 +46,5 @@ module SolidJobs
     end
 
     def time(ms) = ms ? Time.at(ms / 1000.0).utc.iso8601 : "-"
-
-    def parse
-      options = {}
-      parser = OptionParser.new do |o|
-        o.banner = "Usage: solid-jobs recurring [--json] [options]\n\n" \
-                   "Lists the recurring schedules: next run, last run (tick) and last job id."
-        o.separator ""
-        o.on("--json", "One JSON array of the schedules") { options[:json] = true }
-        AppOptions.define(o, options)
-        o.on("-h", "--help", "Show this help") do
-          @out.puts(o)
-          return :exit
-        end
-      end
-      rest = parser.parse(@argv)
-      raise UsageError, "unexpected argument(s): #{rest.join(" ")}" unless rest.empty?
-
-      options
-    end
   end
 end

@@ -1,9 +1,8 @@
 # frozen_string_literal: true
 
-require "optparse"
-require_relative "../cli"
+require "solid_jobs/web"
+require_relative "../subcommand"
 require_relative "../config_file"
-require_relative "../app_options"
 
 module SolidJobs
   class Web
@@ -11,66 +10,48 @@ module SolidJobs
     # through Rack's handler (the rack and webrick gems; Debian: ruby-rack,
     # ruby-webrick). Bound to 127.0.0.1 unless told otherwise. Bad flags
     # exit 64 with a message; TERM or INT stop the server.
-    class Command
-      USAGE_ERROR = 64
+    class Command < Subcommand
       UNAVAILABLE = 69
       DEFAULT_PORT = 9292
       DEFAULT_BIND = "127.0.0.1"
       AUTH_ENV = "SOLID_JOBS_WEB_AUTH"
-
-      # The worker command's: `--require` is loaded the same way for both.
-      UsageError = CLI::UsageError
+      COMMAND = "solid-jobs web"
+      BANNER = "Usage: solid-jobs web [options]\n\nServes the read-only dashboard (SolidJobs::Web)."
 
       def initialize(argv, out: $stdout, err: $stderr, env: ENV)
-        @argv = argv.dup
-        @out = out
-        @err = err
+        super(argv, out: out, err: err)
         @env = env
-      end
-
-      def run
-        options = parse
-        return 0 if options == :exit
-
-        AppOptions.apply(options)
-        handler = load_server or return UNAVAILABLE
-        serve(handler, options)
-        0
-      rescue OptionParser::ParseError, ConfigurationError, UsageError, ArgumentError => e
-        @err.puts("solid-jobs web: #{e.message}")
-        @err.puts("Run `solid-jobs web --help` for usage.")
-        USAGE_ERROR
       end
 
       private
 
-      def parse
-        options = {port: DEFAULT_PORT, bind: DEFAULT_BIND, auth: @env[AUTH_ENV], refresh: REFRESH_SECONDS}
-        parser = OptionParser.new do |o|
-          o.banner = "Usage: solid-jobs web [options]\n\nServes the read-only dashboard (SolidJobs::Web)."
-          o.separator ""
-          o.on("-p", "--port PORT", Integer, "Port (default #{DEFAULT_PORT}; 0 picks a free one)") { |v| options[:port] = v }
-          o.on("-b", "--bind ADDRESS", "Address to listen on (default #{DEFAULT_BIND})") { |v| options[:bind] = v }
-          o.on("--basic-auth USER:PASSWORD", "Require HTTP basic auth (or $#{AUTH_ENV}=USER:PASSWORD)") { |v| options[:auth] = v }
-          o.on("--public-health", "Answer /health without --basic-auth (for probes that cannot authenticate)") do
-            options[:public_health] = true
-          end
-          o.on("--refresh SECONDS", Integer, "Live refresh interval (default #{REFRESH_SECONDS}; 0 turns it off)") do |v|
-            options[:refresh] = v
-          end
-          AppOptions.define(o, options)
-          o.on("-h", "--help", "Show this help") do
-            @out.puts(o)
-            return :exit
-          end
+      def call(options)
+        handler = load_server or return UNAVAILABLE
+        serve(handler, options)
+        0
+      end
+
+      def defaults = {port: DEFAULT_PORT, bind: DEFAULT_BIND, auth: @env[AUTH_ENV], refresh: REFRESH_SECONDS}
+
+      def define_options(parser, options)
+        parser.on("-p", "--port PORT", Integer, "Port (default #{DEFAULT_PORT}; 0 picks a free one)") { |v| options[:port] = v }
+        parser.on("-b", "--bind ADDRESS", "Address to listen on (default #{DEFAULT_BIND})") { |v| options[:bind] = v }
+        parser.on("--basic-auth USER:PASSWORD", "Require HTTP basic auth (or $#{AUTH_ENV}=USER:PASSWORD)") do |v|
+          options[:auth] = v
         end
-        rest = parser.parse(@argv)
-        raise UsageError, "unexpected argument(s): #{rest.join(" ")}" unless rest.empty?
+        parser.on("--public-health", "Answer /health without --basic-auth (for probes that cannot authenticate)") do
+          options[:public_health] = true
+        end
+        parser.on("--refresh SECONDS", Integer, "Live refresh interval (default #{REFRESH_SECONDS}; 0 turns it off)") do |v|
+          options[:refresh] = v
+        end
+      end
+
+      def validate(options)
         raise UsageError, "invalid port #{options[:port]} (0-65535)" unless (0..65_535).cover?(options[:port])
         raise UsageError, "invalid refresh #{options[:refresh]} (seconds, 0 or more)" if options[:refresh].negative?
 
         options[:auth] = parse_auth(options[:auth])
-        options
       end
 
       def parse_auth(value)

@@ -2,6 +2,7 @@
 
 require "fileutils"
 require "open3"
+require_relative "../bundled_gems"
 
 # How the suite starts `solid-jobs` processes (workers, the engine, warm
 # workers): the way the README tells users to, `bundle exec solid-jobs ...`
@@ -21,11 +22,10 @@ module SolidJobsCommand
   DIR = File.join(ROOT, "tmp", "test-bundle", RUBY_VERSION[/\A\d+\.\d+/])
   GEMFILE = File.join(DIR, "Gemfile")
   GEM_HOME = File.join(DIR, "gems")
-  # Active Support 6.1 requires libraries that Ruby 3.4 made bundled gems
-  # (base64, bigdecimal, mutex_m) or warns will be (logger), so an app with
-  # Active Job 6.1 on 3.4 lists them in its Gemfile (Active Support 7.1+
-  # declares them itself).
-  ACTIVE_SUPPORT_GEMS = (RUBY_VERSION >= "3.4" ? %w[base64 bigdecimal logger mutex_m] : []).map { |g| "gem #{g.inspect}\n" }.join
+  # An app with Active Job 6.1 on Ruby 3.4 lists the libraries 3.4 made
+  # bundled gems and Active Support 6.1 requires (the checkout's Gemfile
+  # reads the same list).
+  ACTIVE_SUPPORT_GEMS = BundledGems::ACTIVE_SUPPORT.map { |g| "gem #{g.inspect}\n" }.join
   GEMS = <<~RUBY.freeze
     source "https://rubygems.org"
     gem "solid-jobs", path: #{ROOT.inspect}
