@@ -362,12 +362,12 @@ class UniqueTest < SolidJobsTest
     expected = (0...1000).reject { |i| (1..99).cover?(i) }
     assert_equal expected, ids.duplicates
     wanted = expected.to_set
-    (0...1000).each { |i| assert_equal wanted.include?(i), ids.duplicate?(i), "duplicate?(#{i})" }
+    1000.times { |i| assert_equal wanted.include?(i), ids.duplicate?(i), "duplicate?(#{i})" }
     refute ids.duplicate?(1000)
     assert_equal held, ids[0]
-    (0...1000).each { |i| assert_equal ids[i % 100], ids[i], "index #{i} stands for its key's job" }
+    1000.times { |i| assert_equal ids[i % 100], ids[i], "index #{i} stands for its key's job" }
     assert_equal 99, ids[1, 99].uniq.size
-    (0...100).each { |k| assert_equal ids[k], redis.get(lock_key("UniqueQueuedTask", "k#{k}")) }
+    100.times { |k| assert_equal ids[k], redis.get(lock_key("UniqueQueuedTask", "k#{k}")) }
     assert_equal 100, channel_length
     assert_equal 100, lock_keys.size
   end

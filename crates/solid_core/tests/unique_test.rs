@@ -43,7 +43,14 @@ fn a_duplicate_gets_the_holders_id_and_a_batch_dedupes_within_itself() {
     let (hex_b, b1) = unique_job("b", Mode::Running);
     let (_, b2) = unique_job("b", Mode::Running);
     let ids = store
-        .enqueue_unique(&mut c, "default", None, 0, AGE, &[(hex.clone(), again), (hex_b.clone(), b1.clone()), (hex_b, b2)])
+        .enqueue_unique(
+            &mut c,
+            "default",
+            None,
+            0,
+            AGE,
+            &[(hex.clone(), again), (hex_b.clone(), b1.clone()), (hex_b, b2)],
+        )
         .unwrap();
     assert_eq!(ids, vec![first.id.clone(), b1.id.clone(), b1.id.clone()]);
     assert_eq!(c.llen::<_, i64>("solid_jobs:channel:default").unwrap(), 2);
@@ -153,10 +160,14 @@ fn an_archived_until_done_holder_stops_counting_at_archive_max_age_without_a_tri
     std::thread::sleep(std::time::Duration::from_millis(60));
     let (_, b1) = unique_job("aged", Mode::UntilDone);
     let (_, b2) = unique_job("aged", Mode::UntilDone);
-    let ids = store.enqueue_unique(&mut c, "default", None, 0, 50, &[(hex.clone(), b1.clone()), (hex.clone(), b2)]).unwrap();
+    let ids =
+        store.enqueue_unique(&mut c, "default", None, 0, 50, &[(hex.clone(), b1.clone()), (hex.clone(), b2)]).unwrap();
     assert_eq!(ids, vec![b1.id.clone(), b1.id.clone()], "taken over once; the batch's second entry is b1's duplicate");
     assert_eq!(lock(&mut c, &hex), Some(b1.id.clone()));
-    assert!(c.zscore::<_, _, Option<f64>>("solid_jobs:archive", &env.id).unwrap().is_some(), "the entry was not trimmed");
+    assert!(
+        c.zscore::<_, _, Option<f64>>("solid_jobs:archive", &env.id).unwrap().is_some(),
+        "the entry was not trimmed"
+    );
     // A later discard trims the stale entry: its lock release is
     // compare-and-delete, so the successor's lock stays.
     store.archive.max_age_ms = 50;
