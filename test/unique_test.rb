@@ -2,6 +2,7 @@
 
 require_relative "test_helper"
 require "digest"
+require "set"
 require "rbconfig"
 require "English"
 require "rack/mock"
@@ -29,6 +30,48 @@ class UniqueTest < SolidJobsTest
   def channel_length = redis.llen(key("channel:default"))
   def started(label) = ledger_lines.count("start #{label}")
   def completed(label) = ledger_lines.count { |l| l.start_with?("#{label} ") }
+
+  def redis_now_ms
+    seconds, micros = redis.time
+    (seconds * 1000) + (micros / 1000)
+  end
+
+  # Enqueues `task`'s job keyed by `label`, starts a node and waits until
+  # the job runs, so it was claimed; then checks the mode's claim-time rule
+  # (docs/unique.md): `:queued` released, the others still naming the job.
+  # Skipped for a task with `for:`, whose bound may have expired the lock
+  # by then. Returns the job's id.
+  def with_claimed(task, label, behaviour = "sleep:1")
+    id = task.enqueue(ledger_path, label, behaviour)
+    start_conductor unless @conductor
+    eventually("#{label} running") { started(label) == 1 }
+    unique = task.solid_jobs_options.fetch(:unique)
+    lock = lock_key(task.name, label)
+    if unique[:for_ms]
+      nil
+    elsif unique[:while] == :queued
+      refute redis.exists?(lock), "claimed: a :queued job's lock is gone"
+    else
+      assert_equal id, redis.get(lock), "claimed: a #{unique[:while].inspect} job keeps its lock"
+    end
+    id
+  end
+
+  # Enqueues `task`'s job keyed by `label` with a failing behaviour and
+  # waits until it is given up into the archive; returns its id.
+  def with_archived(task, label, behaviour = "fail")
+    id = task.enqueue(ledger_path, label, behaviour)
+    start_conductor unless @conductor
+    eventually("#{label} archived") { SolidJobs::Archive.find(id) }
+    id
+  end
+
+  # Waits until Redis' clock is `age_ms` past the time job `id` was
+  # archived (the archive zset's score).
+  def wait_past_archive_age(id, age_ms)
+    archived_at = redis.zscore(key("archive"), id) or flunk("#{id} is not archived")
+    eventually("archive_max_age passed on Redis' clock", timeout: 10) { redis_now_ms > archived_at + age_ms }
+  end
 
   def test_a_duplicate_returns_the_live_jobs_id_and_writes_nothing
     path = ledger_path
@@ -90,9 +133,7 @@ class UniqueTest < SolidJobsTest
 
   def test_a_lock_taken_over_while_its_job_runs_is_not_released_by_that_job
     path = ledger_path
-    id = UniqueRunningTask.enqueue(path, "over", "sleep:1")
-    start_conductor
-    eventually("running") { started("over") == 1 }
+    id = with_claimed(UniqueRunningTask, "over")
     lock = lock_key("UniqueRunningTask", "over")
     other = SecureRandom.uuid
     redis.set(lock, other) # another job's lock now (as after for: expired and a new job took the key)
@@ -108,9 +149,7 @@ class UniqueTest < SolidJobsTest
 
   def test_for_shorter_than_the_job_lets_a_second_job_in_while_the_first_runs
     path = ledger_path
-    first = UniqueBoundedRunningTask.enqueue(path, "bounded", "sleep:1")
-    start_conductor
-    eventually("first running") { started("bounded") == 1 }
+    first = with_claimed(UniqueBoundedRunningTask, "bounded")
     eventually("for: expired", timeout: 5) { !redis.exists?(lock_key("UniqueBoundedRunningTask", "bounded")) }
     refute_equal first, UniqueBoundedRunningTask.enqueue(path, "bounded")
     eventually("both completed") { completed("bounded") == 2 }
@@ -209,10 +248,7 @@ class UniqueTest < SolidJobsTest
 
   def test_queued_releases_at_claim
     path = ledger_path
-    id = UniqueQueuedTask.enqueue(path, "q", "sleep:1")
-    start_conductor
-    eventually("running") { started("q") == 1 }
-    refute redis.exists?(lock_key("UniqueQueuedTask", "q")), "claimed: the lock is gone"
+    id = with_claimed(UniqueQueuedTask, "q")
     second = UniqueQueuedTask.enqueue(path, "q")
     refute_equal id, second, "a running :queued job does not block a new one"
     eventually("both ran") { completed("q") == 2 }
@@ -221,10 +257,7 @@ class UniqueTest < SolidJobsTest
 
   def test_running_holds_while_running_and_releases_at_ack
     path = ledger_path
-    id = UniqueRunningTask.enqueue(path, "r", "sleep:1")
-    start_conductor
-    eventually("running") { started("r") == 1 }
-    assert_equal id, redis.get(lock_key("UniqueRunningTask", "r"))
+    id = with_claimed(UniqueRunningTask, "r")
     assert_equal id, UniqueRunningTask.enqueue(path, "r"), "a running job is the duplicate's answer"
     eventually("completed") { completed("r") == 1 }
     eventually("released at ack") { lock_keys.empty? }
@@ -245,18 +278,14 @@ class UniqueTest < SolidJobsTest
 
   def test_running_releases_when_given_up
     path = ledger_path
-    id = UniqueRunningTask.enqueue(path, "give-up", "fail")
-    start_conductor
-    eventually("archived") { SolidJobs::Archive.find(id) }
+    id = with_archived(UniqueRunningTask, "give-up")
     assert_empty lock_keys, "given up (archived): released"
     refute_equal id, UniqueRunningTask.enqueue(path, "give-up", "ok")
   end
 
   def test_until_done_keeps_the_lock_in_the_archive_until_the_entry_goes
     path = ledger_path
-    id = UniqueUntilDoneTask.enqueue(path, "u", "fail")
-    start_conductor
-    eventually("archived") { SolidJobs::Archive.find(id) }
+    id = with_archived(UniqueUntilDoneTask, "u")
     assert_equal id, redis.get(lock_key("UniqueUntilDoneTask", "u")), "not done: still locked"
     assert_equal id, UniqueUntilDoneTask.enqueue(path, "u"), "the archived job answers duplicates"
     found = SolidJobs::Console.new.find(id)
@@ -274,10 +303,8 @@ class UniqueTest < SolidJobsTest
   end
 
   def test_until_done_archived_lock_follows_a_reenqueue_and_goes_at_completion
-    path = ledger_path
-    id = UniqueUntilDoneTask.enqueue(path, "again", "fail_once")
-    start_conductor
-    eventually("archived") { SolidJobs::Archive.find(id) }
+    id = with_archived(UniqueUntilDoneTask, "again", "fail_once")
+    assert_equal id, redis.get(lock_key("UniqueUntilDoneTask", "again")), "archived: still locked"
     assert SolidJobs::Archive.reenqueue(id)
     eventually("the re-enqueued job completed") { completed("again") == 1 }
     eventually("released at ack") { lock_keys.empty? }
@@ -286,14 +313,63 @@ class UniqueTest < SolidJobsTest
   def test_until_done_lock_goes_when_the_archive_trims_its_entry
     configure_solid_jobs(archive_max_entries: 1)
     path = ledger_path
-    first = UniqueUntilDoneTask.enqueue(path, "t1", "fail")
-    start_conductor
-    eventually("archived") { SolidJobs::Archive.find(first) }
+    first = with_archived(UniqueUntilDoneTask, "t1")
     assert redis.exists?(lock_key("UniqueUntilDoneTask", "t1"))
     second = UniqueUntilDoneTask.enqueue(path, "t2", "fail")
     eventually("second archived, first trimmed") { SolidJobs::Archive.find(second) && !SolidJobs::Archive.find(first) }
     refute redis.exists?(lock_key("UniqueUntilDoneTask", "t1")), "trimmed with its entry"
     assert redis.exists?(lock_key("UniqueUntilDoneTask", "t2"))
+  end
+
+  def test_until_done_archived_holder_stops_counting_at_archive_max_age_without_any_discard
+    configure_solid_jobs(archive_max_age: 2)
+    lock = lock_key("UniqueUntilDoneTask", "aged")
+    id = with_archived(UniqueUntilDoneTask, "aged")
+    assert_equal id, UniqueUntilDoneTask.enqueue(ledger_path, "aged"), "younger than archive_max_age: the archived job answers"
+    wait_past_archive_age(id, 2000)
+    fresh = UniqueUntilDoneTask.enqueue(ledger_path, "aged", "sleep:1")
+    refute_equal id, fresh, "older than archive_max_age: the key is free, trimmed or not"
+    assert_equal fresh, redis.get(lock), "the stale lock was taken over by the same script"
+    assert redis.zscore(key("archive"), id), "no discard ran since: the stale entry was never trimmed"
+    assert_empty SolidJobs::IntegrityCheck.run.stale_locks
+    assert SolidJobs::Archive.new.forget(id)
+    assert_equal fresh, redis.get(lock), "forgetting the stale entry leaves its successor's lock"
+    eventually("the new job completed") { completed("aged") == 1 }
+    eventually("released at ack") { lock_keys.empty? }
+  end
+
+  def test_a_stale_archived_job_reenqueued_after_a_takeover_leaves_its_successors_lock
+    configure_solid_jobs(archive_max_age: 1)
+    lock = lock_key("UniqueUntilDoneTask", "stale")
+    id = with_archived(UniqueUntilDoneTask, "stale", "fail_once")
+    wait_past_archive_age(id, 1000)
+    successor = UniqueUntilDoneTask.enqueue(ledger_path, "stale", "sleep:4")
+    refute_equal id, successor
+    assert SolidJobs::Archive.reenqueue(id), "the entry is still there to re-enqueue"
+    eventually("the re-enqueued job ran and was acked") { redis.hget(key("jobs"), id).nil? }
+    assert_equal successor, redis.get(lock), "its ack is compare-and-delete: the successor keeps its lock"
+    eventually("both completed") { completed("stale") == 2 }
+    eventually("released at the successor's ack") { lock_keys.empty? }
+  end
+
+  def test_a_thousand_job_batch_with_many_duplicates
+    path = ledger_path
+    held = UniqueQueuedTask.enqueue(path, "k0")
+    ids = UniqueQueuedTask.enqueue_many(Array.new(1000) { |i| [path, "k#{i % 100}"] })
+    assert_equal 1000, ids.size
+    # k0 is held by an earlier job; k1..k99 are written at their first
+    # index (1..99); every later index repeats one of them.
+    expected = (0...1000).reject { |i| (1..99).cover?(i) }
+    assert_equal expected, ids.duplicates
+    wanted = expected.to_set
+    1000.times { |i| assert_equal wanted.include?(i), ids.duplicate?(i), "duplicate?(#{i})" }
+    refute ids.duplicate?(1000)
+    assert_equal held, ids[0]
+    1000.times { |i| assert_equal ids[i % 100], ids[i], "index #{i} stands for its key's job" }
+    assert_equal 99, ids[1, 99].uniq.size
+    100.times { |k| assert_equal ids[k], redis.get(lock_key("UniqueQueuedTask", "k#{k}")) }
+    assert_equal 100, channel_length
+    assert_equal 100, lock_keys.size
   end
 
   def test_a_cancelled_job_frees_its_key_and_takes_its_lock_when_dropped

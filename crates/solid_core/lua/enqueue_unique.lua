@@ -6,23 +6,31 @@
 -- KEYS[5] archive zset
 -- ARGV[1] '' ready now, else the delay in ms (due that long from now on
 -- Redis' clock), ARGV[2] channel name, ARGV[3] lock time limit in ms (the
--- `for:` option; 0: none), ARGV[4] key prefix, ARGV[5..] triples: lock hex
--- name, job id, envelope (which names the same lock in meta.unique)
+-- `for:` option; 0: none), ARGV[4] key prefix, ARGV[5] archive_max_age in
+-- ms, ARGV[6..] triples: lock hex name, job id, envelope (which names the
+-- same lock in meta.unique)
 -- Returns, per job, the id it stands for: its own when it was written (or
 -- was live already), the holder's when it is a duplicate.
 --
 -- A lock counts only while its holder is live: in the job index and not
--- cancelled, or (`:until_done`) in the archive. So a lock can never keep a
--- job from being enqueued after its holder is gone, whatever happened to
--- the holder; and the scripts that end a job release its lock, so none is
--- left behind once the jobs are done.
+-- cancelled, or (`:until_done`) in the archive for less than
+-- archive_max_age, measured from the archive zset's score (the archive
+-- time, on Redis' clock) to Redis' now. So a lock can never keep a job from
+-- being enqueued after its holder is gone, whatever happened to the holder,
+-- and an archived holder stops counting at the age the archive promises to
+-- drop it, whether or not a later discard trimmed the archive since (the
+-- trim runs only inside discard.lua); a lock that does not count is taken
+-- over here. The scripts that end a job release its lock, so none is left
+-- behind once the jobs are done.
 local planned = ARGV[1] ~= ''
-local due = planned and (redis_now_ms() + tonumber(ARGV[1])) or nil
+local now = planned and redis_now_ms() or nil
+local due = planned and (now + tonumber(ARGV[1])) or nil
 local state = (planned and 'planned|' or 'ready|') .. ARGV[2]
 local ttl = tonumber(ARGV[3])
+local max_age = tonumber(ARGV[5])
 local out, fresh = {}, {}
 local locks, ids, envs = {}, {}, {}
-for i = 5, #ARGV, 3 do
+for i = 6, #ARGV, 3 do
   locks[#locks + 1] = ARGV[4] .. 'unique:' .. ARGV[i]
   ids[#ids + 1] = ARGV[i + 1]
   envs[#envs + 1] = ARGV[i + 2]
@@ -45,6 +53,22 @@ end
 -- One job: HSETNX below checks and registers its id at once.
 local single = #ids == 1
 local id_states = single and {} or redis.call('HMGET', KEYS[4], unpack(ids))
+-- Whether archived holder `h` still counts, asked once per holder. TIME
+-- only when an archived holder is met, so a duplicate of a queued or
+-- running job still costs MGET and HMGET alone.
+local archived_live = {}
+local function archived_counts(h)
+  if archived_live[h] == nil then
+    local at = redis.call('ZSCORE', KEYS[5], h)
+    if at then
+      now = now or redis_now_ms()
+      archived_live[h] = tonumber(at) > now - max_age
+    else
+      archived_live[h] = false
+    end
+  end
+  return archived_live[h]
+end
 local taken, fields, lock_writes = {}, {}, {}
 for k = 1, #locks do
   local lock, id, env = locks[k], ids[k], envs[k]
@@ -55,7 +79,7 @@ for k = 1, #locks do
     local live = held and not is_cancelled(held)
     if not live then
       local _, mode = unique_lock(env)
-      live = mode == 'until_done' and redis.call('ZSCORE', KEYS[5], h) ~= false
+      live = mode == 'until_done' and archived_counts(h)
     end
     if live then holder = h end
   end

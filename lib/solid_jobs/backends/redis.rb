@@ -22,6 +22,8 @@ module SolidJobs
         url = spec[:url] || config.redis_url
         @namespace = config.namespace
         @barrier_ttl_ms = (config.publication_barrier_ttl * 1000).round
+        # enqueue_unique.lua counts an archived :until_done holder only this long.
+        @archive_max_age_ms = (config.archive_max_age * 1000).round
         client = Native::Client.new(url, config.namespace, config.timeouts)
         client.enable_telemetry({hostname: Socket.gethostname, journal: config.telemetry,
                                  sample_per_interval: config.telemetry_sample_rate, buffer: PUBLISHER_BUFFER,
@@ -60,7 +62,7 @@ module SolidJobs
       # `job`: {task:, channel:, max_failures:, due_ms:, mode:, for_ms:}.
       def push_unique(job, argument_lists, materials)
         @client.push_unique(job[:task], argument_lists, materials, job[:channel], job[:max_failures], job[:due_ms],
-                            [job[:mode], job[:for_ms]])
+                            [job[:mode], job[:for_ms], @archive_max_age_ms])
       end
 
       # {"id", "state", "channel", "envelope"} or nil. State: ready, planned,

@@ -171,14 +171,18 @@ impl Store {
     /// Enqueues (or, with `due_ms`, plans) the jobs of a unique task on one
     /// channel: each `(lock hex, envelope)` is written with its lock, or not
     /// at all when the lock names a live job. `lock_ttl_ms` (the `for:`
-    /// option) bounds each lock; 0 for none. Returns, per envelope, the id it
-    /// stands for: its own when written, the holder's for a duplicate.
+    /// option) bounds each lock; 0 for none. `archive_max_age_ms` is the
+    /// producer's `archive_max_age`: an archived `:until_done` holder counts
+    /// only while its archive entry is younger (on Redis' clock), trimmed
+    /// or not. Returns, per envelope, the id it stands for: its own when
+    /// written, the holder's for a duplicate.
     pub fn enqueue_unique(
         &self,
         conn: &mut Connection,
         channel: &str,
         due_ms: Option<u64>,
         lock_ttl_ms: u64,
+        archive_max_age_ms: u64,
         jobs: &[(String, Envelope)],
     ) -> Result<Vec<String>> {
         let mut ids = Vec::with_capacity(jobs.len());
@@ -193,7 +197,8 @@ impl Store {
                 .arg(delay.as_deref().unwrap_or(""))
                 .arg(channel)
                 .arg(lock_ttl_ms)
-                .arg(self.keys.prefix());
+                .arg(self.keys.prefix())
+                .arg(archive_max_age_ms);
             for (hex, env) in chunk {
                 inv.arg(hex).arg(&env.id).arg(env.encode());
             }

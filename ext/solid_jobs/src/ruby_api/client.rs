@@ -108,11 +108,11 @@ impl Client {
     }
 
     /// push_unique(task, [arguments, ...], [key material, ...], channel,
-    /// max_failures, due_ms, [mode, lock_ttl_ms]) -> [[id, ...], [duplicate
-    /// index, ...]]: a unique task's jobs (docs/unique.md), each written with
-    /// its lock unless the lock names a live job, whose id then stands in
-    /// its place. Every argument list and key material is validated before
-    /// anything is written.
+    /// max_failures, due_ms, [mode, lock_ttl_ms, archive_max_age_ms]) ->
+    /// [[id, ...], [duplicate index, ...]]: a unique task's jobs
+    /// (docs/unique.md), each written with its lock unless the lock names a
+    /// live job, whose id then stands in its place. Every argument list and
+    /// key material is validated before anything is written.
     #[allow(clippy::too_many_arguments)]
     fn push_unique(
         ruby: &Ruby,
@@ -123,10 +123,10 @@ impl Client {
         channel: String,
         max_failures: u32,
         due_ms: Option<u64>,
-        lock: (String, u64),
+        lock: (String, u64, u64),
     ) -> Result<(Vec<String>, Vec<usize>), Error> {
         let started = now_ms();
-        let (mode, ttl_ms) = lock;
+        let (mode, ttl_ms, archive_max_age_ms) = lock;
         let mode = solid_core::unique::Mode::parse(&mode).map_err(err)?;
         if lists.len() != materials.len() {
             return Err(arg_error("push_unique needs one key material per argument list".into()));
@@ -145,17 +145,21 @@ impl Client {
         if jobs.is_empty() {
             return Ok((Vec::new(), Vec::new()));
         }
-        let ids =
-            without_gvl(|_| rb_self.pool.with(|c| rb_self.store.enqueue_unique(c, &channel, due_ms, ttl_ms, &jobs)))?
-                .map_err(err)?;
-        let duplicates: Vec<usize> =
-            jobs.iter().zip(&ids).enumerate().filter(|(_, ((_, env), id))| env.id != **id).map(|(i, _)| i).collect();
-        let written: Vec<String> = jobs
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| !duplicates.contains(i))
-            .map(|(_, (_, env))| env.id.clone())
-            .collect();
+        let ids = without_gvl(|_| {
+            rb_self.pool.with(|c| rb_self.store.enqueue_unique(c, &channel, due_ms, ttl_ms, archive_max_age_ms, &jobs))
+        })?
+        .map_err(err)?;
+        // One pass: an entry is a duplicate exactly when the id it stands
+        // for is not its own, so the written ids are the others.
+        let mut duplicates = Vec::new();
+        let mut written = Vec::with_capacity(jobs.len());
+        for (i, ((_, env), id)) in jobs.iter().zip(&ids).enumerate() {
+            if env.id == *id {
+                written.push(env.id.clone());
+            } else {
+                duplicates.push(i);
+            }
+        }
         if !written.is_empty() {
             rb_self.journal_publication(&task, &channel, &written, started, due_ms);
         }
