@@ -19,7 +19,27 @@ module FakeTime
 
   # Environment for Process.spawn.
   def env(offset)
-    lib = library or raise "libfaketime is not installed (bin/setup installs the faketime package)"
-    {"LD_PRELOAD" => lib, "FAKETIME" => offset, "FAKETIME_DONT_FAKE_MONOTONIC" => "1"}
+    {"LD_PRELOAD" => library!, "FAKETIME" => offset, "FAKETIME_DONT_FAKE_MONOTONIC" => "1"}
+  end
+
+  # Environment for a child whose wall clock the test steps while it runs:
+  # the offset is read from `file` (write "-1h", "+0s", ... with `step`),
+  # re-read at most every `cache` seconds. CLOCK_MONOTONIC and
+  # CLOCK_BOOTTIME stay real, as when NTP or an operator steps a host.
+  def stepping_env(file, cache: 1)
+    step(file, "+0s") unless File.exist?(file)
+    {"LD_PRELOAD" => library!, "FAKETIME_TIMESTAMP_FILE" => file, "FAKETIME_CACHE_DURATION" => cache.to_s,
+     "FAKETIME_DONT_FAKE_MONOTONIC" => "1"}
+  end
+
+  # Replaces the offset at once (a rename), so the child never reads a
+  # half-written file.
+  def step(file, offset)
+    File.write("#{file}.tmp", "#{offset}\n")
+    File.rename("#{file}.tmp", file)
+  end
+
+  def library!
+    library or raise "libfaketime is not installed (bin/setup installs the faketime package)"
   end
 end

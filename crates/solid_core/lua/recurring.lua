@@ -6,22 +6,25 @@
 -- ARGV[1] tick (ms), ARGV[2] the tick after it (ms, 0: none), ARGV[3]
 -- missed policy (latest | skip), ARGV[4] on-time window (ms), ARGV[5]
 -- retention floor (ms), ARGV[6] channel, ARGV[7] envelope, ARGV[8] job id
--- Returns {outcome, redis now (ms), last tick decided (ms, -1: none)}:
--- 'early' (the tick is later than Redis' clock: nothing written; the
--- proposer retries after the difference), 'seen' (this tick or a later one
--- was already decided), 'enqueued', 'skipped' (a missed tick the policy
--- does not run: recorded as decided, no job).
+-- Returns {outcome, redis now (ms), last tick decided after the call, last
+-- tick decided before it} (ticks in ms, -1: none): 'early' (the tick is
+-- later than Redis' clock: nothing written or read; the proposer retries
+-- after the difference), 'seen' (this tick or a later one was already
+-- decided), 'enqueued', 'skipped' (a missed tick the policy does not run:
+-- recorded as decided, no job). The tick decided before lets a node that
+-- saw a later decision learn that Redis forgot it (lost writes: a crash
+-- under appendfsync everysec, a failover to a lagging replica, a restore).
 local now = redis_now_ms()
 local tick = tonumber(ARGV[1])
 -- Redis' clock, never the proposer's, says whether a tick is due: a node
 -- whose clock runs fast cannot enqueue early.
-if tick > now then return {'early', now, -1} end
+if tick > now then return {'early', now, -1, -1} end
 
 local last = tonumber(redis.call('HGET', KEYS[1], 'tick_ms') or '')
 -- Ticks are decided in increasing order, so "decided" is one number per
 -- schedule: a tick at or before it was enqueued or skipped already, by
 -- this node before a restart or by another node.
-if last and tick <= last then return {'seen', now, last} end
+if last and tick <= last then return {'seen', now, last, last} end
 
 local late = now - tick > tonumber(ARGV[4])
 -- A late tick was missed (no node could enqueue it on time). Without any
@@ -55,5 +58,6 @@ local next_tick = tonumber(ARGV[2])
 local period = (next_tick > tick) and (next_tick - tick) or 0
 local keep = math.max(tonumber(ARGV[5]), period)
 redis.call('PEXPIREAT', KEYS[1], math.max(next_tick, now) + keep)
-if run then return {'enqueued', now, tick} end
-return {'skipped', now, tick}
+local before = last or -1
+if run then return {'enqueued', now, tick, before} end
+return {'skipped', now, tick, before}

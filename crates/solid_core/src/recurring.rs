@@ -1,12 +1,11 @@
 //! Recurring schedules, the part that needs no Redis: when a schedule's
-//! ticks fall ([`Ticks`]), what a schedule enqueues ([`RecurringSchedule`])
+//! ticks fall (a [`Schedule`]: `every:` or cron, both answering
+//! `next_after` and `latest_at_or_before`), what a schedule enqueues
+//! ([`RecurringSchedule`])
 //! and what it does about ticks missed while no node ran ([`Missed`]).
 //! The Redis side (the one script that enqueues a tick, the node's
 //! scheduler thread) is `redis::scheduler`; docs/recurring.md and decision
 //! 37 give the guarantees.
-
-use std::fmt;
-use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
@@ -14,56 +13,14 @@ use crate::envelope::{validate_channel, validate_task_name, Envelope};
 use crate::error::{Error, Result};
 use crate::schedule::Schedule;
 
-/// When a schedule's ticks fall, in milliseconds since the epoch. The
-/// scheduler needs no more than these two questions, so `every:` and cron
-/// schedules (with their time zones) look the same to it.
-pub trait Ticks: Send + Sync + fmt::Debug {
-    /// The first tick strictly after `t_ms`; None when there is none.
-    fn next_after(&self, t_ms: u64) -> Option<u64>;
-    /// The last tick at or before `t_ms`; None when there is none.
-    fn latest_at_or_before(&self, t_ms: u64) -> Option<u64>;
-}
-
-/// Longest `every:` period: a year; longer periods are what cron is for.
-pub const MAX_EVERY_SECS: u64 = 366 * 24 * 3600;
-
-/// Both kinds of schedule are [`Schedule`]s: `every: N` ticks at the epoch
-/// multiples of N seconds, so every node computes the same ticks whenever
-/// it started; a cron spec in its time zone, DST handled
-/// (docs/recurring.md, "Schedules").
-impl Ticks for Schedule {
-    fn next_after(&self, t_ms: u64) -> Option<u64> {
-        Schedule::next_after(self, t_ms)
-    }
-
-    fn latest_at_or_before(&self, t_ms: u64) -> Option<u64> {
-        Schedule::latest_at_or_before(self, t_ms)
-    }
-}
-
-/// `every: secs` seconds, 1 to [`MAX_EVERY_SECS`].
-pub fn every(secs: u64) -> Result<Arc<dyn Ticks>> {
-    if secs == 0 || secs > MAX_EVERY_SECS {
-        return Err(Error::Invalid(format!(
-            "every must be a whole number of seconds from 1 to {MAX_EVERY_SECS} (got {secs})"
-        )));
-    }
-    Ok(Arc::new(Schedule::every(secs)?))
-}
-
-/// A cron schedule (`spec`, in time zone `tz`, UTC when None).
-pub fn parse_cron(spec: &str, tz: Option<&str>) -> Result<Arc<dyn Ticks>> {
-    Ok(Arc::new(Schedule::cron(spec, tz)?))
-}
-
 /// A schedule's ticks from its configuration: `every` seconds, or a `cron`
 /// spec in time zone `tz`; exactly one of the two, and a time zone only
 /// with cron.
-pub fn ticks_from(every: Option<u64>, cron: Option<&str>, tz: Option<&str>) -> Result<Arc<dyn Ticks>> {
+pub fn ticks_from(every: Option<u64>, cron: Option<&str>, tz: Option<&str>) -> Result<Schedule> {
     match (every, cron) {
-        (Some(secs), None) if tz.is_none() => self::every(secs),
+        (Some(secs), None) if tz.is_none() => Ok(Schedule::every(secs)?),
         (Some(_), None) => Err(Error::Invalid("time_zone applies to cron schedules only, not every".into())),
-        (None, Some(spec)) => parse_cron(spec, tz),
+        (None, Some(spec)) => Ok(Schedule::cron(spec, tz)?),
         (Some(_), Some(_)) => Err(Error::Invalid("give either every or cron, not both".into())),
         (None, None) => Err(Error::Invalid("give every: seconds or cron: \"spec\"".into())),
     }
@@ -121,7 +78,8 @@ pub fn validate_name(name: &str) -> Result<()> {
 #[derive(Debug, Clone)]
 pub struct RecurringSchedule {
     pub name: String,
-    pub ticks: Arc<dyn Ticks>,
+    /// When its ticks fall; cheap to clone (a cron zone is shared).
+    pub ticks: Schedule,
     pub task: String,
     /// A JSON array.
     pub arguments: Value,
@@ -158,6 +116,14 @@ impl RecurringSchedule {
 mod tests {
     use super::*;
 
+    fn every(secs: u64) -> Result<Schedule> {
+        ticks_from(Some(secs), None, None)
+    }
+
+    fn parse_cron(spec: &str, tz: Option<&str>) -> Result<Schedule> {
+        ticks_from(None, Some(spec), tz)
+    }
+
     #[test]
     fn every_ticks_are_epoch_multiples() {
         let e = every(30).unwrap();
@@ -177,7 +143,9 @@ mod tests {
     #[test]
     fn every_refuses_zero_and_huge_periods() {
         assert!(every(0).is_err());
-        assert!(every(MAX_EVERY_SECS + 1).is_err());
+        let e = every(crate::schedule::MAX_EVERY_SECS + 1).unwrap_err();
+        assert!(e.to_string().contains("from 1 to 31622400"), "{e}");
+        assert!(every(crate::schedule::MAX_EVERY_SECS).is_ok());
         assert!(every(1).is_ok());
     }
 

@@ -157,7 +157,7 @@ pub enum ScheduleError {
     NeverFires { spec: String },
     /// Not a zone of the bundled IANA database.
     UnknownTimeZone { name: String },
-    /// `every:` below one second, or too large to count in milliseconds.
+    /// `every:` below one second or above [`MAX_EVERY_SECS`].
     InvalidInterval { seconds: u64 },
 }
 
@@ -209,7 +209,11 @@ impl fmt::Display for ScheduleError {
                 write!(f, "unknown time zone \"{name}\": expected an IANA name such as \"Europe/Paris\" or \"UTC\"")
             }
             InvalidInterval { seconds } => {
-                write!(f, "every: {seconds} is not a valid interval: expected a whole number of seconds, at least 1")
+                write!(
+                    f,
+                    "every: {seconds} is not a valid interval: expected a whole number of seconds from 1 to \
+                     {MAX_EVERY_SECS} (366 days)"
+                )
             }
         }
     }
@@ -222,6 +226,11 @@ impl From<ScheduleError> for crate::Error {
         crate::Error::Invalid(e.to_string())
     }
 }
+
+/// Longest `every:` period: a year (366 days); longer periods are what cron
+/// is for, and the bound keeps every tick and the state's retention within
+/// the range Redis' PEXPIREAT and the script's arithmetic handle.
+pub const MAX_EVERY_SECS: u64 = 366 * 24 * 3600;
 
 /// A parsed schedule. Cheap to clone (the zone is shared).
 #[derive(Debug, Clone)]
@@ -250,9 +259,10 @@ impl Schedule {
     /// Every `seconds` seconds, on the multiples of `seconds` since the Unix
     /// epoch (see the module doc).
     pub fn every(seconds: u64) -> Result<Schedule, ScheduleError> {
-        match seconds.checked_mul(1000) {
-            Some(period_ms) if seconds >= 1 => Ok(Schedule { rule: Rule::Every { period_ms } }),
-            _ => Err(ScheduleError::InvalidInterval { seconds }),
+        if (1..=MAX_EVERY_SECS).contains(&seconds) {
+            Ok(Schedule { rule: Rule::Every { period_ms: seconds * 1000 } })
+        } else {
+            Err(ScheduleError::InvalidInterval { seconds })
         }
     }
 

@@ -5,25 +5,26 @@
 mod support;
 
 use std::collections::HashMap;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use redis::Commands;
 use serde_json::json;
-use solid_core::recurring::{every as every_secs, Missed, RecurringSchedule};
+use solid_core::recurring::{Missed, RecurringSchedule};
 use solid_core::redis::connection::Connector;
 use solid_core::redis::doorbell::Bell;
 use solid_core::redis::keyspace::Keyspace;
-use solid_core::redis::scheduler::Scheduler;
+use solid_core::redis::scheduler::{Clocks, Scheduler, SystemClocks};
 use solid_core::redis::store::{Store, TickOutcome, TickProposal};
+use solid_core::schedule::Schedule;
 use solid_core::Envelope;
 use support::RedisServer;
 
 fn schedule(name: &str, every: u64, missed: Missed) -> RecurringSchedule {
     RecurringSchedule {
         name: name.into(),
-        ticks: every_secs(every).unwrap(),
+        ticks: Schedule::every(every).unwrap(),
         task: "Ping".into(),
         arguments: json!([7]),
         channel: "default".into(),
@@ -222,4 +223,112 @@ fn after_downtime_the_scheduler_runs_the_latest_missed_tick_once_or_skips_it() {
     let skipped: (u64, String) =
         redis::cmd("HMGET").arg("solid_jobs:recurring:skip").arg("tick_ms").arg("outcome").query(&mut c).unwrap();
     assert_eq!(skipped, (latest, "skipped".to_owned()));
+}
+
+/// Real time for the scheduler's elapsed clock, and a wall clock the test
+/// steps by `offset_ms` (what NTP or an operator does to a node).
+#[derive(Clone, Default)]
+struct SteppedWall {
+    offset_ms: Arc<AtomicI64>,
+}
+
+impl Clocks for SteppedWall {
+    fn wall_ms(&self) -> u64 {
+        (SystemClocks.wall_ms() as i64 + self.offset_ms.load(Ordering::Relaxed)) as u64
+    }
+
+    fn elapsed_ms(&self) -> u64 {
+        SystemClocks.elapsed_ms()
+    }
+}
+
+/// A node whose wall clock steps back an hour, then forward two, goes on
+/// proposing every tick on time: its waits come from Redis' clock as last
+/// answered plus real elapsed time, never from its wall clock.
+#[test]
+fn a_wall_clock_stepped_back_or_forward_stops_no_tick() {
+    let redis = RedisServer::start();
+    let store = Store::new(Keyspace::default());
+    let closed = AtomicBool::new(false);
+    let bell = Bell::default();
+    let clocks = SteppedWall::default();
+    let started = redis_now(&mut redis.conn());
+    std::thread::scope(|scope| {
+        let connector = Connector::new(&redis.url()).unwrap();
+        let (store, closed, bell, c) = (&store, &closed, &bell, clocks.clone());
+        let runner = scope.spawn(move || {
+            Scheduler::with_clocks(store, connector, vec![schedule("ping", 1, Missed::Skip)], c).run(closed, bell)
+        });
+        std::thread::sleep(Duration::from_millis(1_500));
+        clocks.offset_ms.store(-3_600_000, Ordering::Relaxed);
+        std::thread::sleep(Duration::from_millis(2_500));
+        clocks.offset_ms.store(3_600_000, Ordering::Relaxed);
+        std::thread::sleep(Duration::from_millis(2_500));
+        closed.store(true, Ordering::Release);
+        bell.ring();
+        runner.join().unwrap();
+    });
+    let stopped = redis_now(&mut redis.conn());
+    let by = jobs_by_tick(&mut redis.conn());
+    assert!(by.values().all(|&n| n == 1), "{by:?}");
+    let expected: Vec<u64> = (started / 1000 * 1000..=stopped).step_by(1000).collect();
+    let mut got: Vec<u64> = by.keys().copied().collect();
+    got.sort();
+    assert_eq!(got, expected, "every tick of the run once, through both steps");
+}
+
+/// Redis forgets the last decision and its job (a crash under appendfsync
+/// everysec, a failover, a restore: simulated by putting the state back and
+/// dropping the job, and breaking the connections as a restart does). A
+/// node that already decided that tick must not trust its memory: it
+/// notices the broken connection within the longest sleep, asks Redis
+/// again, and the forgotten tick, still the latest, is enqueued again,
+/// once, although its next tick is far away.
+#[test]
+fn a_decision_redis_forgot_is_proposed_again_not_lost() {
+    let redis = RedisServer::start();
+    let mut c = redis.conn();
+    let store = Store::new(Keyspace::default());
+    let now = redis_now(&mut c);
+    // A period whose latest tick is over two minutes back (so it runs as
+    // the latest missed tick of a schedule that ran before) and whose next
+    // tick is not due during the test.
+    let every = [3_600u64, 5_400, 7_200, 9_000]
+        .into_iter()
+        .find(|p| now % (p * 1000) > 120_000 && p * 1000 - now % (p * 1000) > 30_000)
+        .unwrap();
+    let tick = now / (every * 1000) * (every * 1000);
+    let before = tick - every * 1000;
+    let state = "solid_jobs:recurring:hourly";
+    let _: () = c.hset(state, "tick_ms", before).unwrap();
+    let closed = AtomicBool::new(false);
+    let bell = Bell::default();
+    std::thread::scope(|scope| {
+        let connector = Connector::new(&redis.url()).unwrap();
+        let (store, closed, bell) = (&store, &closed, &bell);
+        let schedules = vec![schedule("hourly", every, Missed::Latest)];
+        let runner = scope.spawn(move || Scheduler::new(store, connector, schedules).run(closed, bell));
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while jobs_by_tick(&mut c).is_empty() {
+            assert!(std::time::Instant::now() < deadline, "the latest tick was enqueued");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // Redis loses the decision and the job written with it.
+        let _: () = c.hset(state, "tick_ms", before).unwrap();
+        let _: () = c.del("solid_jobs:channel:default").unwrap();
+        let _: () =
+            redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("normal").arg("SKIPME").arg("yes").query(&mut c).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(12);
+        while jobs_by_tick(&mut c).is_empty() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        // Time for a second enqueue, were the node to make one.
+        std::thread::sleep(Duration::from_millis(1_000));
+        closed.store(true, Ordering::Release);
+        bell.ring();
+        runner.join().unwrap();
+    });
+    assert_eq!(jobs_by_tick(&mut c), HashMap::from([(tick, 1)]), "the forgotten tick enqueued again, once");
+    let decided: u64 = c.hget(state, "tick_ms").unwrap();
+    assert_eq!(decided, tick);
 }

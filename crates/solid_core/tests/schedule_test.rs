@@ -8,7 +8,7 @@ use jiff::civil::DateTime;
 use jiff::tz::{AmbiguousOffset, TimeZone};
 use jiff::Timestamp;
 use proptest::prelude::*;
-use solid_core::schedule::{Field, Schedule, ScheduleError};
+use solid_core::schedule::{Field, Schedule, ScheduleError, MAX_EVERY_SECS};
 
 fn ms(iso: &str) -> u64 {
     iso.parse::<Timestamp>().unwrap_or_else(|e| panic!("{iso}: {e}")).as_millisecond() as u64
@@ -415,7 +415,8 @@ fn every_ticks_on_epoch_multiples() {
     assert_eq!(Schedule::every(1).unwrap().next_after(1_500), Some(2_000));
     assert_eq!(Schedule::every(30).unwrap().next_after(u64::MAX - 5), None);
     assert_eq!(cron("0 3 * * *").every_seconds(), None);
-    for bad in [0, u64::MAX / 999] {
+    assert_eq!(Schedule::every(MAX_EVERY_SECS).unwrap().every_seconds(), Some(MAX_EVERY_SECS));
+    for bad in [0, MAX_EVERY_SECS + 1, u64::MAX / 999] {
         let e = Schedule::every(bad).unwrap_err();
         assert_eq!(e, ScheduleError::InvalidInterval { seconds: bad });
         assert!(e.to_string().starts_with(&format!("every: {bad} is not a valid interval")), "{e}");

@@ -813,7 +813,7 @@ impl Store {
     /// tick and no node decided this tick, or a later one, before. One
     /// round trip, one atomic script.
     pub fn enqueue_tick(&self, conn: &mut Connection, tick: &TickProposal<'_>) -> Result<TickDecision> {
-        let (outcome, now_ms, last): (String, u64, i64) = self
+        let (outcome, now_ms, last, before): (String, u64, i64, i64) = self
             .scripts
             .recurring
             .key(self.keys.recurring(tick.name))
@@ -837,7 +837,7 @@ impl Store {
             "early" => TickOutcome::Early,
             other => return Err(Error::Invalid(format!("unexpected recurring.lua outcome {other:?}"))),
         };
-        Ok(TickDecision { outcome, now_ms, last_ms: u64::try_from(last).ok() })
+        Ok(TickDecision { outcome, now_ms, last_ms: u64::try_from(last).ok(), previous_ms: u64::try_from(before).ok() })
     }
 
     /// Requeues the claims of `node_id` while its heartbeat is absent, and
@@ -974,4 +974,8 @@ pub struct TickDecision {
     pub now_ms: u64,
     /// The schedule's last decided tick after the call (None: none yet).
     pub last_ms: Option<u64>,
+    /// The schedule's last decided tick before the call, as Redis holds it
+    /// (None: no state, or `Early`, which reads none). Below a tick this
+    /// node saw decided, Redis has lost writes.
+    pub previous_ms: Option<u64>,
 }
