@@ -80,6 +80,44 @@ class RecurringConfigTest < SolidJobsTest
     Object.send(:remove_const, :RecurringProbeSpace) if defined?(RecurringProbeSpace)
   end
 
+  # Ruby's own autoload (Zeitwerk registers its constants the same way):
+  # configure leaves it alone; a node start loads it and uses the task's
+  # channel and max_failures, as a node that had it loaded would.
+  def test_a_node_resolves_an_autoloaded_task_and_refuses_one_it_cannot_resolve_without_a_channel
+    file = File.join(@ledger_dir, "recurring_autoload_probe.rb")
+    File.write(file, "class RecurringAutoloadProbe < LedgerTask\n  task_options channel: \"probe-own\", max_failures: 3\nend\n")
+    Object.autoload(:RecurringAutoloadProbe, file)
+    configure_recurring("auto" => {task: "RecurringAutoloadProbe", every: 1},
+                        "other" => {task: "OtherAppsTask", every: 1, channel: "theirs"})
+    assert Object.autoload?(:RecurringAutoloadProbe), "configure loads nothing"
+    assert_nil SolidJobs::Recurring.task_class("RecurringAutoloadProbe")
+
+    plans = SolidJobs::Recurring.planned.to_h.transform_keys { |spec| spec[:name] }
+    assert_nil Object.autoload?(:RecurringAutoloadProbe), "loaded at node start"
+    assert_equal({"auto" => {channel: "probe-own", max_failures: 3}, "other" => {channel: "theirs", max_failures: 25}}, plans)
+
+    configure_recurring("ghost" => {task: "RecurringGhost::Task", every: 1})
+    error = assert_raises(SolidJobs::ConfigurationError) { SolidJobs::Recurring.planned }
+    assert_match(/schedule "ghost": task RecurringGhost::Task is not defined, so its channel is unknown/, error.message)
+    assert_match(/define the task .*or give the schedule a channel:/, error.message)
+    configure_recurring("plain" => {task: "Comparable", every: 1})
+    error = assert_raises(SolidJobs::ConfigurationError) { SolidJobs::Recurring.planned }
+    assert_match(/schedule "plain": task Comparable is not a task class/, error.message)
+
+    # An autoload whose file does not define the constant: the app's bug,
+    # named with the schedule, at node start.
+    broken = File.join(@ledger_dir, "recurring_broken_probe.rb")
+    File.write(broken, "# defines nothing\n")
+    Object.autoload(:RecurringBrokenProbe, broken)
+    configure_recurring("broken" => {task: "RecurringBrokenProbe", every: 1, channel: "x"})
+    error = assert_raises(SolidJobs::ConfigurationError) { SolidJobs::Recurring.planned }
+    assert_match(/schedule "broken": loading its task RecurringBrokenProbe failed \(NameError: .*RecurringBrokenProbe/,
+                 error.message)
+  ensure
+    Object.send(:remove_const, :RecurringAutoloadProbe) if Object.const_defined?(:RecurringAutoloadProbe, false)
+    Object.send(:remove_const, :RecurringBrokenProbe) if Object.const_defined?(:RecurringBrokenProbe, false)
+  end
+
   def test_the_config_file_takes_recurring_and_scheduler
     file = File.join(@ledger_dir, "solid_jobs.yml")
     File.write(file, <<~YAML)

@@ -63,6 +63,10 @@ module SolidJobs
       return unless path
 
       require app_file(path)
+      # An app that required "solid_jobs" itself (already loaded by this
+      # command, so a no-op) rather than through Bundler.require still
+      # gets the Railtie's task loading (Recurring.load_tasks).
+      SolidJobs.integrate_frameworks
     end
 
     def self.app_file(path)

@@ -125,7 +125,9 @@ module SolidJobs
     end
 
     # Every schedule this process knows: config.recurring, then the task
-    # classes' own `recurring:` options. Main Ractor (Task.classes).
+    # classes' own `recurring:` options. Main Ractor (Task.classes). Only
+    # the task classes loaded now count: a node collects them through
+    # #planned, which loads the app's task classes first.
     def schedules(config = SolidJobs.config)
       all = config.recurring.values.dup
       Task.classes.each do |klass|
@@ -141,15 +143,7 @@ module SolidJobs
         all << spec(options.fetch(:name, task.gsub("::", ".")), options.except(:name),
                     where: "#{task}'s task option recurring", task: task)
       end
-      all.each do |schedule|
-        klass = task_class(schedule[:task])
-        next unless klass && klass.solid_jobs_options[:unique]
-
-        # recurring.lua takes no unique lock: refused rather than silently
-        # not unique.
-        raise ConfigurationError, "schedule #{schedule[:name].inspect}: #{schedule[:task]} is unique, and recurring " \
-                                  "ticks are enqueued without a unique lock (docs/unique.md)"
-      end
+      all.each { |spec| refuse_unique!(spec, task_class(spec[:task])) }
       dupes = all.map { |s| s[:name] }.tally.select { |_, n| n > 1 }.keys
       raise ConfigurationError, "schedule name(s) given more than once: #{dupes.join(", ")}" unless dupes.empty?
 
@@ -164,48 +158,112 @@ module SolidJobs
       (defined && Reflection.instance_variable_get(klass, ivar)) || {}
     end
 
+    # What a node hands its scheduler, and what `solid-jobs recurring` and
+    # the dashboard list: every schedule with the template of its ticks'
+    # job, [[spec, {channel:, max_failures:}], ...]. The same on every node
+    # whatever it happened to load before: the app's task classes are
+    # loaded first (#load_tasks: a Rails app that loads lazily is
+    # eager-loaded), and each schedule's task is resolved allowing
+    # autoload. A task that cannot be resolved is allowed only with the
+    # schedule's own channel: (a task only another app defines), its jobs
+    # getting the configured default max_failures; without one the node
+    # cannot know the task's channel and refuses to start, rather than
+    # enqueue where nodes that can resolve it would not.
+    def planned(config = SolidJobs.config)
+      load_tasks
+      schedules(config).map do |spec|
+        klass = task_class(spec[:task], load: true, schedule: spec[:name])
+        unless klass || spec[:channel]
+          raise ConfigurationError, "schedule #{spec[:name].inspect}: task #{spec[:task]} #{unresolved(spec[:task])}, so " \
+                                    "its channel is unknown: define the task in the app this node loads (--require), " \
+                                    "or give the schedule a channel: (its jobs then get the default max_failures)"
+        end
+        refuse_unique!(spec, klass)
+        [spec, template(spec, config, klass: klass)].freeze
+      end
+    end
+
+    # recurring.lua takes no unique lock: refused rather than silently not
+    # unique.
+    def refuse_unique!(spec, klass)
+      return unless klass&.solid_jobs_options&.dig(:unique)
+
+      raise ConfigurationError, "schedule #{spec[:name].inspect}: #{spec[:task]} is unique, and recurring " \
+                                "ticks are enqueued without a unique lock (docs/unique.md)"
+    end
+
+    # Why `name` resolved to no task class: nothing by that name, or a
+    # constant that is not one.
+    def unresolved(name)
+      task_class(name, load: true, any: true) ? "is not a task class (it does not include SolidJobs::Task)" : "is not defined"
+    end
+
+    # Called before a node collects its schedules, once the app has booted:
+    # loads the task classes an app loads lazily, so that a task's own
+    # `recurring:` schedule exists on every node. The Railtie sets it for a
+    # Rails app (eager-loading it when config.eager_load is off); elsewhere
+    # the app's --require file loads its task files itself.
+    class << self
+      attr_accessor :task_loader
+    end
+
+    def load_tasks
+      loader = Recurring.task_loader
+      loader&.call
+    end
+
     # The job a schedule's ticks enqueue: the task's own channel and
-    # max_failures (when its class is loaded; the configured defaults
-    # otherwise) unless the schedule names a channel.
-    def template(spec, config = SolidJobs.config)
-      klass = task_class(spec[:task])
+    # max_failures (the configured defaults when there is no class)
+    # unless the schedule names a channel. At configure the class is
+    # looked up among the loaded ones only (configure may run before the
+    # app's code); a node passes the class #planned resolved.
+    def template(spec, config = SolidJobs.config, klass: task_class(spec[:task]))
       options = klass ? klass.solid_jobs_options : config.default_task_options
       {channel: spec[:channel] || options.fetch(:channel), max_failures: options.fetch(:max_failures)}
     end
 
-    # The task class named `name` when it is loaded (asked of Class and
-    # Task's module, never of the class itself), else nil.
-    # Nothing is loaded for the question (an autoloaded constant not loaded
-    # yet counts as not loaded): configure may run before the app's code.
-    def task_class(name)
+    # The task class named `name`, asked of Module's own methods, never
+    # of the class or the app's modules (which may redefine them); nil
+    # when there is none (or, unless `any`, when it is no task class).
+    # Without `load`, only a class loaded already counts: an autoload not
+    # run yet is left alone (configure may run before the app's code).
+    # With `load`, const_get runs the autoload (Ruby's, or Zeitwerk's,
+    # which registers its constants as autoloads); a file that fails to
+    # define its constant is a ConfigurationError naming the schedule.
+    def task_class(name, load: false, any: false, schedule: nil)
       klass = name.split("::").reduce(Object) do |scope, part|
-        # Module's own methods, never the app module's (which may redefine them).
-        loaded = Module === scope && Module.instance_method(:const_defined?).bind_call(scope, part, false) &&
-                 Module.instance_method(:autoload?).bind_call(scope, part).nil?
-        break nil unless loaded
+        defined = Module === scope && Module.instance_method(:const_defined?).bind_call(scope, part, false)
+        break nil unless defined && (load || Module.instance_method(:autoload?).bind_call(scope, part).nil?)
 
-        Module.instance_method(:const_get).bind_call(scope, part, false)
+        const(scope, part, name, schedule)
       end
-      Class === klass && Task::ClassMethods === klass ? klass : nil
-    rescue NameError
-      nil
+      any || (Class === klass && Task::ClassMethods === klass) ? klass : nil
     end
 
-    # The Hash the native source settings take for one schedule.
-    def native_spec(spec, config = SolidJobs.config)
-      t = template(spec, config)
+    def const(scope, part, name, schedule)
+      Module.instance_method(:const_get).bind_call(scope, part, false)
+    rescue NameError, LoadError => e
+      return nil unless schedule
+
+      raise ConfigurationError, "schedule #{schedule.inspect}: loading its task #{name} failed " \
+                                "(#{Reflection.class_name(e)}: #{e.message})"
+    end
+
+    # The Hash the native source settings take for one planned schedule.
+    def native_spec(spec, template)
       {name: spec[:name], every: spec[:every], cron: spec[:cron], time_zone: spec[:time_zone], task: spec[:task],
-       arguments: JSON.generate(spec[:arguments]), channel: t[:channel], max_failures: t[:max_failures],
+       arguments: JSON.generate(spec[:arguments]), channel: template[:channel], max_failures: template[:max_failures],
        missed: spec[:missed].to_s}
     end
 
     # Refuses, at configure or node start, schedules whose jobs would go to
     # a backend that cannot enqueue a tick exactly once (SolidEngine has no
-    # such command): NotSupported, naming the schedule.
-    def check_supported!(specs, config = SolidJobs.config)
+    # such command): NotSupported, naming the schedule. At configure the
+    # templates are those of loaded classes; a node passes its plan's.
+    def check_supported!(specs, config = SolidJobs.config, templates: specs.map { |s| template(s, config) })
       backend_specs = config.backend_specs
-      specs.each do |spec|
-        channel = template(spec, config)[:channel]
+      specs.zip(templates).each do |spec, template|
+        channel = template[:channel]
         name = config.channel_backends.fetch(channel, config.backend)
         next unless backend_specs.dig(name, :adapter) == :solid_engine
 
@@ -217,10 +275,10 @@ module SolidJobs
 
     # {backend => [native spec, ...]} of the schedules a node runs.
     def by_backend(config, routing)
-      specs = schedules(config)
-      check_supported!(specs, config)
-      specs.group_by { |s| routing.backend_for(template(s, config)[:channel]) }
-           .transform_values { |list| list.map { |s| native_spec(s, config) } }
+      plans = planned(config)
+      check_supported!(plans.map(&:first), config, templates: plans.map(&:last))
+      plans.group_by { |_, template| routing.backend_for(template[:channel]) }
+           .transform_values { |list| list.map { |spec, template| native_spec(spec, template) } }
     end
 
     # One schedule as `solid-jobs recurring` and the dashboard list it.
@@ -247,8 +305,9 @@ module SolidJobs
       keys = Native::Keyspace.new(config.namespace)
       s, us = client.call(["TIME"])
       now_ms = (Integer(s) * 1000) + (Integer(us) / 1000)
-      rows = schedules(config).map do |spec|
-        row(spec, client, keys, now_ms, config)
+      # The schedules a worker would run, resolved as it resolves them.
+      rows = planned(config).map do |spec, template|
+        row(spec, template, client, keys, now_ms)
       end
       known = rows.map(&:name)
       prefix = keys.recurring("")
@@ -261,10 +320,10 @@ module SolidJobs
       rows
     end
 
-    def row(spec, client, keys, now_ms, config)
+    def row(spec, template, client, keys, now_ms)
       next_ms = Native.schedule_ticks(spec[:every], spec[:cron], spec[:time_zone], now_ms, 1).first
       Row.new(name: spec[:name], task: spec[:task], every: spec[:every], cron: spec[:cron], time_zone: spec[:time_zone],
-              channel: template(spec, config)[:channel], missed: spec[:missed], next_ms: next_ms, configured: true,
+              channel: template[:channel], missed: spec[:missed], next_ms: next_ms, configured: true,
               **recorded(client, keys.recurring(spec[:name])))
     end
 
