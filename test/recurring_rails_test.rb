@@ -98,10 +98,10 @@ class RecurringRailsTest < SolidJobsTest
 
   # It serves a channel no tick goes to: the ticks stay where they were
   # enqueued, to be read.
-  def start_worker(env: {})
+  def start_worker(env: {}, args: [])
     log = File.join(@ledger_dir, "worker.log")
     command = ["bundle", "exec", "solid-jobs", *app_args, "--channel", "idle", "--execution-mode", "thread",
-               "--concurrency", "1"]
+               "--concurrency", "1", *args]
     @worker = Bundler.with_unbundled_env { ChildProcess.new(command, log: log, env: environment(env), chdir: @root).start }
   end
 
@@ -147,5 +147,21 @@ class RecurringRailsTest < SolidJobsTest
     _out, err, status = solid_jobs("recurring", *app_args, env: {"PROBE_GHOST" => "1"})
     assert_equal 64, status.exitstatus, err
     assert_match(message, err)
+  end
+
+  # Without the scheduler too: the node decides its lanes from the task
+  # classes, so a lazily loading app is loaded at every node's start.
+  def test_a_node_without_the_scheduler_loads_the_apps_tasks_too
+    start_worker(args: ["--no-scheduler"])
+    eventually("the node started (#{@worker.log_tail})", timeout: 40) do
+      raise "the worker exited: #{@worker.log_tail}" if @worker.exited?
+
+      File.read(@worker.log).include?(" started: ")
+    end
+    log = File.read(@worker.log)
+    refute_match(/no task classes are loaded/, log)
+    refute_match(/recurring scheduler/, log)
+    sleep 1.5
+    assert_empty redis.keys(key("channel:*")), "no tick enqueued by a node without the scheduler"
   end
 end

@@ -34,6 +34,11 @@ module SolidJobs
       Log.node_id = @node_id
       SolidJobs.client # created here, in the main Ractor, before workers read it
       SolidJobs.routing
+      # The app's task classes, loaded first (a Rails app with eager_load
+      # off is eager-loaded): the lanes below and the schedules are decided
+      # from the task classes, so a class an app would load lazily must
+      # not be missing from either.
+      Recurring.load_tasks
       # Checked before anything connects: a schedule routed to SolidEngine
       # raises NotSupported here, naming it.
       @schedules = @config.scheduler ? Recurring.by_backend(@config, SolidJobs.routing) : {}

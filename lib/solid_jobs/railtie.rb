@@ -13,8 +13,8 @@ module SolidJobs
   # the file beats the app's SolidJobs.configure. A bad file fails the boot
   # with ConfigurationError naming the file and line, as it fails a worker.
   #
-  # Loads the app's code before a node collects its recurring schedules
-  # when config.eager_load is off (the development default): a task's
+  # Loads the app's code when a worker node starts, before it decides its
+  # lanes and collects its recurring schedules, when config.eager_load is off (the development default): a task's
   # `task_options recurring:` exists only once its class is loaded, so an
   # app that loads lazily would otherwise have the schedule on no node, or
   # on some (docs/recurring.md, "Where a node finds a schedule's task").
@@ -27,7 +27,8 @@ module SolidJobs
       SolidJobs::ConfigFile.apply(app: app.root.to_s, environment: Rails.env.to_s)
     end
 
-    # Called when a node starts its scheduler and by `solid-jobs recurring`
+    # Called when a worker node starts (before it decides its thread lane
+    # and collects its schedules) and by `solid-jobs recurring`
     # and the dashboard's Recurring page, after the app booted; never while
     # the app boots. Application#eager_load! is Rails' public "load the
     # whole app" in both autoloader modes of 6.1 (Zeitwerk, classic) and in
