@@ -95,4 +95,17 @@ class SubcommandTest < SolidJobsTest
   ensure
     server&.close
   end
+
+  # A bug in the app's boot is not the user's usage error: an ArgumentError
+  # raised while the app loads propagates with the app's line in its
+  # backtrace, not exit 64 with "Run --help" (a health probe exiting 64
+  # would send the operator to the command line instead of the app).
+  def test_an_argument_error_in_the_apps_boot_propagates
+    COMMANDS.each do |name, argv|
+      app = File.join(@ledger_dir, "bad_app_#{name}.rb")
+      File.write(app, "TIMEOUT_#{name.upcase} = Integer(\"5s\") # a malformed setting parsed at boot\n")
+      error = assert_raises(ArgumentError, name) { cli(name, *argv, "--require", app) }
+      assert(error.backtrace.any? { |line| line.start_with?("#{app}:1") }, "#{name}: #{error.backtrace.first(3)}")
+    end
+  end
 end

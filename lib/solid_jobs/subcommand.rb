@@ -24,10 +24,12 @@ module SolidJobs
   class Subcommand
     USAGE_ERROR = 64
     UsageError = CLI::UsageError
-    # What the user got wrong, not the command: the options reach library
-    # calls as given, and those refuse bad values with ArgumentError
-    # (Health's timeout, Web's basic_auth, Archive.reenqueue_where).
-    USAGE_ERRORS = [OptionParser::ParseError, ConfigurationError, UsageError, ArgumentError].freeze
+    # What the user got wrong, not the command. An ArgumentError is not
+    # among them: each command checks its option values itself (#validate,
+    # the parser's blocks) before any library call sees them, so one raised
+    # while the app loads or the body runs is a bug, the app's or ours, and
+    # propagates with its backtrace.
+    USAGE_ERRORS = [OptionParser::ParseError, ConfigurationError, UsageError].freeze
     # { error class => exit code } for errors the body reports in one line.
     FAILURES = {}.freeze
 

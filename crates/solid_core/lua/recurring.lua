@@ -10,8 +10,10 @@
 -- tick decided before it} (ticks in ms, -1: none): 'early' (the tick is
 -- later than Redis' clock: nothing written or read; the proposer retries
 -- after the difference), 'seen' (this tick or a later one was already
--- decided), 'enqueued', 'skipped' (a missed tick the policy does not run:
--- recorded as decided, no job). The tick decided before lets a node that
+-- decided), 'stale' (a missed tick while a later tick is already due by
+-- Redis' clock: nothing written; the proposer proposes the latest instead),
+-- 'enqueued', 'skipped' (a missed tick the policy does not run: recorded as
+-- decided, no job). The tick decided before lets a node that
 -- saw a later decision learn that Redis forgot it (lost writes: a crash
 -- under appendfsync everysec, a failover to a lagging replica, a restore).
 local now = redis_now_ms()
@@ -27,6 +29,15 @@ local last = tonumber(redis.call('HGET', KEYS[1], 'tick_ms') or '')
 if last and tick <= last then return {'seen', now, last, last} end
 
 local late = now - tick > tonumber(ARGV[4])
+local next_tick = tonumber(ARGV[2])
+-- Of the missed ticks only the latest may be decided: Redis, not the
+-- proposer, says which is latest. A node whose clock estimate lags (a slow
+-- clock before its first reply, a Redis whose clock is ahead after a
+-- failover) or a proposal Redis executes long after it was sent (buffered
+-- while Redis was paused, its client gone) names an older missed tick;
+-- deciding it would run a second missed tick, or a burst of them, after
+-- the one downtime.
+if late and next_tick > 0 and next_tick <= now then return {'stale', now, last or -1, last or -1} end
 -- A late tick was missed (no node could enqueue it on time). Without any
 -- record of the schedule (new, or unused longer than its retention), a late
 -- tick is treated as missed and skipped too: the schedule starts at its
@@ -54,7 +65,6 @@ redis.call('HSET', KEYS[1], unpack(fields))
 -- it. Once expired, every tick a node could propose is later than the last
 -- decided (the next tick passed undecided), so expiry can never let a tick
 -- be enqueued twice.
-local next_tick = tonumber(ARGV[2])
 local period = (next_tick > tick) and (next_tick - tick) or 0
 local keep = math.max(tonumber(ARGV[5]), period)
 redis.call('PEXPIREAT', KEYS[1], math.max(next_tick, now) + keep)

@@ -39,11 +39,22 @@ fn redis_now(c: &mut redis::Connection) -> u64 {
 }
 
 fn propose(store: &Store, c: &mut redis::Connection, s: &RecurringSchedule, tick: u64) -> (TickOutcome, Envelope) {
+    propose_before(store, c, s, tick, tick + 1000)
+}
+
+/// A proposal of `tick` whose schedule's next tick is `next`.
+fn propose_before(
+    store: &Store,
+    c: &mut redis::Connection,
+    s: &RecurringSchedule,
+    tick: u64,
+    next: u64,
+) -> (TickOutcome, Envelope) {
     let env = s.envelope(tick, tick).unwrap();
     let p = TickProposal {
         name: &s.name,
         tick_ms: tick,
-        next_ms: Some(tick + 1000),
+        next_ms: Some(next),
         missed: s.missed,
         on_time_ms: 60_000,
         retention_ms: 86_400_000,
@@ -105,22 +116,30 @@ fn missed_ticks_follow_the_policy_and_an_unknown_schedule_starts_at_its_next_tic
     let now = redis_now(&mut c) / 1000 * 1000;
     let late = now - 600_000;
 
-    // No state: a late tick is not run, whatever the policy.
+    // No state: a late tick is not run, whatever the policy. (Each late
+    // tick here is its schedule's latest: the next is after now.)
     let latest = schedule("latest", 1, Missed::Latest);
     let skip = schedule("skip", 1, Missed::Skip);
-    assert_eq!(propose(&store, &mut c, &latest, late).0, TickOutcome::Skipped);
-    assert_eq!(propose(&store, &mut c, &skip, late - 1000).0, TickOutcome::Skipped);
+    assert_eq!(propose_before(&store, &mut c, &latest, late, now + 1000).0, TickOutcome::Skipped);
+    assert_eq!(propose_before(&store, &mut c, &skip, late - 1000, now + 1000).0, TickOutcome::Skipped);
     assert!(jobs_by_tick(&mut c).is_empty());
+
+    // A missed tick that is not the latest by Redis' clock (its next tick
+    // is due too) is refused, whatever the policy: nothing written.
+    assert_eq!(propose(&store, &mut c, &latest, late + 1000).0, TickOutcome::Stale);
+    assert_eq!(propose(&store, &mut c, &skip, late + 1000).0, TickOutcome::Stale);
+    let state: HashMap<String, String> = c.hgetall("solid_jobs:recurring:latest").unwrap();
+    assert_eq!(state["tick_ms"], late.to_string(), "a stale proposal decides nothing");
 
     // With state (a schedule that ran before the downtime): :latest runs
     // the latest missed tick once, :skip does not.
-    assert_eq!(propose(&store, &mut c, &latest, late + 1000).0, TickOutcome::Enqueued);
-    assert_eq!(propose(&store, &mut c, &skip, late + 1000).0, TickOutcome::Skipped);
-    assert_eq!(jobs_by_tick(&mut c), HashMap::from([(late + 1000, 1)]));
+    assert_eq!(propose_before(&store, &mut c, &latest, late + 2000, now + 1000).0, TickOutcome::Enqueued);
+    assert_eq!(propose_before(&store, &mut c, &skip, late + 2000, now + 1000).0, TickOutcome::Skipped);
+    assert_eq!(jobs_by_tick(&mut c), HashMap::from([(late + 2000, 1)]));
     // Both run an on-time tick.
     assert_eq!(propose(&store, &mut c, &latest, now).0, TickOutcome::Enqueued);
     assert_eq!(propose(&store, &mut c, &skip, now).0, TickOutcome::Enqueued);
-    assert_eq!(jobs_by_tick(&mut c), HashMap::from([(late + 1000, 1), (now, 2)]));
+    assert_eq!(jobs_by_tick(&mut c), HashMap::from([(late + 2000, 1), (now, 2)]));
 }
 
 #[test]
@@ -331,4 +350,100 @@ fn a_decision_redis_forgot_is_proposed_again_not_lost() {
     assert_eq!(jobs_by_tick(&mut c), HashMap::from([(tick, 1)]), "the forgotten tick enqueued again, once");
     let decided: u64 = c.hget(state, "tick_ms").unwrap();
     assert_eq!(decided, tick);
+}
+
+/// After downtime, a node whose wall clock runs 5 minutes slow proposes,
+/// before its first reply, the tick latest by its own clock: a missed tick,
+/// but not the latest by Redis' clock. Redis refuses it (`stale`) and the
+/// node, its estimate corrected, proposes the latest: one job for the
+/// downtime, the latest missed tick's, never an older one as well.
+#[test]
+fn a_slow_node_after_downtime_enqueues_only_the_latest_missed_tick() {
+    let redis = RedisServer::start();
+    let mut c = redis.conn();
+    let store = Store::new(Keyspace::default());
+    // every: 60, at least 5 s before the next tick, so none falls due
+    // during the run.
+    while 60_000 - redis_now(&mut c) % 60_000 <= 5_000 {
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let latest = redis_now(&mut c) / 60_000 * 60_000;
+    // The schedule last ran an hour ago, before a downtime.
+    let _: () = c.hset("solid_jobs:recurring:minutely", "tick_ms", latest - 3_600_000).unwrap();
+    let closed = AtomicBool::new(false);
+    let bell = Bell::default();
+    let clocks = SteppedWall::default();
+    clocks.offset_ms.store(-300_000, Ordering::Relaxed);
+    std::thread::scope(|scope| {
+        let connector = Connector::new(&redis.url()).unwrap();
+        let (store, closed, bell, k) = (&store, &closed, &bell, clocks.clone());
+        let runner = scope.spawn(move || {
+            Scheduler::with_clocks(store, connector, vec![schedule("minutely", 60, Missed::Latest)], k)
+                .run(closed, bell)
+        });
+        std::thread::sleep(Duration::from_millis(1_500));
+        closed.store(true, Ordering::Release);
+        bell.ring();
+        runner.join().unwrap();
+    });
+    assert_eq!(jobs_by_tick(&mut c), HashMap::from([(latest, 1)]), "one job, for the latest missed tick");
+}
+
+fn redis_pid(c: &mut redis::Connection) -> i32 {
+    let info: String = redis::cmd("INFO").arg("server").query(c).unwrap();
+    info.lines().find_map(|l| l.strip_prefix("process_id:")).unwrap().trim().parse().unwrap()
+}
+
+fn signal(pid: i32, sig: &str) {
+    assert!(std::process::Command::new("kill").arg(sig).arg(pid.to_string()).status().unwrap().success());
+}
+
+/// A Redis paused longer than the on-time window (SIGSTOP: a VM freeze, a
+/// long fork, a debugger) still accepts connections into its backlog and
+/// buffers the proposals the node sends and gives up on (read timeout),
+/// each for a later tick. On resume it runs them all: without the `stale`
+/// rule each was a missed tick enqueued, a burst. Now only the latest
+/// missed tick may be decided. The window is 3 s here (the default is 60)
+/// so the pause is 15 s, not over a minute.
+#[test]
+fn a_paused_redis_runs_no_burst_of_missed_ticks_on_resume() {
+    let redis = RedisServer::start();
+    let mut c = redis.conn();
+    let store = Store::new(Keyspace::default());
+    let pid = redis_pid(&mut c);
+    let closed = AtomicBool::new(false);
+    let bell = Bell::default();
+    let window = 3_000;
+    let (paused_at, resumed_at) = std::thread::scope(|scope| {
+        let connector = Connector::new(&redis.url()).unwrap();
+        let (store, closed, bell) = (&store, &closed, &bell);
+        let runner = scope.spawn(move || {
+            Scheduler::new(store, connector, vec![schedule("second", 1, Missed::Latest)])
+                .with_on_time(Duration::from_millis(window))
+                .run(closed, bell)
+        });
+        std::thread::sleep(Duration::from_millis(2_500));
+        let paused_at = redis_now(&mut c);
+        signal(pid, "-STOP");
+        std::thread::sleep(Duration::from_secs(15));
+        let resumed_at = SystemClocks.wall_ms();
+        signal(pid, "-CONT");
+        std::thread::sleep(Duration::from_secs(3));
+        closed.store(true, Ordering::Release);
+        bell.ring();
+        runner.join().unwrap();
+        (paused_at, resumed_at)
+    });
+    let by = jobs_by_tick(&mut redis.conn());
+    assert!(by.values().all(|&n| n == 1), "each tick once: {by:?}");
+    // Ticks from the pause that Redis decided more than the window late
+    // (it decided nothing while paused): missed ticks that ran.
+    let missed: Vec<u64> = by
+        .keys()
+        .copied()
+        .filter(|&t| t > paused_at && t + window + 1_000 < resumed_at)
+        .map(|t| (t - paused_at) / 1000)
+        .collect();
+    assert!(missed.len() <= 1, "at most the latest missed tick runs; ran ticks at {missed:?} s into the pause");
+    assert!(by.keys().any(|&t| t >= resumed_at - 1_000), "ticks flow again after the resume: {by:?}");
 }

@@ -163,6 +163,8 @@ pub struct Scheduler<'a, C: Clocks = SystemClocks> {
     last_reply: u64,
     failures: u32,
     warning: Throttled,
+    /// [`ON_TIME`], shorter in tests that pause Redis past it.
+    on_time_ms: u64,
 }
 
 impl<'a> Scheduler<'a> {
@@ -188,7 +190,15 @@ impl<'a, C: Clocks> Scheduler<'a, C> {
             last_reply,
             failures: 0,
             warning: Throttled::default(),
+            on_time_ms: ON_TIME.as_millis() as u64,
         }
+    }
+
+    /// The on-time window proposals carry (default [`ON_TIME`]): a test
+    /// shortens it to make ticks missed without waiting a minute.
+    pub fn with_on_time(mut self, window: Duration) -> Self {
+        self.on_time_ms = window.as_millis() as u64;
+        self
     }
 
     /// Proposes due ticks until `closed` is set; `bell` rings to end a
@@ -278,7 +288,7 @@ impl<'a, C: Clocks> Scheduler<'a, C> {
             tick_ms: tick,
             next_ms: ticks.next_after(tick),
             missed: slot.schedule.missed,
-            on_time_ms: ON_TIME.as_millis() as u64,
+            on_time_ms: self.on_time_ms,
             retention_ms: RETENTION.as_millis() as u64,
             envelope: &envelope,
         };
@@ -303,6 +313,16 @@ impl<'a, C: Clocks> Scheduler<'a, C> {
                     let now = self.clock.now_ms();
                     let corrected = ticks.latest_at_or_before(now);
                     self.slots[i].due_ms = if corrected.is_some_and(|t| t < tick) { now } else { tick.max(now + 1) };
+                    return;
+                }
+                if d.outcome == TickOutcome::Stale {
+                    // A later tick is due by Redis' clock (this node's
+                    // estimate lagged, or Redis ran the proposal long after
+                    // it was sent): with the estimate corrected, propose
+                    // the latest at once.
+                    let now = self.clock.now_ms();
+                    let corrected = ticks.latest_at_or_before(now);
+                    self.slots[i].due_ms = if corrected.is_some_and(|t| t > tick) { now } else { now + 1_000 };
                     return;
                 }
                 self.note_rollback(i, &d);

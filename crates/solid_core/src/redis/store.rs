@@ -835,6 +835,7 @@ impl Store {
             "skipped" => TickOutcome::Skipped,
             "seen" => TickOutcome::Seen,
             "early" => TickOutcome::Early,
+            "stale" => TickOutcome::Stale,
             other => return Err(Error::Invalid(format!("unexpected recurring.lua outcome {other:?}"))),
         };
         Ok(TickDecision { outcome, now_ms, last_ms: u64::try_from(last).ok(), previous_ms: u64::try_from(before).ok() })
@@ -965,6 +966,9 @@ pub enum TickOutcome {
     Seen,
     /// Redis' clock has not reached the tick: nothing written.
     Early,
+    /// A missed tick, while a later one is due by Redis' clock: nothing
+    /// written (only the latest missed tick may be decided).
+    Stale,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
