@@ -237,6 +237,8 @@ mod tests {
             k.channel_pattern(),
             k.claims_pattern(),
             k.observations_pattern(),
+            k.flow("mailers"),
+            k.paused(),
         ] {
             assert!(key.starts_with("solid_jobs:"), "{key}");
         }
