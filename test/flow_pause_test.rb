@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "test_helper"
+require_relative "support/command_meter"
 require "json"
 
 # Pausing channels (docs/flow-control.md, "Pausing channels") with real
@@ -18,8 +19,8 @@ class FlowPauseTest < SolidJobsTest
     super
   end
 
-  def start_workers
-    env = {"SOLID_JOBS_TEST_HEARTBEAT" => HEARTBEAT.to_s, "SOLID_JOBS_TEST_RECOVERY_DELAY" => (HEARTBEAT * 3).to_s}
+  def start_workers(heartbeat: HEARTBEAT)
+    env = {"SOLID_JOBS_TEST_HEARTBEAT" => heartbeat.to_s, "SOLID_JOBS_TEST_RECOVERY_DELAY" => (heartbeat * 3).to_s}
     @workers = Array.new(WORKERS) do |i|
       WorkerProcess.new(redis_url: REDIS.url, namespace: @namespace, log: File.join(@ledger_dir, "worker-#{i}.log"),
                         args: %w[--channel a --channel b --concurrency 2], env: env).start
@@ -87,6 +88,40 @@ class FlowPauseTest < SolidJobsTest
     SolidJobs::Channels.resume("a")
     eventually("everything ran", timeout: 60) { ledger_lines.count { |l| l.start_with?("after-", "before-") } == 420 }
     assert_equal 0, depth("a")
+  end
+
+  # A heartbeat asks whether the node's channels hold work, to wake a
+  # fetcher that missed a doorbell. A paused backlog must not count, or an
+  # idle node would claim (and skip) once per heartbeat: the nodes leave
+  # the channels their last claim found paused out of that check. Watched
+  # with MONITOR: heartbeats, and not one claim, while paused.
+  def test_a_paused_backlog_does_not_wake_idle_nodes_every_heartbeat
+    start_workers(heartbeat: 0.25)
+    SolidJobs::Channels.pause("a")
+    enqueue("a", %w[a-1 a-2 a-3]) # its doorbell: each node claims once, and learns `a` is paused
+    sleep 1.0
+    scripts = CommandCounts::ScriptNames.by_sha
+    seen = Hash.new(0)
+    watcher = Redis.new(url: REDIS.url)
+    monitor = Thread.new do
+      watcher.monitor do |line|
+        sha = line[/"EVALSHA" "(\h{40})"/i, 1]
+        seen[scripts.fetch(sha.downcase, "other")] += 1 if sha
+      end
+    rescue Redis::BaseConnectionError, IOError
+      nil
+    end
+    sleep 2.0
+    watcher.close
+    monitor.join(5)
+    assert_operator seen["heartbeat"], :>=, WORKERS * 4, "MONITOR saw the heartbeats: #{seen}"
+    assert_equal 0, seen["claim"], "idle nodes claimed while their only backlog was paused: #{seen}"
+    assert_equal 3, depth("a")
+
+    resumed = monotonic
+    SolidJobs::Channels.resume("a")
+    eventually("a drained after resume") { labels("a-").size == 3 }
+    assert_operator monotonic - resumed, :<, 2.0
   end
 
   def cli(*args)
