@@ -51,8 +51,8 @@ module SolidJobs
           return tag(:span, "claiming", class: "muted") unless paused
 
           by = paused["by"] ? " by #{paused["by"]}" : ""
-          tag(:span, "paused since #{Format.time(paused["paused_ms"])}#{by}", class: "stale",
-                                                                              title: "solid-jobs channel resume #{channel["name"]}")
+          hint = "solid-jobs channel resume #{channel["name"]}"
+          tag(:span, "paused since #{Format.time(paused["paused_ms"])}#{by}", class: "stale", title: hint)
         end
 
         def count_or(value) = unavailable?(value) ? Format.unavailable(value.reason) : Format.count(value)
