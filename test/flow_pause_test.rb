@@ -172,6 +172,20 @@ class FlowPauseTest < SolidJobsTest
     assert SolidJobs::Backends::Redis::CAPABILITIES[:pause]
   end
 
+  # The adapter API claims through the same script: nothing from a paused
+  # channel, the job once resumed.
+  def test_the_adapter_api_claims_nothing_from_a_paused_channel
+    backend = SolidJobs.routing.backend_for("default")
+    id = LedgerTask.enqueue(ledger_path, "adapter")
+    SolidJobs::Channels.pause("default")
+    assert_nil backend.claim("default")
+    assert_equal "ready", backend.get_job(id)["state"]
+    SolidJobs::Channels.resume("default")
+    claim = backend.claim("default")
+    assert_equal id, claim.job_id
+    assert backend.ack(claim)
+  end
+
   def test_invalid_channel_names_are_refused
     assert_raises(ArgumentError) { SolidJobs::Channels.pause("no spaces") }
     assert_empty SolidJobs::Channels.paused
