@@ -130,3 +130,30 @@ fn invalid_channel_names_are_refused() {
     assert!(store.pause_channel(&mut c, "a:b", None).is_err());
     assert!(store.resume_channel(&mut c, "a,b").is_err());
 }
+
+/// Work keeps arriving at a paused channel and stays ready there: a
+/// shutdown's requeue of a claimed job, a scheduled job promoted, a retry
+/// come due. None of it is claimed until resume.
+#[test]
+fn requeued_promoted_and_retried_jobs_wait_in_a_paused_channel() {
+    use solid_core::redis::store::Requeue;
+    let (_redis, mut c, store) = setup();
+    store.enqueue(&mut c, "a", &envs("a", 2)).unwrap();
+    let claimed = store.claim(&mut c, "n1", &["a"], 2, now_ms()).unwrap();
+    assert_eq!(claimed.jobs.len(), 2);
+    store.pause_channel(&mut c, "a", None).unwrap();
+    // One claim fails and is retried at once; the other is requeued by the
+    // node's shutdown.
+    store.retry(&mut c, "n1", &claimed.jobs[0], now_ms()).unwrap();
+    store.schedule(&mut c, "a", now_ms(), &envs("a", 1)).unwrap();
+    std::thread::sleep(Duration::from_millis(5));
+    let (promoted, _) = store.promote(&mut c, 100).unwrap();
+    assert_eq!(promoted, 2, "the retry and the scheduled job are due");
+    store.heartbeat(&mut c, "n2", 60_000, "{}", &["a"], 0).unwrap();
+    assert_eq!(store.requeue(&mut c, "n1", Requeue::Shutdown).unwrap(), Some(1));
+    assert_eq!(c.llen::<_, i64>("solid_jobs:channel:a").unwrap(), 3);
+    assert!(store.claim(&mut c, "n2", &["a"], 10, now_ms()).unwrap().jobs.is_empty());
+
+    store.resume_channel(&mut c, "a").unwrap();
+    assert_eq!(store.claim(&mut c, "n2", &["a"], 10, now_ms()).unwrap().jobs.len(), 3);
+}
