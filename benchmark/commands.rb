@@ -63,7 +63,8 @@ module Bench
       scheduled_promotion: %i[scheduled_push scheduled_promotion],
       recovery: "none: BasicFetch keeps no record of a fetched job, so a crashed process loses it",
       unique_enqueue: "none: unique jobs are a Sidekiq Enterprise feature",
-      unique_duplicate: "none: unique jobs are a Sidekiq Enterprise feature"
+      unique_duplicate: "none: unique jobs are a Sidekiq Enterprise feature",
+      pause_resume: "none: pausing queues is a Sidekiq Enterprise feature"
     }.freeze
 
     # What each command is, per operation (the measured breakdown follows).
@@ -73,8 +74,9 @@ module Bench
                "because the list went from empty to non-empty (an enqueue into a non-empty channel skips it: 3 in Lua).",
       enqueue_many: "the same script once for all 100 envelopes (up to 1,000 per call): HMGET finds which ids are " \
                     "already live, one HSET registers the others in the job index, then one LPUSH, SADD and PUBLISH.",
-      worker_turn: "the doorbell message wakes the idle fetcher. `claim.lua`: EXISTS checks the node's heartbeat key, GET " \
-                   "whether any cancelled job is waiting, RPOP takes up to the free window (a second RPOP finds the list " \
+      worker_turn: "the doorbell message wakes the idle fetcher. `claim.lua`: EXISTS checks the node's heartbeat key, MGET " \
+                   "whether any cancelled job is waiting and the channels' flow strings (none: never paused), RPOP " \
+                   "takes up to the free window (a second RPOP finds the list " \
                    "empty), TIME and SET ... GET take a fence token above both the counter and a floor from Redis's " \
                    "clock (so tokens never repeat after a Redis rollback), HSET records the claim. It got fewer jobs " \
                    "than it asked for, so every channel was empty: the fetcher waits for the doorbell instead of " \
@@ -112,7 +114,13 @@ module Bench
                       "lock free, HSETNX marks the id live in the job index, SET writes the lock (valued with the " \
                       "job's id; PX when `for:` is set), LPUSH, SADD and PUBLISH as for a plain enqueue.",
       unique_duplicate: "`enqueue_unique.lua` finds the lock (MGET) and its holder live in the job index (HMGET): the " \
-                        "holder's id is returned and nothing is written."
+                        "holder's id is returned and nothing is written.",
+      pause_resume: "`pause.lua` (docs/flow-control.md): GET the channel's flow string (not paused yet), TIME, SETRANGE " \
+                    "byte 0 to `P`, HSET the since/by record in `paused`, SADD the channel name. A job pushed on a " \
+                    "direct connection rings the doorbell; the idle node's `claim.lua` runs EXISTS and the MGET, whose " \
+                    "flow string says paused, and pops nothing (the job stays ready). `resume.lua`: GET the flow " \
+                    "string, HDEL the record, DEL the string (nothing else is recorded in it, so the channel is plain " \
+                    "again), LLEN finds the job, PUBLISH `ready`; the fetcher wakes and the worker turn above follows."
     }.freeze
 
     SIDEKIQ_WHY = {

@@ -48,7 +48,13 @@ class CommandCountsTest < SolidJobsTest
     # SET (the lock), LPUSH SADD PUBLISH
     unique_enqueue: {commands: 1, lua: 6, round_trips: 1},
     # enqueue_unique.lua: MGET (the lock), HMGET (its job is live): nothing written
-    unique_duplicate: {commands: 1, lua: 2, round_trips: 1}
+    unique_duplicate: {commands: 1, lua: 2, round_trips: 1},
+    # pause.lua: GET (not paused yet), TIME, SETRANGE, HSET (paused), SADD;
+    # the claim the pushed job's doorbell triggers: EXISTS, MGET (the flow
+    # string says paused: no RPOP); resume.lua: GET HDEL, DEL (nothing else
+    # in the flow string), LLEN, PUBLISH (the channel holds a job); then the
+    # worker turn (claim and ack, as above).
+    pause_resume: {commands: 5, lua: 27, round_trips: 5}
   }.freeze
   # Seconds without traffic that end an operation: far above any scheduling
   # delay of a runnable thread on a loaded host, so nothing late is missed.

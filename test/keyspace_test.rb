@@ -17,10 +17,11 @@ class KeyspaceTest < SolidJobsTest
       k.doorbell => "ns:doorbell", k.publishing => "ns:publishing", k.telemetry => "ns:telemetry",
       k.observations("n1") => "ns:observations:n1", k.control("n1") => "ns:control:n1",
       k.backtraces("n1") => "ns:backtraces:n1", k.tasks => "ns:tasks", k.channel_pattern => "ns:channel:*",
-      k.claims_pattern => "ns:claims:*", k.observations_pattern => "ns:observations:*"
+      k.claims_pattern => "ns:claims:*", k.observations_pattern => "ns:observations:*",
+      k.flow("mailers") => "ns:flow:mailers", k.paused => "ns:paused"
     }
     expected.each { |got, want| assert_equal want, got }
-    assert_equal 29, expected.size, "every method checked once (no two returned the same name)"
+    assert_equal 31, expected.size, "every method checked once (no two returned the same name)"
   end
 
   def test_frozen_and_shareable

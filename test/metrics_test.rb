@@ -59,6 +59,7 @@ class MetricsTest < SolidJobsTest
   def test_a_real_worker_s_jobs_parsed_by_prometheus_client_through_rack_and_solid_jobs_web
     # Waiting on a channel no worker serves: its depth is what /metrics says.
     3.times { |i| CriticalTask.enqueue(ledger_path("critical"), "waiting-#{i}") }
+    SolidJobs::Channels.pause("critical")
     @worker = WorkerProcess.new(redis_url: REDIS.url, namespace: @namespace, log: File.join(@ledger_dir, "worker.log"),
                                 app: APP, args: ["--concurrency", CONCURRENCY.to_s],
                                 env: {"SOLID_JOBS_TEST_OBSERVATION_INTERVAL" => "0.5"}).start
@@ -91,6 +92,8 @@ class MetricsTest < SolidJobsTest
     assert_operator age, :>, 0
     assert_operator age, :<, 120
     assert_equal 0, value(families, "solid_jobs_channel_oldest_job_age_seconds", channel: "default")
+    assert_equal 1, value(families, "solid_jobs_channel_paused", channel: "critical")
+    assert_equal 0, value(families, "solid_jobs_channel_paused", channel: "default")
     assert_equal 0, value(families, "solid_jobs_planned_jobs")
     assert_equal 0, value(families, "solid_jobs_retrying_jobs")
     assert_equal 1, value(families, "solid_jobs_archived_jobs")

@@ -16,7 +16,8 @@ class SubcommandTest < SolidJobsTest
     "web" => [],
     "health" => [],
     "recurring" => [],
-    "archive" => %w[reenqueue --all]
+    "archive" => %w[reenqueue --all],
+    "channel" => %w[list]
   }.freeze
   APP_OPTIONS = ["--require PATH", "--config PATH", "--environment NAME", "--redis-url URL", "--namespace NS"].freeze
 
@@ -70,6 +71,12 @@ class SubcommandTest < SolidJobsTest
     assert_usage_error("archive", %w[reenqueue], "say which jobs")
     assert_usage_error("archive", %w[reenqueue --all --task X], "--all re-enqueues every job")
     assert_usage_error("archive", %w[bogus], "expected a subcommand: reenqueue")
+    assert_usage_error("channel", %w[bogus], "expected a subcommand: pause, resume, list")
+    assert_usage_error("channel", %w[pause], "pause needs a channel name")
+    assert_usage_error("channel", %w[resume --by x], "resume needs a channel name")
+    assert_usage_error("channel", %w[resume mailers --by x], "--by goes with pause")
+    assert_usage_error("channel", %w[pause mailers --json], "--json goes with list")
+    assert_usage_error("channel", %w[pause bad:name], "invalid channel name")
   end
 
   # FAILURES: a Redis that does not answer is a runtime failure (exit 1,
@@ -78,7 +85,8 @@ class SubcommandTest < SolidJobsTest
     closed = "redis://127.0.0.1:#{closed_port}"
     {
       "recurring" => [[], /\Asolid-jobs recurring: .+\n\z/],
-      "archive" => [%w[reenqueue --all], /\Asolid-jobs archive: SolidJobs::ConnectionError: .+\n\z/]
+      "archive" => [%w[reenqueue --all], /\Asolid-jobs archive: SolidJobs::ConnectionError: .+\n\z/],
+      "channel" => [%w[pause mailers], /\Asolid-jobs channel: SolidJobs::ConnectionError: .+\n\z/]
     }.each do |name, (argv, pattern)|
       code, out, err = cli(name, *argv, "--redis-url", closed)
       assert_equal 1, code, "#{name}: #{err}"

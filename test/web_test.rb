@@ -36,6 +36,27 @@ class WebTest < SolidJobsTest
     CriticalTask.enqueue(ledger_path, SENTINEL)
   end
 
+  # A paused channel (SolidJobs::Channels) says so, with since and by
+  # (escaped: `by` is whatever the operator typed); the others say claiming.
+  def test_the_channels_page_shows_paused_channels
+    seed
+    SolidJobs::Channels.pause("critical", by: HOSTILE)
+    get "/channels"
+    escaped = "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;"
+    state = %r{<code>critical</code></td><td class="num">1</td><td class="num">[^<]*</td><td>(<span[^>]*>[^<]*</span>)}
+    since = /paused since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC by /
+    assert_match(/\A<span class="stale" title="solid-jobs channel resume critical">#{since}/, last_response.body[state, 1])
+    assert last_response.body[state, 1].end_with?("by #{escaped}</span>"), last_response.body[state, 1]
+    refute_includes last_response.body, HOSTILE
+    claiming = %(<span class="muted">claiming</span>)
+    assert_match(%r{<code>default</code></td><td class="num">1</td><td class="num">[^<]*</td><td>#{claiming}}, last_response.body)
+    get "/channels.json"
+    channels = JSON.parse(last_response.body)["channels"].to_h { |c| [c["name"], c] }
+    assert_equal HOSTILE, channels.fetch("critical")["paused"]["by"]
+    assert_kind_of Integer, channels.fetch("critical")["paused"]["paused_ms"]
+    assert_nil channels.fetch("default")["paused"]
+  end
+
   def test_every_page_renders_with_data
     seed
     HTML_ROUTES.each do |path|

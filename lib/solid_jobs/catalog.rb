@@ -7,7 +7,7 @@ module SolidJobs
   # only; every figure is counted from Redis when asked, nothing is kept.
   #
   #   catalog = SolidJobs::Catalog.new
-  #   catalog.channels   # [{"name", "depth", "latency_s"}]
+  #   catalog.channels   # [{"name", "depth", "latency_s", "paused"}]
   #   catalog.tasks      # ["RecalculateAccount", ...]
   class Catalog
     def initialize(client: SolidJobs.client, config: SolidJobs.config)
@@ -18,14 +18,16 @@ module SolidJobs
 
     # Every known channel (written to, or configured here), by name: ready
     # jobs (`depth`) and how long the oldest of them has waited
-    # (`latency_s`, nil when empty or undecodable).
+    # (`latency_s`, nil when empty or undecodable), and `paused`: nil, or
+    # {"paused_ms", "by"} while the channel is paused (SolidJobs::Channels).
     def channels(now_ms: Clock.now_ms)
       names = (@client.call(["SMEMBERS", @keys.channels]) | @config.channels.map(&:first)).sort
+      paused = @client.paused_channels.to_h { |name, ms, by| [name, {"paused_ms" => ms, "by" => by}] }
       names.map do |name|
         list = @keys.channel(name)
         depth = @client.call(["LLEN", list]).to_i
         oldest = depth.positive? ? @client.call(["LINDEX", list, "-1"]) : nil
-        {"name" => name, "depth" => depth, "latency_s" => oldest && latency(oldest, now_ms)}
+        {"name" => name, "depth" => depth, "latency_s" => oldest && latency(oldest, now_ms), "paused" => paused[name]}
       end
     end
 

@@ -19,7 +19,8 @@ module SolidJobs
       "web" => ["solid_jobs/web/command", "Web::Command"], # the dashboard server
       "archive" => ["solid_jobs/archive_command", "ArchiveCommand"], # bulk re-enqueue from the archive
       "health" => ["solid_jobs/health_command", "HealthCommand"], # the probe (exit codes in HealthCommand)
-      "recurring" => ["solid_jobs/recurring_command", "RecurringCommand"] # the schedules, their next and last runs
+      "recurring" => ["solid_jobs/recurring_command", "RecurringCommand"], # the schedules, their next and last runs
+      "channel" => ["solid_jobs/channel_command", "ChannelCommand"] # pause, resume, list channels
     }.freeze
 
     def initialize(argv, out: $stdout, err: $stderr)
@@ -149,7 +150,9 @@ module SolidJobs
                    "                                    exit 0 when the backends answer and the nodes heartbeat " \
                    "(solid-jobs health --help)\n" \
                    "       solid-jobs recurring         list the recurring schedules: next run, last run, last job " \
-                   "(solid-jobs recurring --help)"
+                   "(solid-jobs recurring --help)\n" \
+                   "       solid-jobs channel pause|resume NAME, channel list\n" \
+                   "                                    pause or resume claiming from a channel (solid-jobs channel --help)"
         o.separator ""
         o.on("-r", "--require PATH", "File to require before starting (e.g. ./config/environment)") { |v| options[:require] = v }
         o.on("-C", "--config PATH", "Configuration file (default: config/solid_jobs.yml under the app, when present)") do |v|

@@ -82,7 +82,7 @@ module CommandCounts
   # heartbeat thread for the next due job.
   class SolidJobsScenarios
     OPERATIONS = %i[enqueue enqueue_many worker_turn retry scheduled_promotion recovery unique_enqueue
-                    unique_duplicate].freeze
+                    unique_duplicate pause_resume].freeze
     TITLES = {
       enqueue: "Task.enqueue (one job, empty channel)",
       enqueue_many: "Task.enqueue_many (100 jobs)",
@@ -91,7 +91,8 @@ module CommandCounts
       scheduled_promotion: "scheduled promotion: enqueue_after, then the job becomes ready",
       recovery: "recovery: a live node requeues a dead node's claim and runs it",
       unique_enqueue: "unique Task.enqueue (one job, its lock free, empty channel)",
-      unique_duplicate: "unique Task.enqueue of a duplicate (the lock's job is live)"
+      unique_duplicate: "unique Task.enqueue of a duplicate (the lock's job is live)",
+      pause_resume: "pause a channel, a job arrives (the idle node skips it), resume: the node runs it"
     }.freeze
     # What each connection of a producer or a node sends first.
     ROLES = {
@@ -222,6 +223,22 @@ module CommandCounts
           @meter.wait_until_quiet
           bring_planned_jobs_forward
           -> { @control.llen(key("channel:later")) == 1 }
+        end
+      end
+    end
+
+    # Channels.pause; a job pushed on a direct connection rings the doorbell
+    # and the idle node's claim skips the paused channel (the job stays);
+    # Channels.resume rings the doorbell again (the channel holds a job) and
+    # the node claims, runs and acks it as in worker_turn.
+    def pause_resume
+      with_node(producer: true) do
+        measure(:pause_resume) do
+          SolidJobs::Channels.pause(Tasks::CHANNEL)
+          push_directly(Tasks::Noop)
+          @meter.wait_until_quiet
+          SolidJobs::Channels.resume(Tasks::CHANNEL)
+          processed(2)
         end
       end
     end

@@ -5,10 +5,14 @@
 -- extra otherwise.
 -- KEYS[1] node claims hash, KEYS[2] fence counter, KEYS[3] node heartbeat key,
 -- KEYS[4] job index, KEYS[5] cancelled metric, KEYS[6] cancelled-waiting counter,
--- KEYS[7] attempts hash, KEYS[8..] channel lists in visiting order
+-- KEYS[7] attempts hash, KEYS[8..7+n] channel lists in visiting order,
+-- KEYS[8+n..7+2n] their `flow:<name>` strings (pause, priority levels)
 -- ARGV[1] max jobs, ARGV[2] claim stamp (claimed_ms), ARGV[3..] channel names
--- matching KEYS[8..]
+-- matching KEYS[8..7+n]
 -- Returns a flat array: token, channel, envelope, token, channel, envelope...
+-- then, only when some channel has a `flow:` string, one trailer triple
+-- 0, "name=<flow bytes>,...", "0" (token 0 is never a real token: tokens
+-- are >= TIME * 1024), so a node learns which of its channels are paused.
 --
 -- Tokens never repeat, even after Redis lost writes and the fence counter
 -- went back (an AOF missing its last second, a failover to a replica that
@@ -46,10 +50,26 @@ local function take_tokens(n)
 end
 local want = tonumber(ARGV[1])
 local prefix = prefix_of(KEYS[4])
-local check = tonumber(redis.call('GET', KEYS[6]) or '0') > 0
+-- >>> flow: pausing channels (docs/flow-control.md, "Pausing channels")
+-- The cancelled-waiting counter and every channel's flow string in one
+-- MGET: the same one command a plain claim always made (GET before), so a
+-- pause is seen by the next claim of every node, at no cost for channels
+-- never paused (their value is nil).
+local n = #ARGV - 2
+local read = redis.call('MGET', KEYS[6], unpack(KEYS, 8 + n, 7 + 2 * n))
+local check = tonumber(read[1] or '0') > 0
+local paused, flags = {}, {}
+for k = 1, n do
+  local flow = read[k + 1]
+  if flow then
+    paused[7 + k] = string.byte(flow, 1) == 80 -- 'P'
+    flags[#flags + 1] = ARGV[k + 2] .. '=' .. flow
+  end
+end
+-- <<< flow
 local out = {}
-for i = 8, #KEYS do
-  while want > 0 do
+for i = 8, 7 + n do
+  while want > 0 and not paused[i] do
     local envs = redis.call('RPOP', KEYS[i], want)
     if not envs then break end
     local name = ARGV[i - 5]
@@ -76,4 +96,11 @@ for i = 8, #KEYS do
     end
   end
 end
+-- >>> flow: the trailer (see the header); absent for plain channels.
+if #flags > 0 then
+  out[#out + 1] = 0
+  out[#out + 1] = table.concat(flags, ',')
+  out[#out + 1] = '0'
+end
+-- <<< flow
 return out

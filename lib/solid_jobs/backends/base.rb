@@ -53,6 +53,11 @@ module SolidJobs
       def get_job(_id) = not_supported!(:get_job)
       def cancel(_id) = not_supported!(:cancel)
       def recover = not_supported!(:recover)
+      # Pausing channels (SolidJobs::Channels): true when it changed the
+      # channel's state; paused_channels is {name => {"paused_ms", "by"}}.
+      def pause_channel(_channel, by: nil) = not_supported!(:pause_channel)
+      def resume_channel(_channel) = not_supported!(:resume_channel)
+      def paused_channels = not_supported!(:paused_channels)
 
       # The worker-side source settings Hash for Native::Dispatcher (keys in
       # ext/solid_jobs/src/helpers/settings.rs), for `channels`

@@ -12,7 +12,7 @@ module SolidJobs
       CAPABILITIES = {
         at_least_once: true, retries: true, scheduling: true, crash_recovery: true, deduplication: true,
         fencing: true, lease_extension: false, get: true, cancel: true, durability: true, unique: true,
-        recurring: true
+        recurring: true, pause: true
       }.freeze
 
       attr_reader :client
@@ -112,6 +112,16 @@ module SolidJobs
       # channels now (worker nodes also do this on each heartbeat); returns
       # the number of jobs requeued.
       def recover = @client.recover
+
+      # Pausing channels (docs/flow-control.md): every node's next claim skips
+      # a paused channel; enqueue still writes to it. Resume rings the
+      # doorbell when the channel holds ready jobs.
+      def pause_channel(channel, by: nil) = @client.pause_channel(channel.to_s, by&.to_s)
+      def resume_channel(channel) = @client.resume_channel(channel.to_s)
+
+      def paused_channels
+        @client.paused_channels.to_h { |name, ms, by| [name, {"paused_ms" => ms, "by" => by}] }
+      end
 
       private def settle_target(claim) = [claim.reservation, claim.fence, claim.channel, claim.raw]
 

@@ -13,7 +13,10 @@ module SolidJobs
         # holds no lock a job's own transitions release.
         unique: false,
         # No server command enqueues a recurring tick exactly once.
-        recurring: false
+        recurring: false,
+        # No server command pauses a channel yet (docs/flow-control.md):
+        # SolidJobs::Channels.pause raises NotSupported for its channels.
+        pause: false
       }.freeze
       STATES = %w[scheduled ready reserved completed dead cancelled].freeze
       # Lease per reservation. Running tasks are extended every third of it,

@@ -88,6 +88,10 @@ module SolidJobs
                 age = c["depth"].to_i.zero? ? 0 : c["latency_s"]
                 [{"channel" => c["name"]}, age] if age
               end)
+        # A paused channel's backlog ages by design (docs/flow-control.md):
+        # alerts on age can leave it out with `unless on(channel) ... == 1`.
+        gauge("solid_jobs_channel_paused", "1 while the channel is paused (SolidJobs::Channels), else 0.",
+              list.map { |c| [{"channel" => c["name"]}, c["paused"] ? 1 : 0] })
       end
 
       JOB_COUNTS = {

@@ -167,6 +167,19 @@ impl Keyspace {
         self.key(&format!("recurring:{name}"))
     }
 
+    /// STRING: a channel's flow control flags, read by every claim in the
+    /// MGET it already makes. Byte 0 is `P` while the channel is paused
+    /// (`pause.lua`, `resume.lua`); bytes 1..10 are reserved for the
+    /// priority levels in use. Absent for a channel never paused.
+    pub fn flow(&self, channel: &str) -> String {
+        self.key(&format!("flow:{channel}"))
+    }
+    /// HASH channel -> `{"paused_ms","by"}` for every paused channel, for
+    /// the dashboard, Catalog and `solid-jobs channel list`.
+    pub fn paused(&self) -> String {
+        self.key("paused")
+    }
+
     /// SCAN pattern matching every schedule's state; what `*` matched is the schedule name.
     pub fn recurring_pattern(&self) -> String {
         self.recurring("*")
@@ -224,6 +237,8 @@ mod tests {
             k.channel_pattern(),
             k.claims_pattern(),
             k.observations_pattern(),
+            k.flow("mailers"),
+            k.paused(),
         ] {
             assert!(key.starts_with("solid_jobs:"), "{key}");
         }

@@ -19,3 +19,4 @@ pub mod scheduler;
 pub mod scripts;
 pub mod source;
 pub mod store;
+mod store_pause;

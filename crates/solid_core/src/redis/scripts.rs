@@ -35,6 +35,8 @@ pub struct Scripts {
     pub release: Script,
     pub health: Script,
     pub recurring: Script,
+    pub pause: Script,
+    pub resume: Script,
 }
 
 const PRELUDE: &str = include_str!("../../lua/prelude.lua");
@@ -84,6 +86,10 @@ impl Default for Scripts {
             // Adds work, so it keeps Redis' out-of-memory refusal: the tick
             // is retried, and decided once memory is freed.
             recurring: with_prelude(include_str!("../../lua/recurring.lua")),
+            // An operator pausing a channel that floods Redis must be able
+            // to, and resume only moves a byte: both run out of memory.
+            pause: allowing_oom(include_str!("../../lua/pause.lua")),
+            resume: allowing_oom(include_str!("../../lua/resume.lua")),
             health: Script::new(&format!(
                 "#!lua flags=no-writes,allow-oom\n{PRELUDE}\n{}",
                 include_str!("../../lua/health.lua")

@@ -124,6 +124,11 @@ struct Shared {
     /// `Heartbeat::incarnation`), and the token above which it last
     /// reported the fence counter going back, so each is said once.
     keyspace_seen: Mutex<(Option<String>, u64)>,
+    /// The channels the last claim found paused (its reply trailer). The
+    /// heartbeat leaves them out of its "any work?" check, so a paused
+    /// backlog does not wake an idle node every heartbeat; the claim that
+    /// follows a resume (its doorbell ring wakes the fetcher) clears them.
+    paused: Mutex<Vec<String>>,
 }
 
 impl Shared {
@@ -146,7 +151,9 @@ impl Shared {
     /// learned about the keyspace is logged here; the flag says Redis lost
     /// the namespace.
     fn heartbeat(&self, c: &mut Connection, take_requests: usize) -> Result<(Heartbeat, bool)> {
-        let names: Vec<&str> = self.cfg.channels.iter().map(|(n, _)| n.as_str()).collect();
+        let paused = self.paused.lock().clone();
+        let names: Vec<&str> =
+            self.cfg.channels.iter().map(|(n, _)| n.as_str()).filter(|n| !paused.iter().any(|p| p == n)).collect();
         let ttl_ms = self.cfg.node_ttl.as_millis() as u64;
         let held = self.holdings.snapshot();
         let heartbeat = self.store.heartbeat_holding(
@@ -260,6 +267,7 @@ impl RedisSource {
             telemetry: OnceLock::new(),
             holdings: Holdings::default(),
             keyspace_seen: Mutex::new((None, 0)),
+            paused: Mutex::new(Vec::new()),
         });
         shared.pool.with(|c| shared.heartbeat(c, 0))?;
 
@@ -741,6 +749,9 @@ impl Fetch for Claimer<'_> {
                 let tokens = batch.jobs.iter().map(|j| j.token).chain(batch.malformed.iter().map(|m| m.token));
                 s.holdings.claimed(stamp, tokens);
                 s.feed.claimed_in(sent.elapsed());
+                // Every claim reads every channel's flow string: what it
+                // says replaces what the node knew.
+                *s.paused.lock() = batch.flow.iter().filter(|f| f.paused()).map(|f| f.channel.clone()).collect();
                 self.deliver(fetcher, batch, want, seen)
             }
             Err(e) => {

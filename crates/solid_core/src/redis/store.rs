@@ -20,6 +20,7 @@ use crate::recurring::Missed;
 use crate::redis::connection::query_pipeline;
 use crate::redis::keyspace::Keyspace;
 use crate::redis::scripts::Scripts;
+pub use crate::redis::store_pause::{ChannelFlow, PausedChannel};
 
 /// Default limits of the archive, the one definition: the glue exposes them
 /// as `SolidJobs::Native::ARCHIVE_MAX_ENTRIES` / `ARCHIVE_MAX_AGE` (seconds),
@@ -93,6 +94,9 @@ pub struct Malformed {
 pub struct ClaimBatch {
     pub jobs: Vec<ClaimedJob>,
     pub malformed: Vec<Malformed>,
+    /// The flow strings (`flow:<name>`) of the visited channels that have
+    /// one, from the claim's trailer: which of them are paused.
+    pub flow: Vec<ChannelFlow>,
 }
 
 impl ClaimBatch {
@@ -116,7 +120,7 @@ pub struct JobState {
 
 pub struct Store {
     pub keys: Keyspace,
-    scripts: Scripts,
+    pub(super) scripts: Scripts,
     pub archive: ArchivePolicy,
 }
 
@@ -282,6 +286,9 @@ impl Store {
         for c in channels {
             inv.key(self.keys.channel(c));
         }
+        for c in channels {
+            inv.key(self.keys.flow(c));
+        }
         inv.arg(max.min(MAX_BATCH)).arg(now);
         for c in channels {
             inv.arg(*c);
@@ -293,6 +300,10 @@ impl Store {
                 [t, c, r] => (redis::from_redis_value(t)?, redis::from_redis_value(c)?, redis::from_redis_value(r)?),
                 _ => return Err(Error::Redis("claim script returned a partial record".into())),
             };
+            if token == 0 {
+                batch.flow = ChannelFlow::parse_trailer(&channel);
+                continue;
+            }
             match Envelope::decode(&raw) {
                 Ok(envelope) => batch.jobs.push(ClaimedJob {
                     token,

@@ -345,6 +345,24 @@ impl Client {
         without_gvl(|_| self.pool.with(|c| self.store.forget_archived(c, &id)))?.map_err(err)
     }
 
+    /// pause_channel(name, by or nil) -> true when it was not paused
+    /// already. Claims of every node skip it from their next call on.
+    fn pause_channel(&self, channel: String, by: Option<String>) -> Result<bool, Error> {
+        without_gvl(|_| self.pool.with(|c| self.store.pause_channel(c, &channel, by.as_deref())))?.map_err(err)
+    }
+
+    /// resume_channel(name) -> true when it was paused; rings the doorbell
+    /// when the channel holds ready jobs.
+    fn resume_channel(&self, channel: String) -> Result<bool, Error> {
+        without_gvl(|_| self.pool.with(|c| self.store.resume_channel(c, &channel)))?.map_err(err)
+    }
+
+    /// paused_channels -> [[name, paused_ms, by or nil], ...] by name.
+    fn paused_channels(&self) -> Result<Vec<(String, u64, Option<String>)>, Error> {
+        let paused = without_gvl(|_| self.pool.with(|c| self.store.paused_channels(c)))?.map_err(err)?;
+        Ok(paused.into_iter().map(|p| (p.channel, p.paused_ms, p.by)).collect())
+    }
+
     /// request_control(node_id, request_json, ttl_ms)
     fn request_control(&self, node_id: String, request: String, ttl_ms: u64) -> Result<(), Error> {
         without_gvl(|_| self.pool.with(|c| self.store.request_control(c, &node_id, &request, ttl_ms)))?.map_err(err)
@@ -420,6 +438,9 @@ pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
     class.define_method("unarchive", method!(Client::unarchive, 1))?;
     class.define_method("forget_archived", method!(Client::forget_archived, 1))?;
     class.define_method("request_control", method!(Client::request_control, 3))?;
+    class.define_method("pause_channel", method!(Client::pause_channel, 2))?;
+    class.define_method("resume_channel", method!(Client::resume_channel, 1))?;
+    class.define_method("paused_channels", method!(Client::paused_channels, 0))?;
     class.define_method("call", method!(Client::call, 1))?;
     class.define_method("node_health", method!(Client::node_health, 1))?;
     class.define_method("enable_telemetry", method!(Client::enable_telemetry, 1))?;

@@ -108,6 +108,12 @@ impl Keyspace {
     fn tasks(&self) -> String {
         self.0.tasks()
     }
+    fn flow(&self, channel: String) -> String {
+        self.0.flow(&channel)
+    }
+    fn paused(&self) -> String {
+        self.0.paused()
+    }
     fn channel_pattern(&self) -> String {
         self.0.channel_pattern()
     }
@@ -162,5 +168,7 @@ pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
     class.define_method("observations_pattern", method!(Keyspace::observations_pattern, 0))?;
     class.define_method("recurring", method!(Keyspace::recurring, 1))?;
     class.define_method("recurring_pattern", method!(Keyspace::recurring_pattern, 0))?;
+    class.define_method("flow", method!(Keyspace::flow, 1))?;
+    class.define_method("paused", method!(Keyspace::paused, 0))?;
     Ok(())
 }

@@ -4,7 +4,8 @@ module SolidJobs
   class Web
     module Pages
       # Every channel: ready depth, how long its oldest ready job has
-      # waited, and which live nodes serve it.
+      # waited, whether it is paused (SolidJobs::Channels: since when, by
+      # whom), and which live nodes serve it.
       class Channels < Page
         TITLE = "Channels"
 
@@ -20,9 +21,9 @@ module SolidJobs
                    ["Held publications", count_or(counts["publishing"])]]),
             BarList.new(title: "Ready jobs per channel", items: channels.map { |c| [c["name"], c["depth"]] }).to_html,
             section("Channels", table(
-              [["Channel"], ["Ready", "num"], ["Oldest ready job waiting", "num"], ["Served by"]],
+              [["Channel"], ["Ready", "num"], ["Oldest ready job waiting", "num"], ["State"], ["Served by"]],
               channels.map do |c|
-                [tag(:code, c["name"]), Format.count(c["depth"]), latency(c), served_by(c["name"])]
+                [tag(:code, c["name"]), Format.count(c["depth"]), latency(c), state(c), served_by(c["name"])]
               end,
               empty: "No channel has been written to yet."
             ))
@@ -34,13 +35,25 @@ module SolidJobs
           {
             "page" => "channels", "now_ms" => now_ms,
             "channels" => unavailable?(channels) ? json_value(channels) : channels.map do |c|
-              {"name" => c["name"], "depth" => c["depth"], "latency_s" => c["latency_s"], "served_by" => servers[c["name"]]}
+              {"name" => c["name"], "depth" => c["depth"], "latency_s" => c["latency_s"], "paused" => c["paused"],
+               "served_by" => servers[c["name"]]}
             end,
             "counts" => snapshot.counts.transform_values { |v| json_value(v) }
           }
         end
 
         private
+
+        # Paused channels keep their jobs ready; no node claims from them
+        # until `solid-jobs channel resume NAME` (or Channels.resume).
+        def state(channel)
+          paused = channel["paused"]
+          return tag(:span, "claiming", class: "muted") unless paused
+
+          by = paused["by"] ? " by #{paused["by"]}" : ""
+          hint = "solid-jobs channel resume #{channel["name"]}"
+          tag(:span, "paused since #{Format.time(paused["paused_ms"])}#{by}", class: "stale", title: hint)
+        end
 
         def count_or(value) = unavailable?(value) ? Format.unavailable(value.reason) : Format.count(value)
 
