@@ -46,6 +46,9 @@ module SolidJobs
     def validate(options)
       raise UsageError, "--by goes with pause" if options[:by] && @action != "pause"
       raise UsageError, "--json goes with list" if options[:json] && @action != "list"
+      return if @channel.nil? || @channel.match?(Configuration::CHANNEL_NAME)
+
+      raise UsageError, "invalid channel name #{@channel.inspect}: use 1-100 characters from A-Z a-z 0-9 _ - ."
     end
 
     def call(options)
