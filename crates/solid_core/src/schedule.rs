@@ -157,6 +157,9 @@ pub enum ScheduleError {
     NeverFires { spec: String },
     /// Not a zone of the bundled IANA database.
     UnknownTimeZone { name: String },
+    /// A spec or time zone name longer than anything valid: refused before
+    /// parsing, so no message repeats a huge input.
+    TooLong { what: &'static str, len: usize, max: usize },
     /// `every:` below one second or above [`MAX_EVERY_SECS`].
     InvalidInterval { seconds: u64 },
 }
@@ -205,6 +208,7 @@ impl fmt::Display for ScheduleError {
             NeverFires { spec } => {
                 write!(f, "cron spec \"{spec}\" never fires: none of its months has the day of the month it names")
             }
+            TooLong { what, len, max } => write!(f, "{what} is {len} bytes long: at most {max}"),
             UnknownTimeZone { name } => {
                 write!(f, "unknown time zone \"{name}\": expected an IANA name such as \"Europe/Paris\" or \"UTC\"")
             }
@@ -227,6 +231,11 @@ impl From<ScheduleError> for crate::Error {
     }
 }
 
+/// Longest cron spec accepted: far beyond any useful one (six fields of
+/// lists), and short enough to quote in an error.
+pub const MAX_SPEC_LEN: usize = 512;
+/// Longest time zone name accepted (IANA names are under 40 bytes).
+pub const MAX_ZONE_LEN: usize = 64;
 /// Longest `every:` period: a year (366 days); longer periods are what cron
 /// is for, and the bound keeps every tick and the state's retention within
 /// the range Redis' PEXPIREAT and the script's arithmetic handle.
@@ -248,6 +257,12 @@ impl Schedule {
     /// A cron spec (five or six fields, or an alias) read in `time_zone`, an
     /// IANA name; `None` is UTC.
     pub fn cron(spec: &str, time_zone: Option<&str>) -> Result<Schedule, ScheduleError> {
+        if spec.len() > MAX_SPEC_LEN {
+            return Err(ScheduleError::TooLong { what: "cron spec", len: spec.len(), max: MAX_SPEC_LEN });
+        }
+        if let Some(name) = time_zone.filter(|n| n.len() > MAX_ZONE_LEN) {
+            return Err(ScheduleError::TooLong { what: "time zone name", len: name.len(), max: MAX_ZONE_LEN });
+        }
         let fields = Fields::parse(spec)?;
         let (tz, zone) = match time_zone {
             None => (TimeZone::UTC, "UTC".to_string()),

@@ -910,3 +910,13 @@ proptest! {
         check_against_brute_force(&g, ZONES[z], start, 2 * 86_400)?;
     }
 }
+
+#[test]
+fn huge_specs_and_zone_names_are_refused_without_being_repeated() {
+    let spec = format!("{} * * * *", "1,".repeat(50_000));
+    let e = Schedule::cron(&spec, None).unwrap_err().to_string();
+    assert!(e.len() < 100 && e.contains(&format!("cron spec is {} bytes long", spec.len())), "{e}");
+    let zone = "Europe/".repeat(1_000);
+    let e = Schedule::cron("* * * * *", Some(&zone)).unwrap_err().to_string();
+    assert!(e.len() < 100 && e.contains("time zone name"), "{e}");
+}
