@@ -39,6 +39,11 @@ class RecurringConfigTest < SolidJobsTest
     assert_match(/invalid schedule name "a b"/, refused("a b" => {task: "LedgerTask", every: 1}))
     assert_match(/schedule "a": channel "no space" is not a valid/, refused("a" => {task: "LedgerTask", every: 1,
                                                                                     channel: "no space"}))
+    assert_match(/schedule "a": arguments are 104857\d\d bytes of JSON: at most 65536/,
+                 refused("a" => {task: "LedgerTask", every: 1, arguments: ["x" * (10 * 1024 * 1024)]}))
+    huge = refused("a" => {task: "LedgerTask", cron: "#{"1," * 50_000}1 * * * *"})
+    assert_match(/cron spec is 100009 bytes long: at most 512/, huge)
+    assert_operator huge.size, :<, 200, "the message does not repeat the spec"
     assert_match(/invalid recurring/, refused([]))
     assert_empty SolidJobs.config.recurring, "a refused configure changes nothing"
   end

@@ -98,7 +98,15 @@ module SolidJobs
               "schedule #{name.inspect}: arguments must be an Array (got #{list.inspect})"
       end
 
-      Native::Client.build("Recurring", list, "default", 1, nil)["arguments"]
+      built = Native::Client.build("Recurring", list, "default", 1, nil)["arguments"]
+      size = JSON.generate(built).bytesize
+      if size > Native::RECURRING_MAX_ARGUMENTS
+        raise ConfigurationError, "schedule #{name.inspect}: arguments are #{size} bytes of JSON: at most " \
+                                  "#{Native::RECURRING_MAX_ARGUMENTS} (every proposal sends them; keep large data in " \
+                                  "the app's storage and pass its key)"
+      end
+
+      built
     rescue ArgumentError => e
       raise ConfigurationError, "schedule #{name.inspect}: #{e.message}"
     end

@@ -58,6 +58,11 @@ impl Missed {
 /// Longest schedule name: names appear inside keys, like channel names.
 pub const MAX_NAME_LEN: usize = 100;
 
+/// Largest JSON of a schedule's arguments: every node sends the whole
+/// envelope with each proposal (every tick, decided or not), so large data
+/// belongs in the app's storage, named by the arguments.
+pub const MAX_ARGUMENTS_LEN: usize = 64 * 1024;
+
 /// Schedule names share channel names' alphabet: they appear inside keys,
 /// and a SCAN pattern must find exactly the schedules' keys.
 pub fn validate_name(name: &str) -> Result<()> {
@@ -95,6 +100,14 @@ impl RecurringSchedule {
         validate_channel(&self.channel)?;
         if !self.arguments.is_array() {
             return Err(Error::Invalid(format!("schedule {:?}: arguments must be an Array", self.name)));
+        }
+        let len = self.arguments.to_string().len();
+        if len > MAX_ARGUMENTS_LEN {
+            return Err(Error::Invalid(format!(
+                "schedule {:?}: arguments are {len} bytes of JSON: at most {MAX_ARGUMENTS_LEN} (each proposal sends them; \
+                 keep large data in the app's storage and pass its key)",
+                self.name
+            )));
         }
         // The template must make a valid envelope: checked once here, so a
         // tick never fails on it.
@@ -188,6 +201,23 @@ mod tests {
         assert!(ticks_from(Some(5), Some("* * * * *"), None).is_err());
         assert!(ticks_from(None, None, None).is_err());
         assert!(ticks_from(Some(5), None, Some("UTC")).is_err());
+    }
+
+    #[test]
+    fn large_arguments_are_refused() {
+        let mut s = RecurringSchedule {
+            name: "big".into(),
+            ticks: Schedule::every(1).unwrap(),
+            task: "Ping".into(),
+            arguments: serde_json::json!(["x".repeat(MAX_ARGUMENTS_LEN)]),
+            channel: "default".into(),
+            max_failures: 3,
+            missed: Missed::Latest,
+        };
+        let e = s.validate().unwrap_err().to_string();
+        assert!(e.contains("at most 65536") && e.len() < 300, "{e}");
+        s.arguments = serde_json::json!(["x".repeat(MAX_ARGUMENTS_LEN - 10)]);
+        s.validate().unwrap();
     }
 
     #[test]

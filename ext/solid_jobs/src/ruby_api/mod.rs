@@ -37,6 +37,7 @@ pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
     native.define_singleton_method("schedule_ticks", function!(schedule_ticks, 5))?;
     native.const_set("RECURRING_ON_TIME", solid_core::redis::scheduler::ON_TIME.as_secs())?;
     native.const_set("RECURRING_RETENTION", solid_core::redis::scheduler::RETENTION.as_secs())?;
+    native.const_set("RECURRING_MAX_ARGUMENTS", solid_core::recurring::MAX_ARGUMENTS_LEN)?;
     native.define_singleton_method("sd_notify", function!(sd_notify, 1))?;
     native.define_singleton_method("watchdog_interval", function!(watchdog_interval, 0))?;
     Ok(())
