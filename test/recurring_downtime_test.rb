@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "test_helper"
+require_relative "support/recurring_helpers"
 
 # Downtime with real processes: a schedule whose nodes were all down for
 # two periods. Its state says the last decided tick was two periods before
@@ -11,15 +12,7 @@ require_relative "test_helper"
 # neither, and records it decided. The period is picked so that the latest
 # tick is late but the next one is not due during the test.
 class RecurringDowntimeTest < SolidJobsTest
-  def setup
-    super
-    @workers = []
-  end
-
-  def teardown
-    @workers.each { |w| w.signal("KILL") && w.wait(timeout: 5) }
-    super
-  end
+  include RecurringHelpers
 
   def test_after_downtime_the_latest_missed_tick_runs_once
     jobs, state = restart_after_downtime("latest")
@@ -43,10 +36,7 @@ class RecurringDowntimeTest < SolidJobsTest
     redis.hset(key("recurring:probe"), "tick_ms", before, "decided_ms", before, "job_id", "before-the-downtime",
                "job_tick_ms", before, "enqueued_ms", before, "outcome", "enqueued")
     env = {"SOLID_JOBS_TEST_RECURRING_EVERY" => period_s.to_s, "SOLID_JOBS_TEST_RECURRING_MISSED" => missed}
-    @workers = Array.new(3) do |i|
-      WorkerProcess.new(redis_url: REDIS.url, namespace: @namespace, log: File.join(@ledger_dir, "node-#{i}.log"),
-                        env: env, args: ["--concurrency", "1"]).start
-    end
+    3.times { |i| worker("node-#{i}", env: env) }
     # Each node proposes when it starts: the first decides, the others find
     # it decided. Then a few more seconds for any second decision to show.
     eventually("a decision after the downtime", timeout: 30) do
@@ -69,7 +59,6 @@ class RecurringDowntimeTest < SolidJobsTest
     flunk "no period fits"
   end
 
-  def ticks
-    redis.lrange(key("channel:recurring"), 0, -1).map { |raw| JSON.parse(raw).dig("meta", "tick_ms") }.sort
-  end
+  # Every tick once per job (a tick enqueued twice appears twice).
+  def ticks = jobs_by_tick.flat_map { |tick, n| [tick] * n }.sort
 end

@@ -15,16 +15,6 @@ require_relative "support/recurring_helpers"
 class RecurringFaultsTest < SolidJobsTest
   include RecurringHelpers
 
-  def setup
-    super
-    @workers = []
-  end
-
-  def teardown
-    @workers.each { |w| w.signal("KILL") && w.wait(timeout: 5) }
-    super
-  end
-
   def test_a_wall_clock_stepped_back_an_hour_stops_no_tick
     stepped_wall_clock("-1h")
   end

@@ -17,16 +17,6 @@ class RecurringTest < SolidJobsTest
 
   SECONDS = Float(ENV.fetch("SOLID_JOBS_RECURRING_SECONDS", "12"))
 
-  def setup
-    super
-    @workers = []
-  end
-
-  def teardown
-    @workers.each { |w| w.signal("KILL") && w.wait(timeout: 5) }
-    super
-  end
-
   def test_five_nodes_enqueue_each_tick_once_while_nodes_are_sigkilled_and_restarted
     five_nodes_once_per_tick({})
   end

@@ -5,6 +5,17 @@
 # "recurring", which the nodes do not serve, so each tick's job stays in
 # that list to be counted by its meta tick.
 module RecurringHelpers
+  # Every worker a test started is SIGKILLed at its end, whatever it did.
+  def setup
+    super
+    @workers = []
+  end
+
+  def teardown
+    @workers.each { |w| w.signal("KILL") && w.wait(timeout: 5) }
+    super
+  end
+
   def worker(name, url: REDIS.url, env: {}, args: [])
     log = File.join(@ledger_dir, "#{name}.log")
     env = {"SOLID_JOBS_TEST_RECURRING_EVERY" => "1", "SOLID_JOBS_TEST_RECURRING_LEDGER" => ledger_path}.merge(env)

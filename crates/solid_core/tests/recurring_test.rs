@@ -63,6 +63,29 @@ fn propose_before(
     (store.enqueue_tick(c, &p).unwrap().outcome, env)
 }
 
+/// Runs one node's scheduler thread, built by `build` from a connection to
+/// `redis`, while `during` runs on this thread; then stops it as a
+/// shutdown does, and returns what `during` returned.
+fn while_scheduling<'s, C: Clocks, R>(
+    redis: &RedisServer,
+    store: &'s Store,
+    build: impl FnOnce(&'s Store, Connector) -> Scheduler<'s, C> + Send,
+    during: impl FnOnce() -> R,
+) -> R {
+    let closed = AtomicBool::new(false);
+    let bell = Bell::default();
+    let connector = Connector::new(&redis.url()).unwrap();
+    std::thread::scope(|scope| {
+        let (stop, ring) = (&closed, &bell);
+        let runner = scope.spawn(move || build(store, connector).run(stop, ring));
+        let out = during();
+        closed.store(true, Ordering::Release);
+        bell.ring();
+        runner.join().unwrap();
+        out
+    })
+}
+
 /// Jobs on the default channel, counted by their meta tick.
 fn jobs_by_tick(c: &mut redis::Connection) -> HashMap<u64, usize> {
     let all: Vec<String> = c.lrange("solid_jobs:channel:default", 0, -1).unwrap();
@@ -224,18 +247,13 @@ fn after_downtime_the_scheduler_runs_the_latest_missed_tick_once_or_skips_it() {
     for name in ["latest", "skip"] {
         let _: () = c.hset(format!("solid_jobs:recurring:{name}"), "tick_ms", latest - 10 * every * 1000).unwrap();
     }
-    let closed = AtomicBool::new(false);
-    let bell = Bell::default();
-    std::thread::scope(|scope| {
-        let connector = Connector::new(&redis.url()).unwrap();
-        let schedules = vec![schedule("latest", every, Missed::Latest), schedule("skip", every, Missed::Skip)];
-        let (store, closed, bell) = (&store, &closed, &bell);
-        let runner = scope.spawn(move || Scheduler::new(store, connector, schedules).run(closed, bell));
-        std::thread::sleep(Duration::from_millis(1_500));
-        closed.store(true, std::sync::atomic::Ordering::Release);
-        bell.ring();
-        runner.join().unwrap();
-    });
+    let schedules = vec![schedule("latest", every, Missed::Latest), schedule("skip", every, Missed::Skip)];
+    while_scheduling(
+        &redis,
+        &store,
+        |store, connector| Scheduler::new(store, connector, schedules),
+        || std::thread::sleep(Duration::from_millis(1_500)),
+    );
     assert_eq!(jobs_by_tick(&mut c), HashMap::from([(latest, 1)]), "one job, the latest missed tick's");
     let env = Envelope::decode(&c.lindex::<_, String>("solid_jobs:channel:default", 0).unwrap()).unwrap();
     assert_eq!(env.meta.unwrap()["schedule"], "latest");
@@ -268,24 +286,16 @@ impl Clocks for SteppedWall {
 fn a_wall_clock_stepped_back_or_forward_stops_no_tick() {
     let redis = RedisServer::start();
     let store = Store::new(Keyspace::default());
-    let closed = AtomicBool::new(false);
-    let bell = Bell::default();
     let clocks = SteppedWall::default();
     let started = redis_now(&mut redis.conn());
-    std::thread::scope(|scope| {
-        let connector = Connector::new(&redis.url()).unwrap();
-        let (store, closed, bell, c) = (&store, &closed, &bell, clocks.clone());
-        let runner = scope.spawn(move || {
-            Scheduler::with_clocks(store, connector, vec![schedule("ping", 1, Missed::Skip)], c).run(closed, bell)
-        });
+    let k = clocks.clone();
+    let build = |store, connector| Scheduler::with_clocks(store, connector, vec![schedule("ping", 1, Missed::Skip)], k);
+    while_scheduling(&redis, &store, build, || {
         std::thread::sleep(Duration::from_millis(1_500));
         clocks.offset_ms.store(-3_600_000, Ordering::Relaxed);
         std::thread::sleep(Duration::from_millis(2_500));
         clocks.offset_ms.store(3_600_000, Ordering::Relaxed);
         std::thread::sleep(Duration::from_millis(2_500));
-        closed.store(true, Ordering::Release);
-        bell.ring();
-        runner.join().unwrap();
     });
     let stopped = redis_now(&mut redis.conn());
     let by = jobs_by_tick(&mut redis.conn());
@@ -320,33 +330,36 @@ fn a_decision_redis_forgot_is_proposed_again_not_lost() {
     let before = tick - every * 1000;
     let state = "solid_jobs:recurring:hourly";
     let _: () = c.hset(state, "tick_ms", before).unwrap();
-    let closed = AtomicBool::new(false);
-    let bell = Bell::default();
-    std::thread::scope(|scope| {
-        let connector = Connector::new(&redis.url()).unwrap();
-        let (store, closed, bell) = (&store, &closed, &bell);
-        let schedules = vec![schedule("hourly", every, Missed::Latest)];
-        let runner = scope.spawn(move || Scheduler::new(store, connector, schedules).run(closed, bell));
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while jobs_by_tick(&mut c).is_empty() {
-            assert!(std::time::Instant::now() < deadline, "the latest tick was enqueued");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        // Redis loses the decision and the job written with it.
-        let _: () = c.hset(state, "tick_ms", before).unwrap();
-        let _: () = c.del("solid_jobs:channel:default").unwrap();
-        let _: () =
-            redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("normal").arg("SKIPME").arg("yes").query(&mut c).unwrap();
-        let deadline = std::time::Instant::now() + Duration::from_secs(12);
-        while jobs_by_tick(&mut c).is_empty() && std::time::Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        // Time for a second enqueue, were the node to make one.
-        std::thread::sleep(Duration::from_millis(1_000));
-        closed.store(true, Ordering::Release);
-        bell.ring();
-        runner.join().unwrap();
-    });
+    let schedules = vec![schedule("hourly", every, Missed::Latest)];
+    while_scheduling(
+        &redis,
+        &store,
+        |store, connector| Scheduler::new(store, connector, schedules),
+        || {
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while jobs_by_tick(&mut c).is_empty() {
+                assert!(std::time::Instant::now() < deadline, "the latest tick was enqueued");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            // Redis loses the decision and the job written with it.
+            let _: () = c.hset(state, "tick_ms", before).unwrap();
+            let _: () = c.del("solid_jobs:channel:default").unwrap();
+            let _: () = redis::cmd("CLIENT")
+                .arg("KILL")
+                .arg("TYPE")
+                .arg("normal")
+                .arg("SKIPME")
+                .arg("yes")
+                .query(&mut c)
+                .unwrap();
+            let deadline = std::time::Instant::now() + Duration::from_secs(12);
+            while jobs_by_tick(&mut c).is_empty() && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            // Time for a second enqueue, were the node to make one.
+            std::thread::sleep(Duration::from_millis(1_000));
+        },
+    );
     assert_eq!(jobs_by_tick(&mut c), HashMap::from([(tick, 1)]), "the forgotten tick enqueued again, once");
     let decided: u64 = c.hget(state, "tick_ms").unwrap();
     assert_eq!(decided, tick);
@@ -370,22 +383,12 @@ fn a_slow_node_after_downtime_enqueues_only_the_latest_missed_tick() {
     let latest = redis_now(&mut c) / 60_000 * 60_000;
     // The schedule last ran an hour ago, before a downtime.
     let _: () = c.hset("solid_jobs:recurring:minutely", "tick_ms", latest - 3_600_000).unwrap();
-    let closed = AtomicBool::new(false);
-    let bell = Bell::default();
     let clocks = SteppedWall::default();
     clocks.offset_ms.store(-300_000, Ordering::Relaxed);
-    std::thread::scope(|scope| {
-        let connector = Connector::new(&redis.url()).unwrap();
-        let (store, closed, bell, k) = (&store, &closed, &bell, clocks.clone());
-        let runner = scope.spawn(move || {
-            Scheduler::with_clocks(store, connector, vec![schedule("minutely", 60, Missed::Latest)], k)
-                .run(closed, bell)
-        });
-        std::thread::sleep(Duration::from_millis(1_500));
-        closed.store(true, Ordering::Release);
-        bell.ring();
-        runner.join().unwrap();
-    });
+    let build = |store, connector| {
+        Scheduler::with_clocks(store, connector, vec![schedule("minutely", 60, Missed::Latest)], clocks)
+    };
+    while_scheduling(&redis, &store, build, || std::thread::sleep(Duration::from_millis(1_500)));
     assert_eq!(jobs_by_tick(&mut c), HashMap::from([(latest, 1)]), "one job, for the latest missed tick");
 }
 
@@ -411,17 +414,12 @@ fn a_paused_redis_runs_no_burst_of_missed_ticks_on_resume() {
     let mut c = redis.conn();
     let store = Store::new(Keyspace::default());
     let pid = redis_pid(&mut c);
-    let closed = AtomicBool::new(false);
-    let bell = Bell::default();
     let window = 3_000;
-    let (paused_at, resumed_at) = std::thread::scope(|scope| {
-        let connector = Connector::new(&redis.url()).unwrap();
-        let (store, closed, bell) = (&store, &closed, &bell);
-        let runner = scope.spawn(move || {
-            Scheduler::new(store, connector, vec![schedule("second", 1, Missed::Latest)])
-                .with_on_time(Duration::from_millis(window))
-                .run(closed, bell)
-        });
+    let build = |store, connector| {
+        Scheduler::new(store, connector, vec![schedule("second", 1, Missed::Latest)])
+            .with_on_time(Duration::from_millis(window))
+    };
+    let (paused_at, resumed_at) = while_scheduling(&redis, &store, build, || {
         std::thread::sleep(Duration::from_millis(2_500));
         let paused_at = redis_now(&mut c);
         signal(pid, "-STOP");
@@ -429,9 +427,6 @@ fn a_paused_redis_runs_no_burst_of_missed_ticks_on_resume() {
         let resumed_at = SystemClocks.wall_ms();
         signal(pid, "-CONT");
         std::thread::sleep(Duration::from_secs(3));
-        closed.store(true, Ordering::Release);
-        bell.ring();
-        runner.join().unwrap();
         (paused_at, resumed_at)
     });
     let by = jobs_by_tick(&mut redis.conn());
