@@ -143,6 +143,12 @@ module SolidJobs
       end
       all.each do |schedule|
         klass = task_class(schedule[:task])
+        if klass&.solid_jobs_options&.[](:concurrency)
+          # recurring.lua enqueues from a template without flow meta:
+          # refused rather than silently unlimited.
+          raise ConfigurationError, "schedule #{schedule[:name].inspect}: #{schedule[:task]} has a concurrency limit, " \
+                                    "and recurring ticks are enqueued without one yet (docs/flow-control.md)"
+        end
         next unless klass && klass.solid_jobs_options[:unique]
 
         # recurring.lua takes no unique lock: refused rather than silently

@@ -9,6 +9,8 @@
 -- ARGV[1] max jobs, ARGV[2] claim stamp (claimed_ms), ARGV[3..] channel names
 -- matching KEYS[8..]
 -- Returns a flat array: token, channel, envelope, token, channel, envelope...
+-- and, when the claim stopped at its blocked budget (concurrency limits),
+-- a trailer triple `0, flags, '1'` (design §0.4; flags '' here).
 --
 -- Tokens never repeat, even after Redis lost writes and the fence counter
 -- went back (an AOF missing its last second, a failover to a replica that
@@ -48,16 +50,61 @@ local want = tonumber(ARGV[1])
 local prefix = prefix_of(KEYS[4])
 local check = tonumber(redis.call('GET', KEYS[6]) or '0') > 0
 local out = {}
+-- >>> flow control: concurrency limits (decision 39, docs/flow-control.md).
+-- `held[hex]`: slots of key `hex` held, read once per key per call (SCARD)
+-- and counted up as this call admits. `blocked`: jobs set aside this call;
+-- at most BLOCKED_BUDGET, then the claim stops and says `more`, so a deep
+-- backlog of one saturated key cannot make one call run long, and a short
+-- claim without `more` still means every visited list was empty.
+local BLOCKED_BUDGET = 1000
+local held, blocked, more, rang = {}, 0, false, false
+-- Sets aside the jobs of `keep` whose concurrency key is at its limit
+-- (`blocked:<hex>`, indexed `blocked|route`: not claimed, no token, never
+-- in a prefetch window) and returns the jobs to claim, with the key each
+-- admitted one takes a slot of (by position). Plain jobs: one byte
+-- compared each, `keep` itself returned.
+local function admit(keep, route)
+  local admitted, keys = keep, nil
+  for j, env in ipairs(keep) do
+    local f = flow_of(env)
+    if f and f.c then
+      if admitted == keep then admitted = { unpack(keep, 1, j - 1) } end
+      local n = held[f.c] or redis.call('SCARD', prefix .. 'slots:' .. f.c)
+      held[f.c] = n
+      if n >= f.cl then
+        redis.call('LPUSH', prefix .. 'blocked:' .. f.c, route .. '|' .. env)
+        local id = job_id(env)
+        if id then redis.call('HSET', KEYS[4], id, 'blocked|' .. route) end
+        blocked = blocked + 1
+      else
+        held[f.c] = n + 1
+        admitted[#admitted + 1] = env
+        keys = keys or {}
+        keys[#admitted] = f.c
+      end
+    elseif admitted ~= keep then
+      admitted[#admitted + 1] = env
+    end
+  end
+  return admitted, keys
+end
+-- <<< flow control
 for i = 8, #KEYS do
   while want > 0 do
     local envs = redis.call('RPOP', KEYS[i], want)
     if not envs then break end
     local name = ARGV[i - 5]
     local keep = envs
-    if check then keep = drop_cancelled(envs, KEYS[4], KEYS[5], KEYS[6], KEYS[7]) end
+    if check then
+      local dropped_rang
+      keep, dropped_rang = drop_cancelled(envs, KEYS[4], KEYS[5], KEYS[6], KEYS[7])
+      rang = rang or dropped_rang
+    end
+    local slot_keys
+    keep, slot_keys = admit(keep, name)
     if #keep > 0 then
       local last = take_tokens(#keep)
-      local fields = {}
+      local fields, slots = {}, nil
       for j, env in ipairs(keep) do
         local token = last - #keep + j
         -- `while: :queued`: the lock ends when the job is claimed, in the
@@ -70,10 +117,31 @@ for i = 8, #KEYS do
         out[#out + 1] = token
         out[#out + 1] = name
         out[#out + 1] = env
+        if slot_keys and slot_keys[j] then
+          slots = slots or {}
+          local list = slots[slot_keys[j]] or {}
+          list[#list + 1] = string.format('%d', token)
+          slots[slot_keys[j]] = list
+        end
       end
       redis.call('HSET', KEYS[1], unpack(fields))
+      -- The slot is taken with the claim record, in this same call.
+      if slots then
+        for hex, tokens in pairs(slots) do redis.call('SADD', prefix .. 'slots:' .. hex, unpack(tokens)) end
+      end
       want = want - #keep
     end
+    if blocked >= BLOCKED_BUDGET then more = true; break end
   end
+  if more then break end
+end
+if blocked > 0 then redis.call('INCRBY', prefix .. 'metric:blocked', blocked) end
+if rang then redis.call('PUBLISH', prefix .. 'doorbell', 'ready') end
+-- The reply trailer (token 0 is never a real token): `more` when the
+-- blocked budget stopped this claim before the lists were empty.
+if more then
+  out[#out + 1] = 0
+  out[#out + 1] = ''
+  out[#out + 1] = '1'
 end
 return out

@@ -13,7 +13,10 @@ module SolidJobs
         # holds no lock a job's own transitions release.
         unique: false,
         # No server command enqueues a recurring tick exactly once.
-        recurring: false
+        recurring: false,
+        # Concurrency limits (docs/flow-control.md): slots bound to leases
+        # would need a new engine state and its fencing interplay.
+        concurrency_limits: false
       }.freeze
       STATES = %w[scheduled ready reserved completed dead cancelled].freeze
       # Lease per reservation. Running tasks are extended every third of it,

@@ -93,6 +93,10 @@ pub struct Malformed {
 pub struct ClaimBatch {
     pub jobs: Vec<ClaimedJob>,
     pub malformed: Vec<Malformed>,
+    /// The claim stopped at its blocked budget (concurrency limits, from
+    /// the reply trailer): its lists may still hold claimable jobs, so a
+    /// short batch does not mean they were empty.
+    pub more: bool,
 }
 
 impl ClaimBatch {
@@ -293,6 +297,11 @@ impl Store {
                 [t, c, r] => (redis::from_redis_value(t)?, redis::from_redis_value(c)?, redis::from_redis_value(r)?),
                 _ => return Err(Error::Redis("claim script returned a partial record".into())),
             };
+            // The trailer (token 0, never a real token): `more` in its third field.
+            if token == 0 {
+                batch.more = raw == "1";
+                continue;
+            }
             match Envelope::decode(&raw) {
                 Ok(envelope) => batch.jobs.push(ClaimedJob {
                     token,
