@@ -44,6 +44,22 @@ class SlowTask
   end
 end
 
+# Concurrency limits (docs/flow-control.md): at most 2 running per key,
+# across every node. Each run appends "S|E key id seconds pid" to its
+# process's own ledger (CLOCK_REALTIME, one host), so a proof can rebuild
+# every key's intervals, and a SIGKILL leaves a start without an end.
+class FlowLimitedTask
+  include SolidJobs::Task
+  task_options concurrency: {limit: 2, key: ->(_dir, key, *) { key }}
+
+  def execute_task(dir, key, id, work_ms)
+    path = File.join(dir, "flow-#{Process.pid}")
+    Ledger.append(path, "S #{key} #{id} #{Process.clock_gettime(Process::CLOCK_REALTIME)} #{Process.pid}")
+    sleep(work_ms / 1000.0)
+    Ledger.append(path, "E #{key} #{id} #{Process.clock_gettime(Process::CLOCK_REALTIME)} #{Process.pid}")
+  end
+end
+
 class FailingTask
   include SolidJobs::Task
   task_options max_failures: 2
