@@ -64,8 +64,8 @@ module SolidJobs
       flow = options[:concurrency] && limited(backend, task_class, task, options[:concurrency], argument_lists)
       if (unique = options[:unique])
         job = {task: task, channel: channel, max_failures: max_failures, due_ms: due_ms, mode: unique[:while].to_s,
-               for_ms: unique[:for_ms] || 0}
-        return publish_unique(backend, task_class, argument_lists, unique[:by], job, flow)
+               for_ms: unique[:for_ms] || 0, flow: flow}
+        return publish_unique(backend, task_class, argument_lists, unique[:by], job)
       end
 
       config = SolidJobs.config
@@ -75,7 +75,8 @@ module SolidJobs
       if chain.empty? && !observed
         return backend.push(task, argument_lists, channel, max_failures, due_ms) unless flow
 
-        return backend.push_limited(task, argument_lists, channel, max_failures, due_ms, flow)
+        job = {task: task, channel: channel, max_failures: max_failures, due_ms: due_ms, flow: flow}
+        return backend.push_limited(job, argument_lists)
       end
 
       envelopes = argument_lists.map { |args| Native::Client.build(task, args, channel, max_failures, due_ms) }
@@ -155,7 +156,7 @@ module SolidJobs
     # A unique task's jobs: written with their locks, or the live holder's
     # id in their place (docs/unique.md). Returns Enqueued: the ids, and
     # which argument lists were duplicates.
-    def publish_unique(backend, task_class, argument_lists, by, job, flow = nil)
+    def publish_unique(backend, task_class, argument_lists, by, job)
       task = job[:task]
       unless backend.supports?(:unique)
         raise Backends::NotSupported, "#{task} is unique, which the #{backend.name.inspect} backend cannot honor " \
@@ -167,7 +168,7 @@ module SolidJobs
                                       "interceptors or a custom instrumenter's publication barrier (docs/unique.md)"
       end
       materials = argument_lists.map { |arguments| unique_material(task_class, by, arguments) }
-      Enqueued.new(*backend.push_unique(job, argument_lists, materials, flow))
+      Enqueued.new(*backend.push_unique(job, argument_lists, materials))
     end
 
     # The key material of one job: what `by:` names, made JSON by the native

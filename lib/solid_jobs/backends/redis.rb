@@ -59,17 +59,18 @@ module SolidJobs
       def push_envelopes(envelopes, due_ms) = @client.push_envelopes(envelopes, due_ms)
 
       # A unique task's jobs (docs/unique.md): [ids, duplicate indexes].
-      # `job`: {task:, channel:, max_failures:, due_ms:, mode:, for_ms:}.
-      # `flow`: nil, or a concurrency limited task's [group, limit, [key
-      # material, ...]] (docs/flow-control.md).
-      def push_unique(job, argument_lists, materials, flow = nil)
+      # `job`: {task:, channel:, max_failures:, due_ms:, mode:, for_ms:, flow:}.
+      # `job[:flow]`: nil, or a concurrency limited task's [group, limit,
+      # [key material, ...]] (docs/flow-control.md).
+      def push_unique(job, argument_lists, materials)
         @client.push_unique(job[:task], argument_lists, materials, job[:channel], job[:max_failures], job[:due_ms],
-                            [job[:mode], job[:for_ms], @archive_max_age_ms], flow)
+                            [job[:mode], job[:for_ms], @archive_max_age_ms], job[:flow])
       end
 
       # A concurrency limited task's jobs, each with its meta.flow.
-      def push_limited(task, argument_lists, channel, max_failures, due_ms, flow)
-        @client.push_limited(task, argument_lists, channel, max_failures, due_ms, flow)
+      # `job`: {task:, channel:, max_failures:, due_ms:, flow:}.
+      def push_limited(job, argument_lists)
+        @client.push_limited(job[:task], argument_lists, job[:channel], job[:max_failures], job[:due_ms], job[:flow])
       end
 
       # {"id", "state", "channel", "envelope"} or nil. State: ready, planned,
