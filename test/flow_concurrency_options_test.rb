@@ -6,8 +6,8 @@ require "digest"
 # Concurrency limits from the producer's side and in one process
 # (docs/flow-control.md): what `task_options concurrency:` accepts, the
 # envelope's meta.flow (its key computed from the documented format), the
-# paths that carry it (interceptors, unique tasks) and those that refuse
-# it (SolidEngine, the warm pool, recurring), and a node honouring it.
+# paths that carry it (interceptors, unique tasks, recurring ticks) and
+# those that refuse it (SolidEngine, the warm pool), and a node honouring it.
 class FlowConcurrencyOptionsTest < SolidJobsTest
   class PerTenant
     include SolidJobs::Task
@@ -127,16 +127,20 @@ class FlowConcurrencyOptionsTest < SolidJobsTest
     refute SolidJobs.routing.backend_for("default").supports?(:concurrency_limits)
   end
 
-  def test_recurring_and_warm_pool_refuse_limited_tasks
-    error = assert_raises(SolidJobs::ConfigurationError) do
-      Class.new { include SolidJobs::Task }.task_options(concurrency: {limit: 1}, recurring: {every: 60})
+  def test_a_recurring_tick_of_a_limited_task_carries_its_limit
+    SolidJobs.configure do |c|
+      c.recurring = {"tick" => {task: "FlowConcurrencyOptionsTest::PerTenant", every: 1, channel: "ticks",
+                                arguments: ["/dev/null", 9, "tick"]}}
     end
-    assert_match(/concurrency and recurring cannot be combined/, error.message)
-    SolidJobs.configure { |c| c.recurring = {"tick" => {task: "FlowConcurrencyOptionsTest::Grouped", every: 60}} }
-    error = assert_raises(SolidJobs::ConfigurationError) { SolidJobs::Recurring.schedules }
-    assert_match(/has a concurrency limit/, error.message)
-    SolidJobs.configure { |c| c.recurring = {} }
+    start_conductor
+    raw = eventually("a tick was enqueued", timeout: 10) { redis.lindex(key("channel:ticks"), 0) }
+    meta = JSON.parse(raw)["meta"]
+    assert_equal %w[schedule tick_ms flow_label flow], meta.keys
+    assert_equal({"c" => flow_hex("FlowConcurrencyOptionsTest::PerTenant", "tenant:9"), "cl" => 1}, meta["flow"])
+    assert_equal "tenant:9", meta["flow_label"]
+  end
 
+  def test_the_warm_pool_refuses_limited_tasks
     SolidJobs::WarmPool.assume_rails = true
     Object.const_set(:FlowPooledProbe, Class.new(LedgerTask) do
       @pool = Mutex.new

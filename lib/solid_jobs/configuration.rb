@@ -458,12 +458,6 @@ module SolidJobs
                                   "enqueued without a unique lock (docs/unique.md)"
       end
       options = options.merge(concurrency: concurrency_option(options[:concurrency])) if options.key?(:concurrency)
-      if options[:concurrency] && options[:recurring]
-        # recurring.lua enqueues the tick from a template without flow meta:
-        # refused rather than silently unlimited.
-        raise ConfigurationError, "task options concurrency and recurring cannot be combined yet: recurring ticks " \
-                                  "are enqueued without a concurrency key (docs/flow-control.md)"
-      end
       options.to_h do |k, v|
         [k, case k
             when :channel then own(v)

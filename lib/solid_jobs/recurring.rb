@@ -143,12 +143,6 @@ module SolidJobs
       end
       all.each do |schedule|
         klass = task_class(schedule[:task])
-        if klass&.solid_jobs_options&.[](:concurrency)
-          # recurring.lua enqueues from a template without flow meta:
-          # refused rather than silently unlimited.
-          raise ConfigurationError, "schedule #{schedule[:name].inspect}: #{schedule[:task]} has a concurrency limit, " \
-                                    "and recurring ticks are enqueued without one yet (docs/flow-control.md)"
-        end
         next unless klass && klass.solid_jobs_options[:unique]
 
         # recurring.lua takes no unique lock: refused rather than silently
@@ -202,7 +196,22 @@ module SolidJobs
       t = template(spec, config)
       {name: spec[:name], every: spec[:every], cron: spec[:cron], time_zone: spec[:time_zone], task: spec[:task],
        arguments: JSON.generate(spec[:arguments]), channel: t[:channel], max_failures: t[:max_failures],
-       missed: spec[:missed].to_s}
+       missed: spec[:missed].to_s, concurrency: concurrency(spec)}
+    end
+
+    # A limited task's [group, limit, key material as JSON] for its ticks
+    # (docs/flow-control.md): the key computed once, at node start, from
+    # the schedule's fixed arguments, as Publisher computes it at enqueue.
+    # nil for an unlimited task (or one whose class is not loaded).
+    def concurrency(spec)
+      klass = task_class(spec[:task])
+      limit = klass && klass.solid_jobs_options[:concurrency] or return nil
+
+      material = limit[:key]&.call(*spec[:arguments])
+      [limit[:group] || spec[:task], limit[:limit], JSON.generate(material)]
+    rescue ArgumentError => e
+      raise ConfigurationError, "schedule #{spec[:name].inspect}: #{spec[:task]}'s concurrency key: cannot take its " \
+                                "arguments (#{e.message})"
     end
 
     # Refuses, at configure or node start, schedules whose jobs would go to

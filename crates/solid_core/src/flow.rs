@@ -45,6 +45,19 @@ pub fn concurrency_hex(group: &str, material: &Value) -> String {
     unique::lock_hex(&format!("{group}\0concurrency"), material)
 }
 
+/// The spec and label of a job of `group` (limit `limit`) whose key
+/// material is `material` (null: the group's one key, no label). The label
+/// is the key as the user's lambda returned it: a string as is, anything
+/// else as its JSON text.
+pub fn concurrency(group: &str, limit: u64, material: &Value) -> (FlowSpec, Option<String>) {
+    let label = match material {
+        Value::Null => None,
+        Value::String(s) => Some(s.clone()),
+        other => Some(other.to_string()),
+    };
+    (FlowSpec { concurrency: Some(Limit { hex: concurrency_hex(group, material), limit }) }, label)
+}
+
 /// Checks a limit against its bounds.
 pub fn check_limit(limit: u64) -> Result<()> {
     if (1..=MAX_CONCURRENCY).contains(&limit) {

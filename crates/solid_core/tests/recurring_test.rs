@@ -29,6 +29,8 @@ fn schedule(name: &str, every: u64, missed: Missed) -> RecurringSchedule {
         channel: "default".into(),
         max_failures: 3,
         missed,
+        flow: Default::default(),
+        flow_label: None,
     }
 }
 

@@ -6,7 +6,7 @@
 use magnus::{prelude::*, Error, RArray, Ruby, TryConvert, Value};
 use serde_json::Value as Json;
 use solid_core::envelope::Envelope;
-use solid_core::flow::{concurrency_hex, meta_into, FlowSpec, Limit};
+use solid_core::flow::{concurrency, meta_into};
 
 use super::convert::to_json;
 use super::errors::{arg_error, to_ruby as err};
@@ -41,12 +41,7 @@ pub fn with_flow(
     path: &str,
 ) -> Result<Envelope, Error> {
     let material = if material.is_nil() { Json::Null } else { to_json(ruby, material, path)? };
-    let label = match &material {
-        Json::Null => None,
-        Json::String(s) => Some(s.clone()),
-        other => Some(other.to_string()),
-    };
-    let spec = FlowSpec { concurrency: Some(Limit { hex: concurrency_hex(group, &material), limit }) };
+    let (spec, label) = concurrency(group, limit, &material);
     let mut meta = env.meta.clone().unwrap_or_default();
     meta_into(&mut meta, &spec, label.as_deref()).map_err(err)?;
     env.with_meta(meta).map_err(err)
