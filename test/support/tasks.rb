@@ -224,6 +224,41 @@ class TortureTask
   class UniqueGamma < TortureTask
     task_options channel: "gamma", unique: {by: ->(seq, *) { seq }, while: :until_done}
   end
+
+  # Concurrency limited jobs in the torture run (docs/flow-control.md): 5
+  # keys at limit 2, one group across the three channels, so a key's limit
+  # spans channels. Each run also writes "S|E key seq realtime pid" to its
+  # process's flow ledger, from which the run counts limit_exceeded.
+  def self.limited_for_channel(channel) = const_get(:"Limited#{channel.capitalize}")
+
+  module Limited
+    KEYS = 5
+
+    def execute_task(seq, dir, work_ms)
+      path = File.join(dir, "flow-#{Process.pid}")
+      key = seq % KEYS
+      Ledger.append(path, "S #{key} #{seq} #{Process.clock_gettime(Process::CLOCK_REALTIME)} #{Process.pid}")
+      super
+      Ledger.append(path, "E #{key} #{seq} #{Process.clock_gettime(Process::CLOCK_REALTIME)} #{Process.pid}")
+    end
+  end
+
+  LIMIT = {limit: 2, key: ->(seq, *) { seq % Limited::KEYS }, group: "TortureLimited"}.freeze
+
+  class LimitedAlpha < TortureTask
+    include Limited
+    task_options channel: "alpha", concurrency: LIMIT
+  end
+
+  class LimitedBeta < TortureTask
+    include Limited
+    task_options channel: "beta", concurrency: LIMIT
+  end
+
+  class LimitedGamma < TortureTask
+    include Limited
+    task_options channel: "gamma", concurrency: LIMIT
+  end
 end
 
 # Raises an Exception that is not a StandardError.
