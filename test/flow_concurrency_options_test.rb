@@ -179,6 +179,29 @@ class FlowConcurrencyOptionsTest < SolidJobsTest
     assert_empty redis.keys(key("slots:*"))
   end
 
+  def test_the_dashboard_and_the_adapter_api_show_held_and_blocked_keys
+    require "rack/mock"
+    require "solid_jobs/web"
+    ids = PerTenant.enqueue_many(Array.new(3) { |i| ["/dev/null", "a", "a#{i}"] })
+    backend = SolidJobs.routing.backend_for("default")
+    # The adapter API's claim takes one job; a second claim sets the other
+    # two aside (limit 1) and, the list empty, claims nothing.
+    claim = backend.claim("default")
+    assert_equal ids[0], claim.job_id
+    assert_nil backend.claim("default")
+    assert_equal "blocked", SolidJobs::Console.new.find(ids[1])["state"]
+    web = Rack::MockRequest.new(SolidJobs::Web.new)
+    page = JSON.parse(web.get("/flow.json").body)
+    hex = flow_hex("FlowConcurrencyOptionsTest::PerTenant", "tenant:a")
+    assert_equal [{"key" => hex, "held" => 1, "blocked" => 2, "limit" => 1,
+                   "task" => "FlowConcurrencyOptionsTest::PerTenant", "label" => "tenant:a"}], page["concurrency"]
+    html = web.get("/flow").body
+    assert_includes html, "tenant:a"
+    assert_includes html, "Concurrency limits"
+    backend.ack(claim)
+    assert_equal ids[1], backend.claim("default").job_id, "the ack moved the blocked job back"
+  end
+
   def test_integrity_check_names_a_slot_whose_claim_is_gone
     redis.sadd(key("slots:#{"ab" * 16}"), "12345")
     report = SolidJobs::IntegrityCheck.run
