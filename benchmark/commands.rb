@@ -63,7 +63,10 @@ module Bench
       scheduled_promotion: %i[scheduled_push scheduled_promotion],
       recovery: "none: BasicFetch keeps no record of a fetched job, so a crashed process loses it",
       unique_enqueue: "none: unique jobs are a Sidekiq Enterprise feature",
-      unique_duplicate: "none: unique jobs are a Sidekiq Enterprise feature"
+      unique_duplicate: "none: unique jobs are a Sidekiq Enterprise feature",
+      limited_enqueue: "none: concurrency limiters are a Sidekiq Enterprise feature",
+      limited_turn: "none: concurrency limiters are a Sidekiq Enterprise feature",
+      limited_blocked_turn: "none: concurrency limiters are a Sidekiq Enterprise feature"
     }.freeze
 
     # What each command is, per operation (the measured breakdown follows).
@@ -112,7 +115,16 @@ module Bench
                       "lock free, HSETNX marks the id live in the job index, SET writes the lock (valued with the " \
                       "job's id; PX when `for:` is set), LPUSH, SADD and PUBLISH as for a plain enqueue.",
       unique_duplicate: "`enqueue_unique.lua` finds the lock (MGET) and its holder live in the job index (HMGET): the " \
-                        "holder's id is returned and nothing is written."
+                        "holder's id is returned and nothing is written.",
+      limited_enqueue: "`enqueue.lua`, as a plain enqueue: the limit is in the envelope's meta (docs/flow-control.md).",
+      limited_turn: "a worker turn whose claim also reads the key's slots held (SCARD, once per key per call) and " \
+                    "takes a slot with the claim record (SADD); the ack frees it with the record (SREM) and finds no " \
+                    "blocked job to move back (RPOP).",
+      limited_blocked_turn: "two jobs of one key at limit 1 in one push. The claim takes the first and sets the second " \
+                            "aside (LPUSH `blocked:<hex>`, HSET its index state, INCRBY `metric:blocked`); the first's " \
+                            "ack frees the slot and moves the second to the head of its channel (RPOP, HGET, HSET, " \
+                            "RPUSH) and rings `ready` (PUBLISH); the fetcher claims and acks it as in the row above. " \
+                            "No round trip beyond two worker turns."
     }.freeze
 
     SIDEKIQ_WHY = {
