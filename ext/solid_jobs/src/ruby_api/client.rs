@@ -112,6 +112,7 @@ impl Client {
     /// [group, limit, [key material, ...]]) -> [id, ...]: a concurrency
     /// limited task's jobs (docs/flow-control.md), each with its
     /// `meta.flow`. One write, as push_many.
+    #[allow(clippy::too_many_arguments)]
     fn push_limited(
         ruby: &Ruby,
         rb_self: &Self,
