@@ -150,10 +150,11 @@ end
 -- one popped), so it is claimable the moment a slot frees. A job
 -- cancelled while it waited there (cancel.lua marks it, and counts no
 -- cancelling: no claim meets it) is dropped here, and the next one is
--- taken, at most 100 per call. Returns true when a ready list went from
--- empty to non-empty (the caller rings `ready` once).
+-- taken, at most 1,000 per call (the claim's blocked budget). Returns
+-- true when a ready list went from empty to non-empty (the caller rings
+-- `ready` once).
 local function move_back(prefix, index, list)
-  for _ = 1, 100 do
+  for _ = 1, 1000 do
     local rec = redis.call('RPOP', prefix .. list)
     if not rec then return false end
     local sep = string.find(rec, '|', 1, true)
