@@ -64,7 +64,10 @@ module Bench
       recovery: "none: BasicFetch keeps no record of a fetched job, so a crashed process loses it",
       unique_enqueue: "none: unique jobs are a Sidekiq Enterprise feature",
       unique_duplicate: "none: unique jobs are a Sidekiq Enterprise feature",
-      pause_resume: "none: pausing queues is a Sidekiq Enterprise feature"
+      pause_resume: "none: pausing queues is a Sidekiq Enterprise feature",
+      limited_enqueue: "none: concurrency limiters are a Sidekiq Enterprise feature",
+      limited_turn: "none: concurrency limiters are a Sidekiq Enterprise feature",
+      limited_blocked_turn: "none: concurrency limiters are a Sidekiq Enterprise feature"
     }.freeze
 
     # What each command is, per operation (the measured breakdown follows).
@@ -120,7 +123,16 @@ module Bench
                     "direct connection rings the doorbell; the idle node's `claim.lua` runs EXISTS and the MGET, whose " \
                     "flow string says paused, and pops nothing (the job stays ready). `resume.lua`: GET the flow " \
                     "string, HDEL the record, DEL the string (nothing else is recorded in it, so the channel is plain " \
-                    "again), LLEN finds the job, PUBLISH `ready`; the fetcher wakes and the worker turn above follows."
+                    "again), LLEN finds the job, PUBLISH `ready`; the fetcher wakes and the worker turn above follows.",
+      limited_enqueue: "`enqueue.lua`, as a plain enqueue: the limit is in the envelope's meta (docs/flow-control.md).",
+      limited_turn: "a worker turn whose claim also reads the key's slots held (SCARD, once per key per call) and " \
+                    "takes a slot with the claim record (SADD); the ack frees it with the record (SREM) and finds no " \
+                    "blocked job to move back (RPOP).",
+      limited_blocked_turn: "two jobs of one key at limit 1 in one push. The claim takes the first and sets the second " \
+                            "aside (LPUSH `blocked:<hex>`, HSET its index state, INCRBY `metric:blocked`); the first's " \
+                            "ack frees the slot and moves the second to the head of its channel (RPOP, HGET, HSET, " \
+                            "RPUSH) and rings `ready` (PUBLISH); the fetcher claims and acks it as in the row above. " \
+                            "No round trip beyond two worker turns."
     }.freeze
 
     SIDEKIQ_WHY = {

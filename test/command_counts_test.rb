@@ -54,7 +54,23 @@ class CommandCountsTest < SolidJobsTest
     # string says paused: no RPOP); resume.lua: GET HDEL, DEL (nothing else
     # in the flow string), LLEN, PUBLISH (the channel holds a job); then the
     # worker turn (claim and ack, as above).
-    pause_resume: {commands: 5, lua: 27, round_trips: 5}
+    pause_resume: {commands: 5, lua: 27, round_trips: 5},
+    # Concurrency limits (docs/flow-control.md). The enqueue is a plain
+    # enqueue.lua call: the limit rides in the envelope's meta.
+    limited_enqueue: {commands: 1, lua: 4, round_trips: 1},
+    # worker_turn plus, in the claim, SCARD (the key's slots held, once per
+    # key per call) and SADD (the slot, with the claim record); in the ack,
+    # SREM (the slot, with the claim record) and RPOP (no blocked job to
+    # move back).
+    limited_turn: {commands: 2, lua: 19, round_trips: 2},
+    # Two jobs of one key, limit 1, in one push. claim: SCARD, the first is
+    # claimed (TIME SET HSET SADD), the second blocked (LPUSH blocked:<hex>,
+    # HSET its index state) and counted (INCRBY metric:blocked). ack: SREM,
+    # then the move back (RPOP, HGET its state, HSET ready, RPUSH to the
+    # list's head) and PUBLISH ready (the list was empty). The ring wakes the
+    # fetcher: a claim as in limited_turn, and its ack (SREM, RPOP nil).
+    # No round trip beyond two worker turns.
+    limited_blocked_turn: {commands: 4, lua: 45, round_trips: 4}
   }.freeze
   # Seconds without traffic that end an operation: far above any scheduling
   # delay of a runnable thread on a loaded host, so nothing late is missed.

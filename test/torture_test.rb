@@ -5,9 +5,10 @@ require_relative "support/torture"
 
 # The small torture run of the default suite: a few thousand jobs, a few
 # SIGKILLs, one Redis restart, unique jobs of each mode among them, and an
-# every: 1 schedule on every worker. Its assertions are about outcomes only
-# (no job lost, nothing left claimed or ready, no unique lock left, no tick
-# enqueued twice), never about timing.
+# every: 1 schedule on every worker, and concurrency limited jobs. Its
+# assertions are about outcomes only (no job lost, nothing left claimed or
+# ready, no unique lock or slot left, no tick enqueued twice, no key over
+# its limit), never about timing.
 class TortureTest < SolidJobsTest
   def test_no_job_is_lost_through_kills_and_a_redis_restart
     out = StringIO.new
@@ -25,5 +26,9 @@ class TortureTest < SolidJobsTest
     assert_equal 1, result.redis_restarts
     assert_equal 0, result.recurring_duplicates, "a recurring tick enqueued twice: #{result.summary}"
     assert_operator result.recurring_ticks, :>=, 1, result.summary
+    assert_operator result.limited_jobs, :>, 300, "every seventh other job is concurrency limited"
+    assert_equal 0, result.limit_exceeded, "no key ran more than its limit at once: #{result.summary}"
+    assert_equal 0, result.leftover_slots, "no slot outlives its claim (#{out.string})"
+    assert_equal 0, result.leftover_blocked, out.string
   end
 end

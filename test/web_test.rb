@@ -11,9 +11,10 @@ require "solid_jobs/web"
 class WebTest < SolidJobsTest
   include Rack::Test::Methods
 
-  HTML_ROUTES = %w[/ /channels /executions /nodes /resources /redis /telemetry /recurring /archive /search?q=LedgerTask].freeze
+  HTML_ROUTES = %w[/ /channels /executions /nodes /resources /redis /telemetry /recurring /flow /archive
+                   /search?q=LedgerTask].freeze
   JSON_ROUTES = %w[/overview.json /channels.json /executions.json /nodes.json /resources.json /redis.json /telemetry.json
-                   /recurring.json /archive.json /search.json?q=LedgerTask].freeze
+                   /recurring.json /flow.json /archive.json /search.json?q=LedgerTask].freeze
   SENTINEL = "ARGUMENT-SENTINEL-7f3a"
   HOSTILE = %(<script>alert("x")</script>)
 

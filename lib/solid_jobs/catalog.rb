@@ -9,6 +9,7 @@ module SolidJobs
   #   catalog = SolidJobs::Catalog.new
   #   catalog.channels   # [{"name", "depth", "latency_s", "paused"}]
   #   catalog.tasks      # ["RecalculateAccount", ...]
+  #   catalog.concurrency_keys  # [{"key", "held", "blocked", "limit", ...}]
   class Catalog
     def initialize(client: SolidJobs.client, config: SolidJobs.config)
       @client = client
@@ -31,6 +32,24 @@ module SolidJobs
       end
     end
 
+    # Concurrency keys in use (docs/flow-control.md), at most `limit`: a
+    # key's slots held, its blocked jobs, and, read from its oldest blocked
+    # job's envelope, the limit in force for it, its task and its label
+    # (the key as the task's `key:` returned it). nil when no job of the
+    # key is blocked: slots hold claim tokens only.
+    # [{"key", "held", "blocked", "limit", "task", "label"}]
+    def concurrency_keys(limit: 200)
+      hexes = (Scan.names(@client, @keys.slots_pattern) | Scan.names(@client, @keys.blocked_pattern)).sort.first(limit)
+      hexes.map do |hex|
+        blocked = @client.call(["LLEN", @keys.blocked(hex)]).to_i
+        oldest = blocked.positive? ? @client.call(["LINDEX", @keys.blocked(hex), "-1"]) : nil
+        envelope = oldest && parse(oldest.split("|", 2).last)
+        meta = (envelope && envelope["meta"]).is_a?(Hash) ? envelope["meta"] : {}
+        {"key" => hex, "held" => @client.call(["SCARD", @keys.slots(hex)]).to_i, "blocked" => blocked,
+         "limit" => meta.dig("flow", "cl"), "task" => envelope && envelope["task"], "label" => meta["flow_label"]}
+      end
+    end
+
     def planned_count = zcard(@keys.planned)
     def retrying_count = zcard(@keys.retrying)
     def archived_count = zcard(@keys.archive)
@@ -50,6 +69,13 @@ module SolidJobs
     def latency(raw, now_ms)
       queued = JSON.parse(raw)["queued_ms"]
       queued.is_a?(Integer) ? [(now_ms - queued) / 1000.0, 0.0].max : nil
+    rescue JSON::ParserError
+      nil
+    end
+
+    def parse(raw)
+      value = JSON.parse(raw)
+      value.is_a?(Hash) ? value : nil
     rescue JSON::ParserError
       nil
     end

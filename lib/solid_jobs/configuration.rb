@@ -10,7 +10,11 @@ module SolidJobs
   class Configuration
     CHANNEL_ORDERS = %i[weighted priority shuffle].freeze
     EXECUTION_MODES = %i[ractor thread].freeze
-    TASK_OPTION_KEYS = %i[channel max_failures retry_within execution unique recurring].freeze
+    TASK_OPTION_KEYS = %i[channel max_failures retry_within execution unique recurring concurrency].freeze
+    # `concurrency: {limit:, key:, group:}` (docs/flow-control.md).
+    CONCURRENCY_KEYS = %i[limit key group].freeze
+    CONCURRENCY_MAX = 10_000
+    CONCURRENCY_GROUP = /\A[A-Za-z0-9_:.-]{1,100}\z/
     # `unique: {by:, while:, for:}` (docs/unique.md).
     UNIQUE_KEYS = %i[by while for].freeze
     UNIQUE_MODES = %i[queued running until_done].freeze
@@ -453,6 +457,7 @@ module SolidJobs
         raise ConfigurationError, "task options unique and recurring cannot be combined yet: recurring ticks are " \
                                   "enqueued without a unique lock (docs/unique.md)"
       end
+      options = options.merge(concurrency: concurrency_option(options[:concurrency])) if options.key?(:concurrency)
       options.to_h do |k, v|
         [k, case k
             when :channel then own(v)
@@ -501,6 +506,43 @@ module SolidJobs
       end
 
       Ractor.make_shareable({by: by, while: mode, for_ms: limit && [(limit * 1000).round, 1].max})
+    end
+
+    # `concurrency:` checked and normalised to a frozen, shareable
+    # {limit: Integer, key: Proc | nil, group: String | nil}
+    # (docs/flow-control.md). A `key:` Proc runs in the producer, at
+    # enqueue, on the job's arguments (like unique `by:`), so it is made
+    # shareable here, at class definition.
+    def self.concurrency_option(concurrency)
+      return nil if concurrency.nil? || concurrency == false
+
+      unless concurrency.is_a?(Hash)
+        raise ConfigurationError, "task option concurrency must be a Hash like {limit: 2, key: ->(tenant_id, *) { tenant_id }} " \
+                                  "(got #{concurrency.inspect})"
+      end
+      unknown = concurrency.keys - CONCURRENCY_KEYS
+      unless unknown.empty?
+        raise ConfigurationError, "unknown concurrency option(s) #{unknown.inspect}; known: #{CONCURRENCY_KEYS.inspect}"
+      end
+
+      limit = concurrency[:limit]
+      unless limit.is_a?(Integer) && limit.between?(1, CONCURRENCY_MAX)
+        raise ConfigurationError, "concurrency limit: must be an Integer from 1 to #{CONCURRENCY_MAX} (got #{limit.inspect})"
+      end
+
+      key = concurrency[:key]
+      unless key.nil? || key.is_a?(Proc)
+        raise ConfigurationError, "concurrency key: must be a Proc taking the job's arguments (got #{key.inspect})"
+      end
+
+      group = concurrency[:group]
+      unless group.nil? || (group.is_a?(String) && group.match?(CONCURRENCY_GROUP))
+        raise ConfigurationError, "concurrency group: must be a String of letters, digits, _ : . - (at most 100; " \
+                                  "got #{group.inspect})"
+      end
+
+      Ractor.make_shareable({limit: limit, key: key && Task.shareable_block(:"concurrency key:", key),
+                             group: group && own(group)})
     end
 
     def self.backend_name(setting, value)

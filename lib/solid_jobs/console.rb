@@ -34,7 +34,8 @@ module SolidJobs
     ENGINE_DEAD_MAX = 1000
 
     # {"id", "state", "channel", "task", ..., failure record fields} or nil.
-    # States: ready, planned, retrying, claimed, cancelled, archived (Redis);
+    # States: ready, planned, retrying, claimed, cancelled, archived, and
+    # blocked (over its concurrency limit: docs/flow-control.md) (Redis);
     # scheduled, ready, reserved, completed, dead, cancelled (SolidEngine).
     #
     # A job completed on Redis leaves no record but its id in the list of

@@ -19,13 +19,18 @@ module SolidJobs
   # docs/observability.md), and unique locks whose job is neither live nor
   # archived (stale_locks: the scripts that end a job release its lock, so
   # only lost writes leave one; the next enqueue of its key takes it over:
-  # docs/unique.md). It issues only reads (SCAN, LLEN, LRANGE, ZCARD, ...).
+  # docs/unique.md), and concurrency slots whose claim is gone
+  # (orphaned_slots: a slot is added and removed with its claim record, in
+  # the same script, so only lost writes or a hand edit leave one; it
+  # lowers its key's limit until removed: docs/flow-control.md). It issues
+  # only reads (SCAN, LLEN, LRANGE, ZCARD, ...).
   module IntegrityCheck
     Report = Struct.new(:counts, :orphaned_claims, :dead_node_claims, :unheld_claims, :undecodable, :unknown_channels,
-                        :unserved_channels, :expired_publications, :stale_locks, keyword_init: true) do
+                        :unserved_channels, :expired_publications, :stale_locks, :orphaned_slots,
+                        keyword_init: true) do
       def ok?
         [orphaned_claims, dead_node_claims, unheld_claims, undecodable, unknown_channels, expired_publications,
-         stale_locks].all?(&:empty?)
+         stale_locks, orphaned_slots].all?(&:empty?)
       end
     end
 
@@ -41,6 +46,8 @@ module SolidJobs
       claimants = Scan.names(client, keys.claims_pattern)
       configured = SolidJobs.config.channels.map(&:first)
 
+      # Slots first, claims after: see orphaned_slots.
+      slots = Scan.names(client, keys.slots_pattern).to_h { |hex| [hex, client.call(["SMEMBERS", keys.slots(hex)])] }
       ready = (registry | lists).sort.to_h { |c| [c, client.call(["LLEN", keys.channel(c)]).to_i] }
       claims = claimants.to_h { |node| [node, client.call(["HLEN", keys.claims(node)]).to_i] }
       live = nodes.select { |node| client.call(["EXISTS", keys.node(node)]) == 1 }
@@ -49,7 +56,9 @@ module SolidJobs
           ready: ready, planned: client.call(["ZCARD", keys.planned]).to_i,
           retrying: client.call(["ZCARD", keys.retrying]).to_i, claimed: claims.values.sum,
           archived: client.call(["ZCARD", keys.archive]).to_i, nodes: nodes.size,
-          publishing: client.call(["ZCARD", keys.publishing]).to_i
+          publishing: client.call(["ZCARD", keys.publishing]).to_i,
+          blocked: Scan.names(client, keys.blocked_pattern).sum { |hex| client.call(["LLEN", keys.blocked(hex)]).to_i },
+          slots: slots.values.sum(&:size)
         },
         orphaned_claims: claims.reject { |node, _| nodes.include?(node) }.map { |node, n| {node_id: node, claims: n} },
         dead_node_claims: (nodes - live).map { |node| {node_id: node, claims: claims.fetch(node, 0)} },
@@ -58,8 +67,26 @@ module SolidJobs
         unknown_channels: (lists - registry).sort,
         unserved_channels: ready.select { |c, n| n.positive? && !configured.include?(c) }.keys,
         expired_publications: expired_publications(client, keys),
-        stale_locks: stale_locks(client, keys, sample)
+        stale_locks: stale_locks(client, keys, sample),
+        orphaned_slots: orphaned_slots(client, keys, slots, claimants)
       )
+    end
+
+    # Slot tokens (read before the claims) in no claim hash, and still in
+    # their set afterwards: [{key:, token:}]. A slot exists exactly while
+    # its claim does (both change in one script), so a token seen in its set
+    # before the claims were read and again after had its claim throughout:
+    # missing from the claims, it is an orphan, not a race.
+    def orphaned_slots(client, keys, slots, claimants)
+      return [] if slots.empty?
+
+      claimed = claimants.each_with_object({}) do |node, all|
+        client.call(["HKEYS", keys.claims(node)]).each { |t| all[t] = true }
+      end
+      slots.flat_map do |hex, tokens|
+        tokens.reject { |t| claimed[t] }.select { |t| client.call(["SISMEMBER", keys.slots(hex), t]) == 1 }
+              .map { |t| {key: hex, token: t.to_i} }
+      end
     end
 
     # Claims of a live node that it did not hold at its last heartbeat. The

@@ -61,9 +61,10 @@ module SolidJobs
       routing = SolidJobs.routing
       backend = routing.backend_for(channel)
       check_supported(backend, task, options)
+      flow = options[:concurrency] && limited(backend, task_class, task, options[:concurrency], argument_lists)
       if (unique = options[:unique])
         job = {task: task, channel: channel, max_failures: max_failures, due_ms: due_ms, mode: unique[:while].to_s,
-               for_ms: unique[:for_ms] || 0}
+               for_ms: unique[:for_ms] || 0, flow: flow}
         return publish_unique(backend, task_class, argument_lists, unique[:by], job)
       end
 
@@ -71,14 +72,56 @@ module SolidJobs
       chain = config.publish_interceptors
       instrumenter = config.instrumenter
       observed = !Instrumentation.null?(instrumenter)
-      return backend.push(task, argument_lists, channel, max_failures, due_ms) if chain.empty? && !observed
+      if chain.empty? && !observed
+        return backend.push(task, argument_lists, channel, max_failures, due_ms) unless flow
+
+        job = {task: task, channel: channel, max_failures: max_failures, due_ms: due_ms, flow: flow}
+        return backend.push_limited(job, argument_lists)
+      end
 
       envelopes = argument_lists.map { |args| Native::Client.build(task, args, channel, max_failures, due_ms) }
+      envelopes = with_flow(envelopes, flow) if flow
       kept = chain.empty? ? envelopes : intercepted(task_class, envelopes, chain, due_ms)
+      # Re-applied after the chain: an interceptor may change a job's data,
+      # not drop its limit (the key was computed from the arguments as
+      # enqueued, before the chain).
+      kept = with_flow(kept, flow) if flow && !chain.empty?
       kept.compact.group_by { |e| routing.backend_for(e["channel"]) }.each do |b, list|
+        refuse_limited(b, task) if flow
         observed ? publish_observed(b, list, due_ms, instrumenter) : b.push_envelopes(list, due_ms)
       end
       kept.map { |envelope| envelope && envelope["id"] }
+    end
+
+    # A concurrency limited task's [group, limit, [key material, ...]]
+    # (docs/flow-control.md): the `key:` Proc runs here, in the producer,
+    # on each job's arguments; without one, the group has one key (nil).
+    def limited(backend, task_class, task, concurrency, argument_lists)
+      refuse_limited(backend, task)
+      key = concurrency[:key]
+      materials = argument_lists.map do |arguments|
+        next nil unless key
+
+        begin
+          key.call(*arguments)
+        rescue ArgumentError => e
+          raise ArgumentError, "#{task_class}'s concurrency key: cannot take #{arguments.size} argument(s) " \
+                               "(#{e.message}); nothing was enqueued"
+        end
+      end
+      [concurrency[:group] || task, concurrency[:limit], materials]
+    end
+
+    def refuse_limited(backend, task)
+      return if backend.supports?(:concurrency_limits)
+
+      raise Backends::NotSupported, "#{task} has a concurrency limit, which the #{backend.name.inspect} backend cannot " \
+                                    "honor; route the channel to Redis (docs/flow-control.md)"
+    end
+
+    def with_flow(envelopes, flow)
+      group, limit, materials = flow
+      envelopes.each_with_index.map { |e, i| e && Native::Client.with_flow(e, group, limit, materials[i]) }
     end
 
     def intercepted(task_class, envelopes, chain, due_ms)

@@ -187,7 +187,9 @@ module SolidJobs
                                     "or give the schedule a channel: (its jobs then get the default max_failures)"
         end
         refuse_unique!(spec, klass)
-        [spec, template(spec, config, klass: klass)].freeze
+        planned = template(spec, config, klass: klass)
+        limit = concurrency(spec, klass)
+        [spec, limit ? planned.merge(concurrency: limit) : planned].freeze
       end
     end
 
@@ -261,7 +263,21 @@ module SolidJobs
     def native_spec(spec, template)
       {name: spec[:name], every: spec[:every], cron: spec[:cron], time_zone: spec[:time_zone], task: spec[:task],
        arguments: JSON.generate(spec[:arguments]), channel: template[:channel], max_failures: template[:max_failures],
-       missed: spec[:missed].to_s}
+       missed: spec[:missed].to_s, concurrency: template[:concurrency]}
+    end
+
+    # A limited task's [group, limit, key material as JSON] for its ticks
+    # (docs/flow-control.md): the key computed once, at node start, from
+    # the schedule's fixed arguments, as Publisher computes it at enqueue.
+    # nil for an unlimited task, or one no class was resolved for.
+    def concurrency(spec, klass)
+      limit = klass && klass.solid_jobs_options[:concurrency] or return nil
+
+      material = limit[:key]&.call(*spec[:arguments])
+      [limit[:group] || spec[:task], limit[:limit], JSON.generate(material)]
+    rescue ArgumentError => e
+      raise ConfigurationError, "schedule #{spec[:name].inspect}: #{spec[:task]}'s concurrency key: cannot take its " \
+                                "arguments (#{e.message})"
     end
 
     # Refuses, at configure or node start, schedules whose jobs would go to

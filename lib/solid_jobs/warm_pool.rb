@@ -80,6 +80,12 @@ module SolidJobs
           raise Backends::NotSupported, "#{task_name} is unique, and these arguments would send it through the warm " \
                                         "pool, which does not take unique locks yet (docs/unique.md)"
         end
+        if task_class.solid_jobs_options[:concurrency]
+          # The executor job's envelope names the executor task, not this
+          # one: refused rather than run without the limit.
+          raise Backends::NotSupported, "#{task_name} has a concurrency limit, and these arguments would send it " \
+                                        "through the warm pool, which does not carry limits yet (docs/flow-control.md)"
+        end
         options = task_class.solid_jobs_options
         executor_lists = argument_lists.each_with_index.filter_map do |arguments, i|
           [task_name, plain_json(task_class, arguments)] if warm[i]

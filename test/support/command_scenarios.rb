@@ -54,6 +54,15 @@ module CommandCounts
       def execute_task(*) = nil
     end
 
+    # Concurrency limited (docs/flow-control.md): one key for the task, one
+    # job at a time.
+    class Limited
+      include SolidJobs::Task
+      task_options channel: CHANNEL, concurrency: {limit: 1}
+
+      def execute_task(*) = nil
+    end
+
     # Scheduled onto a channel no measured node serves: a promotion ends with
     # the job ready in its list, not run.
     class Later
@@ -82,7 +91,7 @@ module CommandCounts
   # heartbeat thread for the next due job.
   class SolidJobsScenarios
     OPERATIONS = %i[enqueue enqueue_many worker_turn retry scheduled_promotion recovery unique_enqueue
-                    unique_duplicate pause_resume].freeze
+                    unique_duplicate pause_resume limited_enqueue limited_turn limited_blocked_turn].freeze
     TITLES = {
       enqueue: "Task.enqueue (one job, empty channel)",
       enqueue_many: "Task.enqueue_many (100 jobs)",
@@ -92,7 +101,10 @@ module CommandCounts
       recovery: "recovery: a live node requeues a dead node's claim and runs it",
       unique_enqueue: "unique Task.enqueue (one job, its lock free, empty channel)",
       unique_duplicate: "unique Task.enqueue of a duplicate (the lock's job is live)",
-      pause_resume: "pause a channel, a job arrives (the idle node skips it), resume: the node runs it"
+      pause_resume: "pause a channel, a job arrives (the idle node skips it), resume: the node runs it",
+      limited_enqueue: "concurrency-limited Task.enqueue (one job, empty channel)",
+      limited_turn: "worker turn, concurrency-limited job, its slot free",
+      limited_blocked_turn: "two jobs of one key at limit 1: one blocked, moved back by the ack, run"
     }.freeze
     # What each connection of a producer or a node sends first.
     ROLES = {
@@ -178,6 +190,34 @@ module CommandCounts
       Tasks::UniqueWarmup.enqueue(0)
       Tasks::Unique.enqueue(2)
       measure(:unique_duplicate) { Tasks::Unique.enqueue(2) && nil }
+    end
+
+    # enqueue.lua, as a plain enqueue: the limit is in the envelope's meta.
+    def limited_enqueue
+      producer
+      measure(:limited_enqueue) { Tasks::Limited.enqueue(1) && nil }
+    end
+
+    # A worker turn whose job takes a slot at claim and frees it at ack.
+    def limited_turn
+      with_node do
+        measure(:limited_turn) do
+          push_limited_directly(1)
+          processed(2)
+        end
+      end
+    end
+
+    # Two jobs of one key (limit 1) in one push: the claim takes the first
+    # and sets the second aside (blocked); the first's ack releases the slot
+    # and moves the second back, ringing `ready`; the fetcher claims it.
+    def limited_blocked_turn
+      with_node do
+        measure(:limited_blocked_turn) do
+          push_limited_directly(2)
+          processed(3)
+        end
+      end
     end
 
     def enqueue_many
@@ -324,6 +364,15 @@ module CommandCounts
       client = (@direct_clients ||= {})[@namespace] ||= SolidJobs::Native::Client.new(@meter.direct_url, @namespace)
       options = task.solid_jobs_options
       client.push(task.name, [], options.fetch(:channel), options.fetch(:max_failures), nil)
+    end
+
+    # Tasks::Limited's jobs, pushed like push_directly, with their flow meta.
+    def push_limited_directly(count)
+      client = (@direct_clients ||= {})[@namespace] ||= SolidJobs::Native::Client.new(@meter.direct_url, @namespace)
+      task = Tasks::Limited
+      options = task.solid_jobs_options
+      client.push_limited(task.name, Array.new(count) { [] }, options.fetch(:channel), options.fetch(:max_failures), nil,
+                          [task.name, options.fetch(:concurrency).fetch(:limit), Array.new(count)])
     end
 
     def processed(count) = -> { @control.get(key("metric:processed")).to_i >= count }

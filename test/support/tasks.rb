@@ -44,6 +44,22 @@ class SlowTask
   end
 end
 
+# Concurrency limits (docs/flow-control.md): at most 2 running per key,
+# across every node. Each run appends "S|E key id seconds pid" to its
+# process's own ledger (CLOCK_REALTIME, one host), so a proof can rebuild
+# every key's intervals, and a SIGKILL leaves a start without an end.
+class FlowLimitedTask
+  include SolidJobs::Task
+  task_options concurrency: {limit: 2, key: ->(_dir, key, *) { key }}
+
+  def execute_task(dir, key, id, work_ms)
+    path = File.join(dir, "flow-#{Process.pid}")
+    Ledger.append(path, "S #{key} #{id} #{Process.clock_gettime(Process::CLOCK_REALTIME)} #{Process.pid}")
+    sleep(work_ms / 1000.0)
+    Ledger.append(path, "E #{key} #{id} #{Process.clock_gettime(Process::CLOCK_REALTIME)} #{Process.pid}")
+  end
+end
+
 class FailingTask
   include SolidJobs::Task
   task_options max_failures: 2
@@ -207,6 +223,41 @@ class TortureTask
 
   class UniqueGamma < TortureTask
     task_options channel: "gamma", unique: {by: ->(seq, *) { seq }, while: :until_done}
+  end
+
+  # Concurrency limited jobs in the torture run (docs/flow-control.md): 5
+  # keys at limit 2, one group across the three channels, so a key's limit
+  # spans channels. Each run also writes "S|E key seq realtime pid" to its
+  # process's flow ledger, from which the run counts limit_exceeded.
+  def self.limited_for_channel(channel) = const_get(:"Limited#{channel.capitalize}")
+
+  module Limited
+    KEYS = 5
+
+    def execute_task(seq, dir, work_ms)
+      path = File.join(dir, "flow-#{Process.pid}")
+      key = seq % KEYS
+      Ledger.append(path, "S #{key} #{seq} #{Process.clock_gettime(Process::CLOCK_REALTIME)} #{Process.pid}")
+      super
+      Ledger.append(path, "E #{key} #{seq} #{Process.clock_gettime(Process::CLOCK_REALTIME)} #{Process.pid}")
+    end
+  end
+
+  LIMIT = {limit: 2, key: ->(seq, *) { seq % Limited::KEYS }, group: "TortureLimited"}.freeze
+
+  class LimitedAlpha < TortureTask
+    include Limited
+    task_options channel: "alpha", concurrency: LIMIT
+  end
+
+  class LimitedBeta < TortureTask
+    include Limited
+    task_options channel: "beta", concurrency: LIMIT
+  end
+
+  class LimitedGamma < TortureTask
+    include Limited
+    task_options channel: "gamma", concurrency: LIMIT
   end
 end
 

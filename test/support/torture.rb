@@ -13,7 +13,10 @@ require_relative "processes"
 # completed at least once and nothing is left claimed or ready. Every fifth
 # job is a unique job (one `while:` mode per channel), enqueued twice: the
 # second enqueue must be a duplicate, and no lock may be left once every
-# job is done.
+# job is done. Every seventh other job is concurrency limited (5 keys at
+# limit 2 across the channels): from the start and end times those jobs
+# write, no key may have had more than 2 runs at once (a killed run ends
+# at its kill), and no slot or blocked job may be left.
 # With `recurring: true` every worker also runs an `every: 1` schedule (its
 # jobs go to a channel no worker serves) and the run checks that no tick
 # was enqueued twice through the kills and restarts.
@@ -26,9 +29,11 @@ class Torture
 
   Result = Struct.new(:jobs, :kills, :redis_restarts, :completed, :duplicates, :missing, :recovery_delays,
                       :leftover_claims, :leftover_ready, :elapsed, :seed, :unique_jobs, :unique_written_twice,
-                      :leftover_locks, :recurring_ticks, :recurring_duplicates, keyword_init: true) do
+                      :leftover_locks, :recurring_ticks, :recurring_duplicates, :limited_jobs, :limit_exceeded,
+                      :leftover_slots, :leftover_blocked, keyword_init: true) do
     def ok? = missing.zero? && leftover_claims.zero? && leftover_ready.zero? && leftover_locks.zero? &&
-      unique_written_twice.zero? && recurring_duplicates.to_i.zero?
+      unique_written_twice.zero? && recurring_duplicates.to_i.zero? && limit_exceeded.zero? &&
+      leftover_slots.zero? && leftover_blocked.zero?
 
     def percentile(p)
       return nil if recovery_delays.empty?
@@ -46,6 +51,8 @@ class Torture
              jobs, completed, duplicates, missing, kills, redis_restarts, p50 ? format("%.2fs", p50) : "n/a",
              max ? format("%.2fs", max) : "n/a", leftover_claims, leftover_ready, unique_jobs, unique_written_twice,
              leftover_locks, elapsed, seed) +
+        format(", limited jobs %d (limit exceeded %d, slots left %d, blocked left %d)", limited_jobs, limit_exceeded,
+               leftover_slots, leftover_blocked) +
         (recurring_ticks ? format(", recurring ticks %d (enqueued twice: %d)", recurring_ticks, recurring_duplicates) : "")
     end
   end
@@ -105,10 +112,15 @@ class Torture
     end
     @unique_jobs = 0
     @unique_written_twice = 0
+    @limited_jobs = 0
+    @kill_times = {}
     (0...@jobs).each_slice(1000) do |slice|
       slice.group_by { |seq| CHANNELS[seq % CHANNELS.size] }.each do |channel, seqs|
         unique, plain = seqs.partition { |seq| (seq % 5).zero? }
+        limited, plain = plain.partition { |seq| (seq % 7).zero? }
         TortureTask.for_channel(channel).enqueue_many(plain.map { |seq| [seq, @dir, @work_ms] })
+        TortureTask.limited_for_channel(channel).enqueue_many(limited.map { |seq| [seq, @dir, @work_ms] })
+        @limited_jobs += limited.size
         next if unique.empty?
 
         task = TortureTask.unique_for_channel(channel)
@@ -173,6 +185,7 @@ class Torture
     index = @random.rand(@workers.size)
     victim = @workers[index]
     node = victim.node_id(@redis)
+    @kill_times[victim.pid] = Process.clock_gettime(Process::CLOCK_REALTIME)
     victim.kill!
     @kills += 1
     killed_at = monotonic
@@ -252,6 +265,33 @@ class Torture
                leftover_claims: claims, leftover_ready: ready, elapsed: monotonic - @started, seed: @seed,
                unique_jobs: @unique_jobs, unique_written_twice: @unique_written_twice,
                leftover_locks: @redis.keys(key("unique:*")).size,
-               recurring_ticks: ticks&.uniq&.size, recurring_duplicates: ticks && (ticks.size - ticks.uniq.size))
+               recurring_ticks: ticks&.uniq&.size, recurring_duplicates: ticks && (ticks.size - ticks.uniq.size),
+               limited_jobs: @limited_jobs, limit_exceeded: limit_exceeded,
+               leftover_slots: @redis.keys(key("slots:*")).size, leftover_blocked: @redis.keys(key("blocked:*")).size)
+  end
+
+  # Runs of limited jobs beyond the limit: per key, the instants at which
+  # more than 2 runs were open (counted once per excess start). A start is
+  # closed by its own end in the same process, else by that process's kill.
+  def limit_exceeded
+    events = Dir[File.join(@dir, "flow-*")].flat_map do |f|
+      File.readlines(f, chomp: true).filter_map do |line|
+        kind, k, seq, time, pid = line.split
+        [kind, k, seq, Float(time), Integer(pid)] if pid && %w[S E].include?(kind)
+      end
+    end
+    ends = events.select { |e| e[0] == "E" }.group_by { |e| e[1..2] + [e[4]] }.transform_values { |l| l.map { |e| e[3] }.sort }
+    points = Hash.new { |h, k| h[k] = [] }
+    events.select { |e| e[0] == "S" }.sort_by { |e| e[3] }.each do |_, k, seq, time, pid|
+      closing = ends.fetch([k, seq, pid], [])
+      finish = closing.find { |t| t >= time }
+      closing.delete(finish) if finish
+      finish ||= @kill_times.fetch(pid, Float::INFINITY)
+      points[k] << [time, 1] << [finish, -1]
+    end
+    points.values.sum do |list|
+      open = 0
+      list.sort_by { |t, d| [t, d] }.count { |_, d| (open += d) > 2 && d.positive? }
+    end
   end
 end

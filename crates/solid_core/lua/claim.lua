@@ -10,9 +10,11 @@
 -- ARGV[1] max jobs, ARGV[2] claim stamp (claimed_ms), ARGV[3..] channel names
 -- matching KEYS[8..7+n]
 -- Returns a flat array: token, channel, envelope, token, channel, envelope...
--- then, only when some channel has a `flow:` string, one trailer triple
--- 0, "name=<flow bytes>,...", "0" (token 0 is never a real token: tokens
--- are >= TIME * 1024), so a node learns which of its channels are paused.
+-- then, when some channel has a `flow:` string or the claim stopped at its
+-- blocked budget (concurrency limits), one trailer triple
+-- 0, "name=<flow bytes>,...", more (token 0 is never a real token: tokens
+-- are >= TIME * 1024): a node learns which of its channels are paused, and
+-- with more = '1' that it should claim again at once.
 --
 -- Tokens never repeat, even after Redis lost writes and the fence counter
 -- went back (an AOF missing its last second, a failover to a replica that
@@ -68,16 +70,61 @@ for k = 1, n do
 end
 -- <<< flow
 local out = {}
+-- >>> flow control: concurrency limits (decision 39, docs/flow-control.md).
+-- `held[hex]`: slots of key `hex` held, read once per key per call (SCARD)
+-- and counted up as this call admits. `blocked`: jobs set aside this call;
+-- at most BLOCKED_BUDGET, then the claim stops and says `more`, so a deep
+-- backlog of one saturated key cannot make one call run long, and a short
+-- claim without `more` still means every visited list was empty.
+local BLOCKED_BUDGET = 1000
+local held, blocked, more, rang = {}, 0, false, false
+-- Sets aside the jobs of `keep` whose concurrency key is at its limit
+-- (`blocked:<hex>`, indexed `blocked|route`: not claimed, no token, never
+-- in a prefetch window) and returns the jobs to claim, with the key each
+-- admitted one takes a slot of (by position). Plain jobs: one byte
+-- compared each, `keep` itself returned.
+local function admit(keep, route)
+  local admitted, keys = keep, nil
+  for j, env in ipairs(keep) do
+    local f = flow_of(env)
+    if f and f.c then
+      if admitted == keep then admitted = { unpack(keep, 1, j - 1) } end
+      local n = held[f.c] or redis.call('SCARD', prefix .. 'slots:' .. f.c)
+      held[f.c] = n
+      if n >= f.cl then
+        redis.call('LPUSH', prefix .. 'blocked:' .. f.c, route .. '|' .. env)
+        local id = job_id(env)
+        if id then redis.call('HSET', KEYS[4], id, 'blocked|' .. route) end
+        blocked = blocked + 1
+      else
+        held[f.c] = n + 1
+        admitted[#admitted + 1] = env
+        keys = keys or {}
+        keys[#admitted] = f.c
+      end
+    elseif admitted ~= keep then
+      admitted[#admitted + 1] = env
+    end
+  end
+  return admitted, keys
+end
+-- <<< flow control
 for i = 8, 7 + n do
   while want > 0 and not paused[i] do
     local envs = redis.call('RPOP', KEYS[i], want)
     if not envs then break end
     local name = ARGV[i - 5]
     local keep = envs
-    if check then keep = drop_cancelled(envs, KEYS[4], KEYS[5], KEYS[6], KEYS[7]) end
+    if check then
+      local dropped_rang
+      keep, dropped_rang = drop_cancelled(envs, KEYS[4], KEYS[5], KEYS[6], KEYS[7])
+      rang = rang or dropped_rang
+    end
+    local slot_keys
+    keep, slot_keys = admit(keep, name)
     if #keep > 0 then
       local last = take_tokens(#keep)
-      local fields = {}
+      local fields, slots = {}, nil
       for j, env in ipairs(keep) do
         local token = last - #keep + j
         -- `while: :queued`: the lock ends when the job is claimed, in the
@@ -90,17 +137,32 @@ for i = 8, 7 + n do
         out[#out + 1] = token
         out[#out + 1] = name
         out[#out + 1] = env
+        if slot_keys and slot_keys[j] then
+          slots = slots or {}
+          local list = slots[slot_keys[j]] or {}
+          list[#list + 1] = string.format('%d', token)
+          slots[slot_keys[j]] = list
+        end
       end
       redis.call('HSET', KEYS[1], unpack(fields))
+      -- The slot is taken with the claim record, in this same call.
+      if slots then
+        for hex, tokens in pairs(slots) do redis.call('SADD', prefix .. 'slots:' .. hex, unpack(tokens)) end
+      end
       want = want - #keep
     end
+    if blocked >= BLOCKED_BUDGET then more = true; break end
   end
+  if more then break end
 end
--- >>> flow: the trailer (see the header); absent for plain channels.
-if #flags > 0 then
+if blocked > 0 then redis.call('INCRBY', prefix .. 'metric:blocked', blocked) end
+if rang then redis.call('PUBLISH', prefix .. 'doorbell', 'ready') end
+-- >>> flow: the trailer (see the header); absent for plain channels and
+-- a claim that did not stop at its blocked budget.
+if more or #flags > 0 then
   out[#out + 1] = 0
   out[#out + 1] = table.concat(flags, ',')
-  out[#out + 1] = '0'
+  out[#out + 1] = more and '1' or '0'
 end
 -- <<< flow
 return out

@@ -11,8 +11,15 @@
 -- ('' or absent: none), ARGV[8] its mode
 -- The archive is ordered and trimmed by age on Redis' clock.
 if ARGV[1] ~= '' then
+  -- The record, read before it goes: its flow object (concurrency limits)
+  -- comes from what Redis holds, not from the node, so a quarantined entry
+  -- Rust could not decode still releases its slot.
+  local rec = redis.call('HGET', KEYS[1], ARGV[1])
   local claim = take_claim(KEYS[1], ARGV[1], KEYS[8], 'discard', KEYS[6])
   if claim ~= 'taken' then return claim == 'done' and 1 or 0 end
+  if rec and release_slot_of(prefix_of(KEYS[7]), KEYS[7], rec, ARGV[1]) then
+    redis.call('PUBLISH', prefix_of(KEYS[7]) .. 'doorbell', 'ready')
+  end
 end
 redis.call('HDEL', KEYS[4], ARGV[2])
 redis.call('HDEL', KEYS[7], ARGV[2])

@@ -111,8 +111,92 @@ local function is_cancelled(state)
   return state and string.sub(state, 1, 9) == 'cancelled'
 end
 
+-- ---------------------------------------------------------------------
+-- Flow control: concurrency limits (docs/flow-control.md, decision 39).
+-- A slot is a claim token in the set `slots:<hex>`: added by the claim
+-- that records the claim, removed by the script that removes the claim
+-- record, in the same atomic call. So a slot exists exactly while its
+-- claim does: nothing expires, nothing leaks when a node dies (its claims
+-- are recovered, and their slots with them).
+-- ---------------------------------------------------------------------
+
+-- The flow object of an envelope (meta.flow), or nil: nil for every
+-- envelope whose second-last byte is not `}` (plain jobs: one byte
+-- compared, no command). The object is anchored at the envelope's end
+-- (meta's last key, or just before `unique`), and its characters
+-- (letters, digits, `"`, `:`, `,`) exclude the backslash, so no argument
+-- can imitate it: inside a JSON string its quotes would be escaped.
+-- Returns {c = concurrency key hex, cl = limit, r = rate key hex,
+-- rl = rate limit, rw = window ms}, each group optional.
+local function flow_of(env)
+  if string.byte(env, -2) ~= 125 then return nil end
+  local tail = string.sub(env, -300)
+  local body = string.match(tail, '"flow":{([%w":,]*)}}}$')
+    or string.match(tail, '"flow":{([%w":,]*)},"unique":{"lock":"%x+","while":"[%l_]+"}}}$')
+  if not body then return nil end
+  local f = {
+    c = string.match(body, '"c":"(%x+)"'),
+    cl = tonumber(string.match(body, '"cl":(%d+)')),
+    r = string.match(body, '"r":"(%x+)"'),
+    rl = tonumber(string.match(body, '"rl":(%d+)')),
+    rw = tonumber(string.match(body, '"rw":(%d+)')),
+  }
+  if not f.cl then f.c = nil end
+  return f
+end
+
+-- Moves the oldest job of `list` (a `blocked:<hex>` list of `route|env`
+-- records, newest left) to the head of its ready list (RPUSH: the next
+-- one popped), so it is claimable the moment a slot frees. A job
+-- cancelled while it waited there (cancel.lua marks it, and counts no
+-- cancelling: no claim meets it) is dropped here, and the next one is
+-- taken, at most 1,000 per call (the claim's blocked budget). Returns
+-- true when a ready list went from empty to non-empty (the caller rings
+-- `ready` once).
+local function move_back(prefix, index, list)
+  for _ = 1, 1000 do
+    local rec = redis.call('RPOP', prefix .. list)
+    if not rec then return false end
+    local sep = string.find(rec, '|', 1, true)
+    if sep then
+      local route, env = string.sub(rec, 1, sep - 1), string.sub(rec, sep + 1)
+      local id = job_id(env)
+      if id and is_cancelled(redis.call('HGET', index, id)) then
+        release_lock(prefix, env, id)
+        redis.call('HDEL', index, id)
+        redis.call('HDEL', prefix .. 'attempts', id)
+        redis.call('INCR', prefix .. 'metric:cancelled')
+      else
+        if id then redis.call('HSET', index, id, 'ready|' .. route) end
+        return redis.call('RPUSH', prefix .. 'channel:' .. route, env) == 1
+      end
+    end
+  end
+  return false
+end
+
+-- Releases claim `token`'s slot of concurrency key `hex` and hands it on
+-- to the oldest blocked job of that key. A token the set does not hold
+-- (a claim made before this feature, which took no slot; or a settle
+-- already applied) passes no baton: SREM returned 0, nothing moves.
+-- Returns true when a ready list rang (see move_back).
+local function release_slot(prefix, index, hex, token)
+  if redis.call('SREM', prefix .. 'slots:' .. hex, token) == 0 then return false end
+  return move_back(prefix, index, 'blocked:' .. hex)
+end
+
+-- release_slot for the record or envelope `rec` of claim `token`, when
+-- its job is concurrency limited; plain jobs cost one byte compared.
+local function release_slot_of(prefix, index, rec, token)
+  local f = flow_of(rec)
+  if not f or not f.c then return false end
+  return release_slot(prefix, index, f.c, token)
+end
+-- ------------------------------------------------------ end flow control
+
 -- Removes cancelled jobs from `envs` (forgetting them in the index and the
--- failure records, and counting them); returns the envelopes to keep.
+-- failure records, and counting them); returns the envelopes to keep, and
+-- whether a blocked job moved back rang its ready list.
 local function drop_cancelled(envs, index, metric, waiting, attempts)
   local ids, lookup = {}, {}
   for j, env in ipairs(envs) do
@@ -125,12 +209,16 @@ local function drop_cancelled(envs, index, metric, waiting, attempts)
   for k, id in ipairs(lookup) do
     if is_cancelled(states[k]) then cancelled[id] = true end
   end
-  local keep, dropped = {}, {}
+  local keep, dropped, rang = {}, {}, false
   for j, env in ipairs(envs) do
     if ids[j] and cancelled[ids[j]] then
       dropped[#dropped + 1] = ids[j]
       -- A cancelled unique job never runs: its lock goes with it.
       release_lock(prefix_of(index), env, ids[j])
+      -- A limited job may be one a released slot moved back (the baton):
+      -- dropped, it passes the baton on to its key's next blocked job.
+      local f = flow_of(env)
+      if f and f.c and move_back(prefix_of(index), index, 'blocked:' .. f.c) then rang = true end
     else
       keep[#keep + 1] = env
     end
@@ -141,7 +229,7 @@ local function drop_cancelled(envs, index, metric, waiting, attempts)
     redis.call('INCRBY', metric, #dropped)
     redis.call('DECRBY', waiting, #dropped)
   end
-  return keep
+  return keep, rang
 end
 
 -- The node whose claim hash holds job `id`, and the claim's token (an
@@ -260,6 +348,9 @@ local function requeue_records(entries, prefix, index, archive_entries, now)
     if s2 then
       local channel, env = string.sub(rec, 1, s1 - 1), string.sub(rec, s2 + 1)
       local id = job_id(env)
+      -- The claim goes, and its concurrency slot with it (handed on to a
+      -- blocked job, which this requeued job then competes with).
+      if release_slot_of(prefix, index, rec, token) then rang = true end
       if id then redis.call('HSET', index, id, 'ready|' .. channel) end
       if redis.call('RPUSH', prefix .. 'channel:' .. channel, env) == 1 then rang = true end
       n = n + 1
@@ -273,3 +364,4 @@ local function requeue_records(entries, prefix, index, archive_entries, now)
   end
   return n, rang, moved
 end
+

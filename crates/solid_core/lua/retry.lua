@@ -9,6 +9,10 @@
 -- ARGV[1] token, ARGV[2] delay ms (due that long from now on Redis' clock), ARGV[3] `channel|envelope`, ARGV[4] job id, ARGV[5] channel
 local claim = take_claim(KEYS[1], ARGV[1], KEYS[6], 'retry', KEYS[4])
 if claim ~= 'taken' then return claim == 'done' and 1 or 0 end
+-- Concurrency limits (decision 39): a waiting retry holds no slot. The
+-- envelope the node re-encoded keeps its meta (order preserved), so its
+-- flow object names the key; released only when the claim was taken here.
+if release_slot_of(prefix_of(KEYS[5]), KEYS[5], ARGV[3], ARGV[1]) then redis.call('PUBLISH', KEYS[3], 'ready') end
 local due = redis_now_ms() + tonumber(ARGV[2])
 redis.call('ZADD', KEYS[2], due, ARGV[3])
 redis.call('HSET', KEYS[5], ARGV[4], 'retrying|' .. ARGV[5])

@@ -8,7 +8,8 @@
 //!   claimed job both backends hand out), [`backoff`], [`channel_order`],
 //!   [`prefetch`], [`interrupt`], [`deadline`] (bounded waits for shutdown),
 //!   [`notify`] (systemd's notification socket), [`schedule`] (when recurring
-//!   tasks tick), [`unique`] (unique jobs' lock names);
+//!   tasks tick), [`unique`] (unique jobs' lock names), [`flow`] (concurrency
+//!   limits' keys in the envelope meta);
 //! - [`recurring`]: when a recurring schedule ticks and what it enqueues;
 //! - [`redis`]: connections, keyspace, Lua scripts, the [`redis::store::Store`]
 //!   (one method per state transition), the doorbell;
@@ -29,6 +30,7 @@ pub mod engine;
 pub mod envelope;
 pub mod error;
 pub mod feed;
+pub mod flow;
 pub mod hub;
 pub mod interrupt;
 pub mod log;

@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 
 use crate::envelope::{validate_channel, validate_task_name, Envelope};
 use crate::error::{Error, Result};
+use crate::flow::{meta_into, FlowSpec};
 use crate::schedule::Schedule;
 
 /// A schedule's ticks from its configuration: `every` seconds, or a `cron`
@@ -91,6 +92,11 @@ pub struct RecurringSchedule {
     pub channel: String,
     pub max_failures: u32,
     pub missed: Missed,
+    /// The task's concurrency limit, its key computed once from the fixed
+    /// arguments (docs/flow-control.md), and the key's label; a tick over
+    /// its limit waits like any job.
+    pub flow: FlowSpec,
+    pub flow_label: Option<String>,
 }
 
 impl RecurringSchedule {
@@ -120,6 +126,7 @@ impl RecurringSchedule {
         let mut meta = Map::new();
         meta.insert("schedule".into(), Value::String(self.name.clone()));
         meta.insert("tick_ms".into(), Value::from(tick_ms));
+        meta_into(&mut meta, &self.flow, self.flow_label.as_deref())?;
         Envelope::build(&self.task, self.arguments.clone(), &self.channel, self.max_failures, now_ms, now_ms)?
             .with_meta(meta)
     }
@@ -184,6 +191,8 @@ mod tests {
             channel: "default".into(),
             max_failures: 3,
             missed: Missed::Latest,
+            flow: FlowSpec::default(),
+            flow_label: None,
         };
         s.validate().unwrap();
         let env = s.envelope(5_000, 5_001).unwrap();
@@ -192,6 +201,26 @@ mod tests {
         assert_eq!(meta["schedule"], "heartbeat");
         assert_eq!(meta["tick_ms"], 5_000);
         assert_ne!(s.envelope(5_000, 5_001).unwrap().id, s.envelope(5_000, 5_001).unwrap().id);
+    }
+
+    #[test]
+    fn a_limited_tasks_tick_carries_its_flow_after_schedule_and_tick() {
+        let (flow, flow_label) = crate::flow::concurrency("Ping", 1, &serde_json::json!("k"));
+        let s = RecurringSchedule {
+            name: "heartbeat".into(),
+            ticks: every(1).unwrap(),
+            task: "Ping".into(),
+            arguments: serde_json::json!([]),
+            channel: "default".into(),
+            max_failures: 3,
+            missed: Missed::Latest,
+            flow: flow.clone(),
+            flow_label,
+        };
+        let env = s.envelope(5_000, 5_001).unwrap();
+        let meta = env.meta.as_ref().unwrap();
+        assert_eq!(meta.keys().collect::<Vec<_>>(), ["schedule", "tick_ms", "flow_label", "flow"]);
+        assert_eq!(crate::flow::parse(env.meta.as_ref()), flow);
     }
 
     #[test]
@@ -213,6 +242,8 @@ mod tests {
             channel: "default".into(),
             max_failures: 3,
             missed: Missed::Latest,
+            flow: FlowSpec::default(),
+            flow_label: None,
         };
         let e = s.validate().unwrap_err().to_string();
         assert!(e.contains("at most 65536") && e.len() < 300, "{e}");

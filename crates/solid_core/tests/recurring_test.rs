@@ -30,6 +30,8 @@ fn schedule(name: &str, every: u64, missed: Missed) -> RecurringSchedule {
         channel: "default".into(),
         max_failures: 3,
         missed,
+        flow: Default::default(),
+        flow_label: None,
     }
 }
 
@@ -143,8 +145,8 @@ fn missed_ticks_follow_the_policy_and_an_unknown_schedule_starts_at_its_next_tic
     // tick here is its schedule's latest: the next is after now.)
     let latest = schedule("latest", 1, Missed::Latest);
     let skip = schedule("skip", 1, Missed::Skip);
-    assert_eq!(propose_before(&store, &mut c, &latest, late, now + 1000).0, TickOutcome::Skipped);
-    assert_eq!(propose_before(&store, &mut c, &skip, late - 1000, now + 1000).0, TickOutcome::Skipped);
+    assert_eq!(propose_before(&store, &mut c, &latest, late, now + 60_000).0, TickOutcome::Skipped);
+    assert_eq!(propose_before(&store, &mut c, &skip, late - 1000, now + 60_000).0, TickOutcome::Skipped);
     assert!(jobs_by_tick(&mut c).is_empty());
 
     // A missed tick that is not the latest by Redis' clock (its next tick
@@ -156,8 +158,8 @@ fn missed_ticks_follow_the_policy_and_an_unknown_schedule_starts_at_its_next_tic
 
     // With state (a schedule that ran before the downtime): :latest runs
     // the latest missed tick once, :skip does not.
-    assert_eq!(propose_before(&store, &mut c, &latest, late + 2000, now + 1000).0, TickOutcome::Enqueued);
-    assert_eq!(propose_before(&store, &mut c, &skip, late + 2000, now + 1000).0, TickOutcome::Skipped);
+    assert_eq!(propose_before(&store, &mut c, &latest, late + 2000, now + 60_000).0, TickOutcome::Enqueued);
+    assert_eq!(propose_before(&store, &mut c, &skip, late + 2000, now + 60_000).0, TickOutcome::Skipped);
     assert_eq!(jobs_by_tick(&mut c), HashMap::from([(late + 2000, 1)]));
     // Both run an on-time tick.
     assert_eq!(propose(&store, &mut c, &latest, now).0, TickOutcome::Enqueued);

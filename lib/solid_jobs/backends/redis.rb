@@ -12,7 +12,7 @@ module SolidJobs
       CAPABILITIES = {
         at_least_once: true, retries: true, scheduling: true, crash_recovery: true, deduplication: true,
         fencing: true, lease_extension: false, get: true, cancel: true, durability: true, unique: true,
-        recurring: true, pause: true
+        recurring: true, pause: true, concurrency_limits: true
       }.freeze
 
       attr_reader :client
@@ -59,10 +59,18 @@ module SolidJobs
       def push_envelopes(envelopes, due_ms) = @client.push_envelopes(envelopes, due_ms)
 
       # A unique task's jobs (docs/unique.md): [ids, duplicate indexes].
-      # `job`: {task:, channel:, max_failures:, due_ms:, mode:, for_ms:}.
+      # `job`: {task:, channel:, max_failures:, due_ms:, mode:, for_ms:, flow:}.
+      # `job[:flow]`: nil, or a concurrency limited task's [group, limit,
+      # [key material, ...]] (docs/flow-control.md).
       def push_unique(job, argument_lists, materials)
         @client.push_unique(job[:task], argument_lists, materials, job[:channel], job[:max_failures], job[:due_ms],
-                            [job[:mode], job[:for_ms], @archive_max_age_ms])
+                            [job[:mode], job[:for_ms], @archive_max_age_ms], job[:flow])
+      end
+
+      # A concurrency limited task's jobs, each with its meta.flow.
+      # `job`: {task:, channel:, max_failures:, due_ms:, flow:}.
+      def push_limited(job, argument_lists)
+        @client.push_limited(job[:task], argument_lists, job[:channel], job[:max_failures], job[:due_ms], job[:flow])
       end
 
       # {"id", "state", "channel", "envelope"} or nil. State: ready, planned,

@@ -16,7 +16,10 @@ module SolidJobs
         recurring: false,
         # No server command pauses a channel yet (docs/flow-control.md):
         # SolidJobs::Channels.pause raises NotSupported for its channels.
-        pause: false
+        pause: false,
+        # Concurrency limits (docs/flow-control.md): slots bound to leases
+        # would need a new engine state and its fencing interplay.
+        concurrency_limits: false
       }.freeze
       STATES = %w[scheduled ready reserved completed dead cancelled].freeze
       # Lease per reservation. Running tasks are extended every third of it,

@@ -36,7 +36,9 @@ module SolidJobs
         "solid_jobs_jobs_processed_total" => ["processed", "Jobs completed and acknowledged (Redis backend)."],
         "solid_jobs_jobs_failed_total" => ["failed", "Task failures recorded, unknown-task attempts included (Redis backend)."],
         "solid_jobs_jobs_retried_total" => ["retried", "Retries scheduled (Redis backend)."],
-        "solid_jobs_jobs_dead_total" => ["discarded", "Jobs given up: archived, dropped or quarantined (Redis backend)."]
+        "solid_jobs_jobs_dead_total" => ["discarded", "Jobs given up: archived, dropped or quarantined (Redis backend)."],
+        "solid_jobs_jobs_blocked_total" => ["blocked",
+                                            "Jobs a claim set aside over their concurrency limit (Redis backend)."]
       }.freeze
 
       HISTOGRAMS = {

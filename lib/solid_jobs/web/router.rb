@@ -21,6 +21,7 @@ module SolidJobs
         "/redis" => Pages::RedisHealth,
         "/telemetry" => Pages::Telemetry,
         "/recurring" => Pages::Recurring,
+        "/flow" => Pages::Flow,
         "/archive" => Pages::Archive
       }.freeze
 

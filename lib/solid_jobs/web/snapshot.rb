@@ -177,6 +177,11 @@ module SolidJobs
         end
       end
 
+      # Concurrency keys in use (Catalog#concurrency_keys).
+      def concurrency_keys
+        read(:concurrency_keys) { Catalog.new.concurrency_keys }
+      end
+
       # The recurring schedules (SolidJobs::Recurring.status): next run,
       # last tick, last job; state left by removed schedules too.
       def recurring

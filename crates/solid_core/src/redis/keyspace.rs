@@ -39,6 +39,29 @@ impl Keyspace {
         self.key("unique:*")
     }
 
+    /// SET of the claim tokens holding a slot of concurrency key `hex`
+    /// (docs/flow-control.md): SADDed by the claim that records the claim,
+    /// SREMed by the script that removes the claim record. At most the
+    /// limit; vanishes when empty.
+    pub fn slots(&self, hex: &str) -> String {
+        self.key(&format!("slots:{hex}"))
+    }
+
+    /// LIST of `route|envelope` records of jobs over concurrency key `hex`'s
+    /// limit, newest left; each released slot moves the oldest back.
+    pub fn blocked(&self, hex: &str) -> String {
+        self.key(&format!("blocked:{hex}"))
+    }
+
+    /// Patterns of every slot set and blocked list, for SCAN.
+    pub fn slots_pattern(&self) -> String {
+        self.key("slots:*")
+    }
+
+    pub fn blocked_pattern(&self) -> String {
+        self.key("blocked:*")
+    }
+
     /// LIST of ready envelopes. Producers LPUSH; claims RPOP (oldest first);
     /// requeue RPUSHes, so requeued work is the next to run.
     pub fn channel(&self, name: &str) -> String {
@@ -239,6 +262,10 @@ mod tests {
             k.observations_pattern(),
             k.flow("mailers"),
             k.paused(),
+            k.slots("ab"),
+            k.blocked("ab"),
+            k.slots_pattern(),
+            k.blocked_pattern(),
         ] {
             assert!(key.starts_with("solid_jobs:"), "{key}");
         }

@@ -69,7 +69,9 @@ impl Default for Scripts {
             forget: allowing_oom_with_prelude(include_str!("../../lua/forget.lua")),
             schedule: with_prelude(include_str!("../../lua/schedule.lua")),
             claim: allowing_oom_with_prelude(include_str!("../../lua/claim.lua")),
-            ack: allowing_oom(include_str!("../../lua/ack.lua")),
+            // With the prelude for the concurrency slot release (it only defines
+            // functions: no command for plain jobs).
+            ack: allowing_oom_with_prelude(include_str!("../../lua/ack.lua")),
             record_failure: allowing_oom(include_str!("../../lua/record_failure.lua")),
             retry: allowing_oom_with_prelude(include_str!("../../lua/retry.lua")),
             discard: allowing_oom_with_prelude(include_str!("../../lua/discard.lua")),

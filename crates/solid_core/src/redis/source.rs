@@ -653,7 +653,9 @@ impl<'a> Claimer<'a> {
         // empty. A later push rings the doorbell (lists ring on
         // empty -> non-empty), so wait for it instead of claiming
         // again just to find nothing.
-        let drained = batch.len() < want;
+        // A claim stopped by its blocked budget (`more`) did not find the
+        // lists empty: claim again at once.
+        let drained = batch.len() < want && !batch.more;
         for m in batch.malformed {
             log("WARN", &format!("quarantining undecodable entry from channel {}: {}", m.channel, m.reason));
             match self.conn.run(|c| s.store.quarantine(c, &s.cfg.node_id, m.token, &m.channel, &m.raw, &m.reason)) {

@@ -97,6 +97,10 @@ pub struct ClaimBatch {
     /// The flow strings (`flow:<name>`) of the visited channels that have
     /// one, from the claim's trailer: which of them are paused.
     pub flow: Vec<ChannelFlow>,
+    /// The claim stopped at its blocked budget (concurrency limits, from
+    /// the reply trailer): its lists may still hold claimable jobs, so a
+    /// short batch does not mean they were empty.
+    pub more: bool,
 }
 
 impl ClaimBatch {
@@ -300,8 +304,11 @@ impl Store {
                 [t, c, r] => (redis::from_redis_value(t)?, redis::from_redis_value(c)?, redis::from_redis_value(r)?),
                 _ => return Err(Error::Redis("claim script returned a partial record".into())),
             };
+            // The trailer (token 0, never a real token): the channels' flow
+            // strings, and `more` in its third field.
             if token == 0 {
                 batch.flow = ChannelFlow::parse_trailer(&channel);
+                batch.more = raw == "1";
                 continue;
             }
             match Envelope::decode(&raw) {

@@ -3,6 +3,7 @@
 pub mod convert;
 pub mod envelopes;
 pub mod errors;
+pub mod flow;
 pub mod node_state;
 pub mod nogvl;
 pub mod publisher_telemetry;

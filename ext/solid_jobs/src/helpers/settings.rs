@@ -82,7 +82,8 @@ pub struct RedisSourceSettings {
 /// One recurring schedule as `SolidJobs::Recurring.source_specs` builds it:
 /// `{name:, every: (seconds) | cron:, time_zone:, task:, arguments: (JSON
 /// text of an Array, checked JSON-native by Ruby), channel:, max_failures:,
-/// missed: "latest" | "skip"}`.
+/// missed: "latest" | "skip", concurrency: nil | [group, limit, key
+/// material as JSON text]}`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ScheduleSettings {
@@ -98,6 +99,8 @@ pub struct ScheduleSettings {
     channel: String,
     max_failures: u32,
     missed: String,
+    #[serde(default)]
+    concurrency: Option<(String, u64, String)>,
 }
 
 impl ScheduleSettings {
@@ -107,6 +110,14 @@ impl ScheduleSettings {
         let arguments = serde_json::from_str(&self.arguments)
             .map_err(|e| arg_error(format!("schedule {:?}: arguments are not JSON: {e}", self.name)))?;
         let missed = Missed::parse(&self.missed).map_err(named)?;
+        let (flow, flow_label) = match &self.concurrency {
+            Some((group, limit, material)) => {
+                let material = serde_json::from_str(material)
+                    .map_err(|e| arg_error(format!("schedule {:?}: concurrency key is not JSON: {e}", self.name)))?;
+                solid_core::flow::concurrency(group, *limit, &material)
+            }
+            None => Default::default(),
+        };
         let schedule = RecurringSchedule {
             name: self.name.clone(),
             ticks,
@@ -115,6 +126,8 @@ impl ScheduleSettings {
             channel: self.channel,
             max_failures: self.max_failures,
             missed,
+            flow,
+            flow_label,
         };
         schedule.validate().map_err(named)?;
         Ok(schedule)

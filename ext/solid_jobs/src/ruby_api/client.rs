@@ -18,6 +18,7 @@ use solid_core::telemetry::Telemetry;
 use crate::helpers::convert::to_json;
 use crate::helpers::envelopes::{build_envelope, by_channel, envelope_to_ruby, parse_envelopes};
 use crate::helpers::errors::{arg_error, to_ruby as err};
+use crate::helpers::flow::{with_flow, Flow};
 use crate::helpers::nogvl::without_gvl;
 use crate::helpers::publisher_telemetry::PublisherTelemetry;
 use crate::helpers::raw_command::raw_call;
@@ -107,8 +108,54 @@ impl Client {
         Ok(ids)
     }
 
+    /// push_limited(task, [arguments, ...], channel, max_failures, due_ms,
+    /// [group, limit, [key material, ...]]) -> [id, ...]: a concurrency
+    /// limited task's jobs (docs/flow-control.md), each with its
+    /// `meta.flow`. One write, as push_many.
+    #[allow(clippy::too_many_arguments)]
+    fn push_limited(
+        ruby: &Ruby,
+        rb_self: &Self,
+        task: String,
+        lists: RArray,
+        channel: String,
+        max_failures: u32,
+        due_ms: Option<u64>,
+        flow: RArray,
+    ) -> Result<Vec<String>, Error> {
+        let started = now_ms();
+        let flow = Flow::parse(flow, lists.len())?;
+        let mut ids = Vec::with_capacity(lists.len());
+        let mut raws = Vec::with_capacity(lists.len());
+        for (i, (args, material)) in lists.into_iter().zip(flow.materials.iter().copied()).enumerate() {
+            let path = if i == 0 { "arguments".to_owned() } else { format!("arguments of job {i}") };
+            let env = build_envelope(ruby, &task, args, &channel, max_failures, due_ms, &path)?;
+            let env =
+                with_flow(ruby, env, &flow.group, flow.limit, material, &format!("the concurrency key of job {i}"))?;
+            raws.push(env.encode());
+            ids.push(env.id);
+        }
+        if !raws.is_empty() {
+            rb_self.write(&channel, due_ms, raws)?;
+            rb_self.journal_publication(&task, &channel, &ids, started, due_ms);
+        }
+        Ok(ids)
+    }
+
+    /// with_flow(envelope Hash, group, limit, key material) -> envelope
+    /// Hash: the envelope with its `meta.flow` (re)applied in its fixed
+    /// place, after publication interceptors ran (an interceptor cannot
+    /// drop a limit).
+    fn with_flow(ruby: &Ruby, envelope: Value, group: String, limit: u64, material: Value) -> Result<Value, Error> {
+        let json = to_json(ruby, envelope, "envelope")?;
+        let env: Envelope =
+            serde_json::from_value(json).map_err(|e| arg_error(format!("the envelope has the wrong shape: {e}")))?;
+        envelope_to_ruby(&with_flow(ruby, env, &group, limit, material, "the concurrency key")?)
+    }
+
     /// push_unique(task, [arguments, ...], [key material, ...], channel,
-    /// max_failures, due_ms, [mode, lock_ttl_ms, archive_max_age_ms]) ->
+    /// max_failures, due_ms, [mode, lock_ttl_ms, archive_max_age_ms],
+    /// flow = nil) ->
     /// [[id, ...], [duplicate index, ...]]: a unique task's jobs
     /// (docs/unique.md), each written with its lock unless the lock names a
     /// live job, whose id then stands in its place. Every argument list and
@@ -124,8 +171,10 @@ impl Client {
         max_failures: u32,
         due_ms: Option<u64>,
         lock: (String, u64, u64),
+        flow: Option<RArray>,
     ) -> Result<(Vec<String>, Vec<usize>), Error> {
         let started = now_ms();
+        let flow = flow.map(|f| Flow::parse(f, lists.len())).transpose()?;
         let (mode, ttl_ms, archive_max_age_ms) = lock;
         let mode = solid_core::unique::Mode::parse(&mode).map_err(err)?;
         if lists.len() != materials.len() {
@@ -140,6 +189,13 @@ impl Client {
             let env = build_envelope(ruby, &task, args, &channel, max_failures, due_ms, &path)?
                 .with_meta(solid_core::unique::meta(&hex, mode))
                 .map_err(err)?;
+            // A limited unique task: the flow meta goes before the lock.
+            let env = match &flow {
+                Some(f) => {
+                    with_flow(ruby, env, &f.group, f.limit, f.materials[i], &format!("the concurrency key of job {i}"))?
+                }
+                None => env,
+            };
             jobs.push((hex, env));
         }
         if jobs.is_empty() {
@@ -424,7 +480,9 @@ pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
     class.define_method("url", method!(Client::url, 0))?;
     class.define_method("push", method!(Client::push, 5))?;
     class.define_method("push_many", method!(Client::push_many, 5))?;
-    class.define_method("push_unique", method!(Client::push_unique, 7))?;
+    class.define_method("push_unique", method!(Client::push_unique, 8))?;
+    class.define_method("push_limited", method!(Client::push_limited, 6))?;
+    class.define_singleton_method("with_flow", function!(Client::with_flow, 4))?;
     class.define_method("push_envelopes", method!(Client::push_envelopes, 2))?;
     class.define_method("hold_envelopes", method!(Client::hold_envelopes, 3))?;
     class.define_method("release_held", method!(Client::release_held, 1))?;

@@ -81,6 +81,18 @@ impl Keyspace {
     fn unique_pattern(&self) -> String {
         self.0.unique_pattern()
     }
+    fn slots(&self, hex: String) -> String {
+        self.0.slots(&hex)
+    }
+    fn blocked(&self, hex: String) -> String {
+        self.0.blocked(&hex)
+    }
+    fn slots_pattern(&self) -> String {
+        self.0.slots_pattern()
+    }
+    fn blocked_pattern(&self) -> String {
+        self.0.blocked_pattern()
+    }
     fn incarnation(&self) -> String {
         self.0.incarnation()
     }
@@ -154,6 +166,10 @@ pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
     class.define_method("completed", method!(Keyspace::completed, 0))?;
     class.define_method("unique", method!(Keyspace::unique, 1))?;
     class.define_method("unique_pattern", method!(Keyspace::unique_pattern, 0))?;
+    class.define_method("slots", method!(Keyspace::slots, 1))?;
+    class.define_method("blocked", method!(Keyspace::blocked, 1))?;
+    class.define_method("slots_pattern", method!(Keyspace::slots_pattern, 0))?;
+    class.define_method("blocked_pattern", method!(Keyspace::blocked_pattern, 0))?;
     class.define_method("incarnation", method!(Keyspace::incarnation, 0))?;
     class.define_method("metric", method!(Keyspace::metric, 1))?;
     class.define_method("doorbell", method!(Keyspace::doorbell, 0))?;
