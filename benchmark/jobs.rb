@@ -23,6 +23,8 @@
 #   BENCH_START_LOG   when each job started (StartLog, latency and soak)
 #   BENCH_ENGINE_URL  work on this SolidEngine server instead of Redis
 #   BENCH_RECURRING   run this many recurring schedules (idle.rb)
+#
+# The Solid-only tasks of benchmark/flow.rb (SolidFlow*) are at the end.
 
 require "set"
 require "sidekiq" unless defined?(SolidJobs::Task)
@@ -283,4 +285,30 @@ if defined?(SolidJobs::Task)
     end
   end
   Bench.define_twins("Solid", "include SolidJobs::Task; task_options channel: \"bench\"", "execute_task")
+  # benchmark/flow.rb: one no-op job, unlimited and under two concurrency
+  # limits. All three take (key, n) and are seeded with the same lists, so
+  # they differ in the limit alone. SolidJobs only: Sidekiq has no limit
+  # outside its paid editions, and SolidEngine refuses limited jobs.
+  class SolidFlowUnlimited
+    include SolidJobs::Task
+    task_options channel: "bench"
+    def execute_task(_key, n) = Bench::JobBodies.noop(n)
+  end
+
+  # Many keys, a few slots each: slots are taken and freed, jobs are
+  # (almost) never over the limit.
+  class SolidFlowSpread
+    include SolidJobs::Task
+    task_options channel: "bench", concurrency: {limit: 5, key: ->(key, _n) { key }}
+    def execute_task(_key, n) = Bench::JobBodies.noop(n)
+  end
+
+  # One key for the whole task, as many slots as the benchmark's workers:
+  # a claim that wants more than the free slots sets the rest aside, so
+  # nearly every job is blocked once and moved back by a release.
+  class SolidFlowHot
+    include SolidJobs::Task
+    task_options channel: "bench", concurrency: {limit: 8}
+    def execute_task(_key, n) = Bench::JobBodies.noop(n)
+  end
 end

@@ -43,8 +43,10 @@ module Bench
   # only non-zero counts, by kind ("failed", "lost", ...); `failure` says
   # why a run could not be measured at all; `exactly_once` counts the jobs
   # the ledger saw exactly once (stress only).
+  # `script_usec`: Redis' own time in scripts (EVALSHA usec) over the same
+  # window as `commands`; `counts`: the system's counters after the stop.
   RunResult = Struct.new(:jobs, :seconds, :worker_cpu_seconds, :server_cpu_seconds, :peak_pss_kb, :allocations,
-                         :commands, :exactly_once, :errors, :failure, keyword_init: true) do
+                         :commands, :script_usec, :counts, :exactly_once, :errors, :failure, keyword_init: true) do
     def measured? = failure.nil?
     def error_count = errors.values.sum + (measured? ? 0 : 1)
     def jobs_per_second = jobs / seconds
@@ -55,6 +57,8 @@ module Bench
     def peak_pss_mb = peak_pss_kb / 1024.0
     def allocations_per_job = allocations&.fdiv(jobs)
     def commands_per_job = commands.values.sum.fdiv(jobs)
+    def script_calls_per_job = commands.fetch("evalsha", 0).fdiv(jobs)
+    def script_usec_per_job = script_usec.fdiv(jobs)
   end
 
   # All repetitions of one case. Figures come from the median run (by
@@ -164,8 +168,13 @@ module Bench
   class DrainSuite
     attr_reader :work
 
-    def initialize(lab, clients:, scenarios:, concurrencies:, repetitions:, jobs:, timeout:, ledger:)
+    # `catalog`: the scenarios by name, `systems`: the system of a client
+    # name (benchmark/flow.rb brings its own of both).
+    def initialize(lab, clients:, scenarios:, concurrencies:, repetitions:, jobs:, timeout:, ledger:, catalog: SCENARIOS,
+                   systems: Bench.method(:system))
       @lab = lab
+      @catalog = catalog
+      @systems = systems
       @clients = clients
       @scenarios = scenarios
       @concurrencies = concurrencies
@@ -185,7 +194,7 @@ module Bench
         @scenarios.product(@concurrencies, @clients).each do |scenario, concurrency, client|
           print "#{"[#{repetition + 1}/#{@repetitions}] " if @repetitions > 1}#{scenario} c=#{concurrency} #{client}: "
           jobs = @jobs.fetch(scenario)
-          run = run_case(Bench.system(client), SCENARIOS.fetch(scenario), concurrency, jobs)
+          run = run_case(@systems.call(client), @catalog.fetch(scenario), concurrency, jobs)
           puts summary(run)
           warn "  #{run.failure.gsub("\n", "\n  ")}" unless run.measured?
           (cases[[scenario, concurrency, client]] ||= CaseResult.new(client: client, scenario: scenario, concurrency: concurrency,
@@ -205,14 +214,15 @@ module Bench
       raise Failure, "seeding left #{system.seeded} jobs waiting, expected #{jobs}" unless system.seeded == jobs
 
       system.own_commands.clear # only those after `before` are in the delta
-      before = CommandStats.snapshot(lab.redis)
+      before = lab.redis.info("commandstats")
       workers = system.start_workers(concurrency, env: worker_env(lab))
       system.release(workers, @timeout)
       metered = Drain.new(system, workers, jobs: jobs, timeout: @timeout).run
-      after = CommandStats.snapshot(lab.redis)
+      after = lab.redis.info("commandstats")
       # The INFO for `before` is itself counted here.
       own = system.own_commands.merge("info" => 1) { |_, a, b| a + b }
-      result.commands = CommandStats.delta(before, after, own)
+      result.commands = CommandStats.delta(CommandStats.calls(before), CommandStats.calls(after), own)
+      result.script_usec = CommandStats.usec(after, "evalsha") - CommandStats.usec(before, "evalsha")
       result.seconds, result.worker_cpu_seconds, result.server_cpu_seconds, result.peak_pss_kb = metered.to_a
       count_errors(result, system, workers, lab)
       result
@@ -251,7 +261,7 @@ module Bench
       stopped_badly = workers.stop
       allocations = WorkerStats.read(File.join(lab.dir, "stats"))
       result.allocations = allocations.values.sum if allocations.size == workers.size
-      counts = system.counts
+      counts = result.counts = system.final_counts
       errors = {"failed" => counts[:failed], "lost" => result.jobs - counts[:processed],
                 "extra completions" => counts[:processed] - result.jobs,
                 "unclean stops" => [stopped_badly, workers.size - allocations.size].max}
@@ -284,25 +294,33 @@ end
 module Bench
   # The base of comparison.rb and stress.rb: the settings both take, and
   # the DrainSuite run. A subclass gives DEFAULTS and SMOKE ({clients:,
-  # scenarios:, concurrencies:, jobs: {scenario => jobs}, timeout:}), LEDGER,
+  # scenarios:, concurrencies:, jobs: {scenario => jobs}, timeout:, and
+  # optionally repetitions:}), LEDGER,
   # and `report(cases)`.
   class DrainHarness < Harness
     def initialize(settings)
       super
       defaults = @smoke ? self.class::SMOKE : self.class::DEFAULTS
-      @clients = settings.choices("BENCH_CLIENTS", ClientNames, defaults.fetch(:clients))
-      @scenarios = settings.choices("BENCH_SCENARIOS", SCENARIOS.keys, defaults.fetch(:scenarios))
+      @clients = settings.choices("BENCH_CLIENTS", client_names, defaults.fetch(:clients))
+      @scenarios = settings.choices("BENCH_SCENARIOS", catalog.keys, defaults.fetch(:scenarios))
       @concurrencies = settings.integers("BENCH_CONCURRENCY", defaults.fetch(:concurrencies))
-      @repetitions = settings.integer("BENCH_REPETITIONS", 1)
+      @repetitions = settings.integer("BENCH_REPETITIONS", defaults.fetch(:repetitions, 1))
       @jobs = settings.per_kind("BENCH_JOBS", defaults.fetch(:jobs))
       @timeout = settings.integer("BENCH_CASE_TIMEOUT", defaults.fetch(:timeout))
     end
 
     private
 
+    # The scenarios and clients BENCH_SCENARIOS and BENCH_CLIENTS choose
+    # from, and the system of a client name.
+    def catalog = SCENARIOS
+    def client_names = ClientNames
+    def system_of(name) = Bench.system(name)
+
     def measure
       @suite = DrainSuite.new(@lab, clients: @clients, scenarios: @scenarios, concurrencies: @concurrencies,
-                                    repetitions: @repetitions, jobs: @jobs, timeout: @timeout, ledger: self.class::LEDGER)
+                                    repetitions: @repetitions, jobs: @jobs, timeout: @timeout, ledger: self.class::LEDGER,
+                                    catalog: catalog, systems: method(:system_of))
       cases = @suite.run
       report(cases)
       cases.all?(&:ok?)

@@ -38,6 +38,9 @@ module Bench
     def smoke? = @env["BENCH_SMOKE"] == "1"
     def keep? = @env["BENCH_KEEP"] == "1"
     def output_dir = @env["BENCH_OUTPUT_DIR"] || (smoke? ? nil : RESULTS_DIR)
+    # BENCH_NOTE: a line for a results file (what else was running on the
+    # host), for the harnesses that print one; nil when unset or blank.
+    def note = @env["BENCH_NOTE"].to_s.strip.then { |text| text.empty? ? nil : text }
 
     def integer(name, default) = positive(name, default, "integer") { |text| Integer(text, exception: false) }
     def number(name, default) = positive(name, default, "number") { |text| Float(text, exception: false) }

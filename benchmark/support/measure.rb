@@ -109,7 +109,14 @@ module Bench
   module CommandStats
     module_function
 
-    def snapshot(redis) = redis.info("commandstats").transform_values { |stats| Integer(stats.fetch("calls")) }
+    def snapshot(redis) = calls(redis.info("commandstats"))
+
+    # {command => calls} of one INFO commandstats reply.
+    def calls(info) = info.transform_values { |stats| Integer(stats.fetch("calls")) }
+
+    # Microseconds Redis spent in `command`, by the same reply: for EVALSHA
+    # the whole script's run, the commands it called included.
+    def usec(info, command) = Integer(info.dig(command, "usec") || 0)
 
     # Calls between two snapshots, less those the benchmark made itself.
     def delta(before, after, own)

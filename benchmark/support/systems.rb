@@ -47,6 +47,7 @@ module Bench
     def job(twin) = Object.const_get("#{family == :sidekiq ? "Sidekiq" : "Solid"}#{twin}")
     def seed(job, lists) = lists.each_slice(SEED_BATCH) { |slice| enqueue_many(job, slice) }
     def release(_workers, _timeout) = nil
+    def final_counts = counts
     def own_commands = @own
     def uses_redis? = true
     def finish = nil
@@ -197,6 +198,10 @@ module Bench
       {processed: @lab.redis.get("solid_jobs:metric:processed").to_i, failed: @lab.redis.get("solid_jobs:metric:failed").to_i}
     end
 
+    # `blocked`: jobs the claims set aside over a concurrency limit
+    # (benchmark/flow.rb); read once, after the run, never while it polls.
+    def final_counts = counts.merge(blocked: @lab.redis.get("solid_jobs:metric:blocked").to_i)
+
     # used_memory: what Redis allocated for data, not its RSS, so the
     # allocator keeping freed pages neither hides nor fakes a trend.
     def memory_label = "Redis used MB"
@@ -229,6 +234,8 @@ module Bench
     # each answer then comes from one consistent snapshot.
     def waiting = stats.values_at("ready", "scheduled").sum
     def drained? = stats.values_at("ready", "scheduled", "reserved").sum.zero?
+
+    def final_counts = counts
 
     def counts
       stats = stats()
