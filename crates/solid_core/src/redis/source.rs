@@ -129,6 +129,11 @@ struct Shared {
     /// backlog does not wake an idle node every heartbeat; the claim that
     /// follows a resume (its doorbell ring wakes the fetcher) clears them.
     paused: Mutex<Vec<String>>,
+    /// The priority level lists (routes `name:p`) the last claim's trailer
+    /// said are in use in the served channels: the heartbeat's "any work?"
+    /// check reads them too, so an idle node wakes for a prioritized job
+    /// whose doorbell ring it missed (decision 24), as for a plain one.
+    levels: Mutex<Vec<String>>,
 }
 
 impl Shared {
@@ -152,8 +157,15 @@ impl Shared {
     /// the namespace.
     fn heartbeat(&self, c: &mut Connection, take_requests: usize) -> Result<(Heartbeat, bool)> {
         let paused = self.paused.lock().clone();
-        let names: Vec<&str> =
-            self.cfg.channels.iter().map(|(n, _)| n.as_str()).filter(|n| !paused.iter().any(|p| p == n)).collect();
+        let levels = self.levels.lock().clone();
+        let names: Vec<&str> = self
+            .cfg
+            .channels
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .chain(levels.iter().map(String::as_str))
+            .filter(|n| !paused.iter().any(|p| p == crate::priority::split_route(n).map_or(*n, |(c, _)| c)))
+            .collect();
         let ttl_ms = self.cfg.node_ttl.as_millis() as u64;
         let held = self.holdings.snapshot();
         let heartbeat = self.store.heartbeat_holding(
@@ -268,6 +280,7 @@ impl RedisSource {
             holdings: Holdings::default(),
             keyspace_seen: Mutex::new((None, 0)),
             paused: Mutex::new(Vec::new()),
+            levels: Mutex::new(Vec::new()),
         });
         shared.pool.with(|c| shared.heartbeat(c, 0))?;
 
@@ -754,6 +767,7 @@ impl Fetch for Claimer<'_> {
                 // Every claim reads every channel's flow string: what it
                 // says replaces what the node knew.
                 *s.paused.lock() = batch.flow.iter().filter(|f| f.paused()).map(|f| f.channel.clone()).collect();
+                *s.levels.lock() = batch.flow.iter().flat_map(|f| f.level_routes()).collect();
                 self.deliver(fetcher, batch, want, seen)
             }
             Err(e) => {

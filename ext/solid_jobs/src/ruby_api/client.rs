@@ -313,6 +313,9 @@ impl Client {
         Ok(solid_core::ClaimedJob {
             token,
             channel: channel.to_owned(),
+            // An adapter claim names its channel; the level comes with the
+            // envelope, so a retry goes back to the job's own list.
+            priority: solid_core::priority::of(envelope.meta.as_ref()),
             raw: raw.to_owned(),
             envelope,
             claimed_ms: now_ms(),
