@@ -99,6 +99,13 @@ const CONTROL_TAKE: usize = 16;
 /// Most due jobs promoted per script call; a larger backlog is promoted in
 /// consecutive calls without waiting.
 const PROMOTE_LIMIT: usize = 500;
+/// How long after the next due time the promoter wakes (decision 41). Two
+/// jobs scheduled for the same instant get due times up to about 2 ms
+/// apart (each producer call turns the instant into a delay on its clock,
+/// and the script adds it to Redis' clock, both in whole milliseconds);
+/// waking this much later promotes both in one call, into their priority
+/// lists, so the claim that follows takes the higher priority first.
+const PROMOTE_COALESCE: Duration = Duration::from_millis(5);
 /// Tries of the shutdown requeue on a broken connection, waiting
 /// `REQUEUE_BACKOFF` times the try number between them.
 const REQUEUE_RETRIES: u64 = 5;
@@ -971,7 +978,7 @@ impl<'a> HeartbeatThread<'a> {
                         // changes nothing. From the time after the call (not
                         // `now`, before it): waking a round trip early finds
                         // nothing due yet.
-                        Some(delay) => Instant::now() + delay,
+                        Some(delay) => Instant::now() + delay + PROMOTE_COALESCE,
                         None => now + IDLE_WAIT,
                     }
                 };
