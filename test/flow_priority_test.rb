@@ -46,6 +46,9 @@ class FlowPriorityTest < SolidJobsTest
     levels = (0..9).reject { |p| p == 5 }.select { |p| redis.exists?(key("channel:default:#{p}")) }
     assert_equal jobs.map(&:first).uniq.sort - [5], levels
     assert_equal ["default"], redis.smembers(key("channels")), "the channel set names channels, never routes"
+    report = SolidJobs::IntegrityCheck.run
+    assert_empty report.unknown_channels, "a level list belongs to its channel"
+    assert_empty report.unserved_channels
 
     start_worker("default")
     eventually("all 300 ran", timeout: 40) { ledger_lines.size == 300 }
@@ -93,6 +96,8 @@ class FlowPriorityTest < SolidJobsTest
     assert_equal [id, "b", {"priority" => 2}], envelope.values_at("id", "channel", "meta")
     assert_equal "ready|b:2", redis.hget(key("jobs"), id)
     assert_equal "ready", SolidJobs.routing.backend_for("b").get_job(id)["state"]
+    captured = SolidJobs.testing!(:capture) { LedgerTask.set(priority: 3).enqueue(ledger_path, "t") && LedgerTask.captured }
+    assert_equal [{"priority" => 3}], captured.map { |e| e["meta"] }, "testing mode records the priority"
   end
 
   class UrgentTask
