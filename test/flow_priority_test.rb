@@ -61,7 +61,7 @@ class FlowPriorityTest < SolidJobsTest
       expected = jobs.select { |p, _| p == level[0][0] }
       assert_equal expected, level, "FIFO within level #{level[0][0]}"
     end
-    (0..9).each { |p| assert_equal 0, redis.llen(key(p == 5 ? "channel:default" : "channel:default:#{p}")) }
+    10.times { |p| assert_equal 0, redis.llen(key(p == 5 ? "channel:default" : "channel:default:#{p}")) }
   end
 
   # Rails' own case (the Active Job suite showed it 3 times out of 8):
@@ -137,7 +137,8 @@ class FlowPriorityTest < SolidJobsTest
       c.backends = {engine: {adapter: :solid_engine, url: "unix:///tmp/never-#{@namespace}.sock"}}
       c.channel_backends = {"fast" => :engine}
     end
-    error = assert_raises(SolidJobs::Backends::NotSupported) { LedgerTask.set(priority: 3, channel: "fast").enqueue(ledger_path, "x") }
+    fast = LedgerTask.set(priority: 3, channel: "fast")
+    error = assert_raises(SolidJobs::Backends::NotSupported) { fast.enqueue(ledger_path, "x") }
     assert_match(/priority 3, which the :engine backend cannot honor/, error.message)
     refute SolidJobs::Backends::SolidEngine::CAPABILITIES[:priority]
     assert SolidJobs::Backends::Redis::CAPABILITIES[:priority]

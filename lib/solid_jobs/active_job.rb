@@ -51,7 +51,7 @@ module SolidJobs
     #   SolidJobs::ActiveJob.enqueue_all(users.map { |u| WelcomeMailJob.new(u.id) })
     def enqueue_all(jobs)
       jobs = jobs.to_a
-      jobs.group_by { |job| [job.queue_name.to_s, job.scheduled_at && (job.scheduled_at.to_f * 1000).round, priority_for(job.priority)] }
+      jobs.group_by { |job| [job.queue_name.to_s, job.scheduled_at && (job.scheduled_at.to_f * 1000).round, priority_for(job)] }
           .sum do |(queue, due_ms, priority), group|
             ids = Publisher.publish(ActiveJobWrapper, group.map { |job| [job.serialize] },
                                     channel: channel_for(queue), due_ms: due_ms, priority: priority)
@@ -66,9 +66,10 @@ module SolidJobs
     # their own, large ones share the extremes (docs/flow-control.md).
     PRIORITY_TABLE = [[-100, 0], [-50, 1], [-20, 2], [-10, 3], [-1, 4], [0, 5], [9, 6], [19, 7], [49, 8]].freeze
 
-    # The SolidJobs priority of an Active Job priority:
+    # The SolidJobs priority of an Active Job job (or of its priority):
     # `config.active_job_priority` when set, else PRIORITY_TABLE.
-    def priority_for(priority)
+    def priority_for(job_or_priority)
+      priority = job_or_priority.is_a?(::ActiveJob::Base) ? job_or_priority.priority : job_or_priority
       mapping = SolidJobs.config.active_job_priority
       level = mapping ? mapping.call(priority) : table_priority(priority)
       return level if level.is_a?(Integer) && level.between?(0, 9)
@@ -100,7 +101,7 @@ module SolidJobs
     # Writes one job now (`due_ms` nil) or for later.
     def publish(job, due_ms)
       id = Publisher.publish(ActiveJobWrapper, [[job.serialize]], channel: channel_for(job.queue_name), due_ms: due_ms,
-                                                                  priority: priority_for(job.priority)).first
+                                                                  priority: priority_for(job)).first
       job.provider_job_id = id
     end
   end

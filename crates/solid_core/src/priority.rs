@@ -125,7 +125,10 @@ mod tests {
         let limited = plain.with_meta(meta).unwrap();
         let urgent = with_priority(limited, 2).unwrap();
         let raw = urgent.encode();
-        assert!(raw.ends_with(r#""meta":{"priority":2,"flow":{"c":"ab","cl":2},"unique":{"lock":"cd","while":"queued"}}}"#), "{raw}");
+        assert!(
+            raw.ends_with(r#""meta":{"priority":2,"flow":{"c":"ab","cl":2},"unique":{"lock":"cd","while":"queued"}}}"#),
+            "{raw}"
+        );
         assert_eq!(of(urgent.meta.as_ref()), 2);
         assert_eq!(route_of(&urgent), "mailers:2");
         let back = with_priority(urgent, 5).unwrap();
