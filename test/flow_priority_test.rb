@@ -87,6 +87,10 @@ class FlowPriorityTest < SolidJobsTest
     end
     assert_match(/priority must be an Integer from 0/, error.message)
     assert_raises(SolidJobs::ConfigurationError) { Class.new { include SolidJobs::Task }.task_options(priority: "1") }
+    error = assert_raises(SolidJobs::ConfigurationError) do
+      Class.new { include SolidJobs::Task }.task_options(priority: 2, recurring: {every: 60})
+    end
+    assert_match(/priority and recurring cannot be combined yet/, error.message)
     assert_raises(ArgumentError) { LedgerTask.set(priority: -1) }
     assert_raises(ArgumentError) { LedgerTask.set(channel: "no spaces") }
     configured = LedgerTask.set(priority: 2, channel: "b")
