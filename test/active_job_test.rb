@@ -84,6 +84,46 @@ class ActiveJobTest < SolidJobsTest
     assert_in_delta at.to_i * 1000, scores.max, 2
   end
 
+  # Active Job's priority (lower runs first) maps monotonically onto
+  # SolidJobs' 0..9 (docs/flow-control.md, "Priorities"); nil and 0 are 5.
+  def test_priority_maps_onto_levels_in_order
+    table = {nil => 5, -1000 => 0, -100 => 0, -99 => 1, -50 => 1, -20 => 2, -10 => 3, -1 => 4, 0 => 5,
+             1 => 6, 9 => 6, 10 => 7, 19 => 7, 20 => 8, 49 => 8, 50 => 9, 10_000 => 9}
+    table.each { |p, level| assert_equal level, SolidJobs::ActiveJob.priority_for(p), p.inspect }
+    LedgerJob.set(priority: 10).perform_later("/tmp/ledger", "p10")
+    LedgerJob.perform_later("/tmp/ledger", "plain")
+    assert_equal ["p10"], envelopes("default:7").map { |e| e["arguments"][0]["arguments"][1] }
+    assert_equal({"priority" => 7}, envelopes("default:7")[0]["meta"])
+    assert_equal ["plain"], envelopes.map { |e| e["arguments"][0]["arguments"][1] }
+
+    SolidJobs.config.active_job_priority = ->(p) { p.nil? ? 5 : 9 - p }
+    LedgerJob.set(priority: 9).perform_later("/tmp/ledger", "mapped")
+    assert_equal 1, envelopes("default:0").size
+    SolidJobs.config.active_job_priority = ->(_) { 12 }
+    assert_raises(SolidJobs::ConfigurationError) { LedgerJob.set(priority: 1).perform_later("/tmp/ledger", "x") }
+  ensure
+    SolidJobs.config.active_job_priority = nil
+  end
+
+  # Rails' own adapter test (priority 20 and 10 due at the same
+  # `wait_until`) ran them in the wrong order 3 times out of 8: here 8
+  # rounds on a real worker with one thread (the ledger is in completion
+  # order, so one thread makes it the start order), each pair due together.
+  def test_jobs_due_together_run_by_priority
+    worker, log = spawn_worker("--concurrency", "1", "--thread-concurrency", "1")
+    path = ledger_path
+    8.times do |round|
+      at = Time.now + 0.5
+      LedgerJob.set(wait_until: at, priority: 20).perform_later(path, "p20-#{round}")
+      LedgerJob.set(wait_until: at, priority: 10).perform_later(path, "p10-#{round}")
+      eventually("round #{round} ran") { ledger_lines.size == 2 * (round + 1) }
+    end
+    expected = Array.new(8) { |r| ["p10-#{r}", "p20-#{r}"] }.flatten
+    assert_equal expected, ledger_lines.map { |l| l.split.first }
+  ensure
+    stop(worker, log) if worker
+  end
+
   def test_enqueue_all_writes_each_group_at_once_and_sets_provider_ids
     jobs = [LedgerJob.new("/tmp/ledger", "a"), LedgerJob.new("/tmp/ledger", "b"), MailerLedgerJob.new("/tmp/ledger", "c"),
             LedgerJob.new("/tmp/ledger", "d").tap { |j| j.scheduled_at = Time.now.to_f + 600 }]

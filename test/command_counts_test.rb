@@ -70,7 +70,15 @@ class CommandCountsTest < SolidJobsTest
     # list's head) and PUBLISH ready (the list was empty). The ring wakes the
     # fetcher: a claim as in limited_turn, and its ack (SREM, RPOP nil).
     # No round trip beyond two worker turns.
-    limited_blocked_turn: {commands: 4, lua: 45, round_trips: 4}
+    limited_blocked_turn: {commands: 4, lua: 45, round_trips: 4},
+    # Priorities (docs/flow-control.md). enqueue.lua for the route `name:2`:
+    # HSETNX LPUSH SADD, SETRANGE (level 2 in use in flow:<name>), PUBLISH.
+    priority_enqueue: {commands: 1, lua: 5, round_trips: 1},
+    # worker_turn plus one RPOP in the claim: the level list is popped
+    # (the job), popped again (empty), then the base list (empty); the MGET
+    # that reads the flow string (pause, levels in use) is the one every
+    # claim makes. One RPOP per level in use per claim call, not per job.
+    priority_turn: {commands: 2, lua: 16, round_trips: 2}
   }.freeze
   # Seconds without traffic that end an operation: far above any scheduling
   # delay of a runnable thread on a loaded host, so nothing late is missed.

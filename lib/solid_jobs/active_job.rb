@@ -51,13 +51,42 @@ module SolidJobs
     #   SolidJobs::ActiveJob.enqueue_all(users.map { |u| WelcomeMailJob.new(u.id) })
     def enqueue_all(jobs)
       jobs = jobs.to_a
-      jobs.group_by { |job| [job.queue_name.to_s, job.scheduled_at && (job.scheduled_at.to_f * 1000).round] }
-          .sum do |(queue, due_ms), group|
+      jobs.group_by { |job| [job.queue_name.to_s, job.scheduled_at && (job.scheduled_at.to_f * 1000).round, priority_for(job)] }
+          .sum do |(queue, due_ms, priority), group|
             ids = Publisher.publish(ActiveJobWrapper, group.map { |job| [job.serialize] },
-                                    channel: channel_for(queue), due_ms: due_ms)
+                                    channel: channel_for(queue), due_ms: due_ms, priority: priority)
             group.zip(ids).each { |job, id| job.provider_job_id = id }
             ids.compact.size
           end
+    end
+
+    # Active Job priority (lower runs first, any Integer, nil for none) onto
+    # SolidJobs' 0..9, monotone so the common values keep their order: 0 and
+    # nil are 5, the default; small negatives and positives get a level of
+    # their own, large ones share the extremes (docs/flow-control.md).
+    PRIORITY_TABLE = [[-100, 0], [-50, 1], [-20, 2], [-10, 3], [-1, 4], [0, 5], [9, 6], [19, 7], [49, 8]].freeze
+
+    # The SolidJobs priority of an Active Job job (or of its priority):
+    # `config.active_job_priority` when set, else PRIORITY_TABLE.
+    def priority_for(job_or_priority)
+      priority = job_or_priority.is_a?(::ActiveJob::Base) ? job_or_priority.priority : job_or_priority
+      mapping = SolidJobs.config.active_job_priority
+      level = mapping ? mapping.call(priority) : table_priority(priority)
+      return level if level.is_a?(Integer) && level.between?(0, 9)
+
+      raise ConfigurationError, "config.active_job_priority returned #{level.inspect} for #{priority.inspect}; " \
+                                "it must return an Integer from 0 to 9"
+    end
+
+    def table_priority(priority)
+      return Publisher::DEFAULT_PRIORITY if priority.nil?
+
+      unless priority.is_a?(Integer)
+        raise ArgumentError, "Active Job priority #{priority.inspect} is not an Integer (SolidJobs maps Integers onto 0..9)"
+      end
+
+      PRIORITY_TABLE.each { |upto, level| return level if priority <= upto }
+      9
     end
 
     # Active Job's queue name is the SolidJobs channel, unchanged.
@@ -71,7 +100,8 @@ module SolidJobs
 
     # Writes one job now (`due_ms` nil) or for later.
     def publish(job, due_ms)
-      id = Publisher.publish(ActiveJobWrapper, [[job.serialize]], channel: channel_for(job.queue_name), due_ms: due_ms).first
+      id = Publisher.publish(ActiveJobWrapper, [[job.serialize]], channel: channel_for(job.queue_name), due_ms: due_ms,
+                                                                  priority: priority_for(job)).first
       job.provider_job_id = id
     end
   end
@@ -83,7 +113,8 @@ module ActiveJob
     # SolidJobs envelope for SolidJobs::ActiveJobWrapper on the channel named
     # by its queue (`queue_as`); `set(wait:)` and `set(wait_until:)` become
     # scheduled SolidJobs jobs. Only SolidJobs envelopes and keys are written.
-    # Priority is ignored: order channels with weights or `channel_order`.
+    # `priority` maps onto SolidJobs' 0..9 (SolidJobs::ActiveJob.priority_for):
+    # within a channel, lower runs first, as Active Job documents.
     class SolidJobsAdapter
       def enqueue(job)
         SolidJobs::ActiveJob.publish(job, nil)

@@ -10,7 +10,7 @@ module SolidJobs
   class Configuration
     CHANNEL_ORDERS = %i[weighted priority shuffle].freeze
     EXECUTION_MODES = %i[ractor thread].freeze
-    TASK_OPTION_KEYS = %i[channel max_failures retry_within execution unique recurring concurrency].freeze
+    TASK_OPTION_KEYS = %i[channel max_failures retry_within execution unique recurring concurrency priority].freeze
     # `concurrency: {limit:, key:, group:}` (docs/flow-control.md).
     CONCURRENCY_KEYS = %i[limit key group].freeze
     CONCURRENCY_MAX = 10_000
@@ -113,7 +113,10 @@ module SolidJobs
       recurring: {}.freeze,
       # Whether this node runs the recurring scheduler (opt-out per node:
       # --no-scheduler). Any number of nodes may; one suffices.
-      scheduler: true
+      scheduler: true,
+      # Maps an Active Job priority onto 0..9 (nil: the built-in monotone
+      # table, SolidJobs::ActiveJob::PRIORITY_TABLE; docs/flow-control.md).
+      active_job_priority: nil
     }.freeze
     LOG_LEVELS = Log::LEVELS.keys.freeze
 
@@ -324,6 +327,13 @@ module SolidJobs
       @instrumenter = Instrumentation.check!(value)
     end
 
+    # A Proc taking Active Job's priority (an Integer or nil) and returning
+    # 0..9; called in the producer at each enqueue.
+    def active_job_priority=(value)
+      invalid!(:active_job_priority, value, "a Proc (or nil)") unless value.nil? || value.is_a?(Proc)
+      @active_job_priority = value
+    end
+
     def observation_interval=(value)
       positive_number!(:observation_interval, value)
       @observation_interval = value
@@ -458,6 +468,7 @@ module SolidJobs
                                   "enqueued without a unique lock (docs/unique.md)"
       end
       options = options.merge(concurrency: concurrency_option(options[:concurrency])) if options.key?(:concurrency)
+      check_priority_option(options)
       options.to_h do |k, v|
         [k, case k
             when :channel then own(v)
@@ -465,6 +476,24 @@ module SolidJobs
             else v
             end]
       end
+    end
+
+    # `priority:` 0 (first) .. 9 (last), 5 the default (docs/flow-control.md,
+    # "Priorities").
+    def self.check_priority_option(options)
+      return unless options.key?(:priority)
+
+      priority = options[:priority]
+      unless priority.is_a?(Integer) && priority.between?(0, 9)
+        raise ConfigurationError, "task option priority must be an Integer from 0 (runs first) to 9 (runs last), " \
+                                  "5 by default (got #{priority.inspect})"
+      end
+      return unless options[:recurring] && priority != 5
+
+      # recurring.lua enqueues the tick to the channel's base list: refused
+      # rather than silently run at priority 5.
+      raise ConfigurationError, "task options priority and recurring cannot be combined yet: recurring ticks are " \
+                                "enqueued at the default priority (docs/flow-control.md)"
     end
 
     # `unique:` checked and normalised to a frozen, shareable

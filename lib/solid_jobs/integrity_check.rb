@@ -64,13 +64,17 @@ module SolidJobs
         dead_node_claims: (nodes - live).map { |node| {node_id: node, claims: claims.fetch(node, 0)} },
         unheld_claims: live.flat_map { |node| unheld_claims(client, keys, node) },
         undecodable: undecodable(client, keys, ready.keys, claimants, sample),
-        unknown_channels: (lists - registry).sort,
-        unserved_channels: ready.select { |c, n| n.positive? && !configured.include?(c) }.keys,
+        unknown_channels: lists.reject { |l| registry.include?(channel_of(l)) }.sort,
+        unserved_channels: ready.select { |c, n| n.positive? && !configured.include?(channel_of(c)) }.keys,
         expired_publications: expired_publications(client, keys),
         stale_locks: stale_locks(client, keys, sample),
         orphaned_slots: orphaned_slots(client, keys, slots, claimants)
       )
     end
+
+    # The channel of a list's route: `mailers:3` (priority 3's list,
+    # docs/flow-control.md "Priorities") belongs to `mailers`.
+    def channel_of(route) = route.sub(/:\d\z/, "")
 
     # Slot tokens (read before the claims) in no claim hash, and still in
     # their set afterwards: [{key:, token:}]. A slot exists exactly while

@@ -50,17 +50,22 @@ module SolidJobs
 
     # Returns the ids of the written jobs (nil where an interceptor skipped one).
     # `channel` replaces the task's own (Active Job's queue_name, the warm
-    # pool's target task), `max_failures` likewise.
-    def publish(task_class, argument_lists, due_ms: nil, channel: nil, max_failures: nil)
+    # pool's target task), `max_failures` and `priority` likewise.
+    def publish(task_class, argument_lists, due_ms: nil, channel: nil, max_failures: nil, priority: nil)
       task = Reflection.name(task_class) or raise ArgumentError, "an anonymous class cannot be a task: give it a constant name"
       options = task_class.solid_jobs_options
       channel ||= options.fetch(:channel)
       max_failures ||= options.fetch(:max_failures)
-      return Testing.publish(task_class, argument_lists, channel, max_failures, due_ms) if Testing.active?
+      priority = options.fetch(:priority, DEFAULT_PRIORITY) if priority.nil?
+      return Testing.publish(task_class, argument_lists, route(channel, priority), max_failures, due_ms) if Testing.active?
 
       routing = SolidJobs.routing
       backend = routing.backend_for(channel)
       check_supported(backend, task, options)
+      refuse_priority(backend, task, priority) unless priority == DEFAULT_PRIORITY
+      # The native client writes to the route: the channel, or `name:p`
+      # (that level's list) for another priority; routing went by channel.
+      channel = route(channel, priority)
       flow = options[:concurrency] && limited(backend, task_class, task, options[:concurrency], argument_lists)
       if (unique = options[:unique])
         job = {task: task, channel: channel, max_failures: max_failures, due_ms: due_ms, mode: unique[:while].to_s,
@@ -88,6 +93,7 @@ module SolidJobs
       kept = with_flow(kept, flow) if flow && !chain.empty?
       kept.compact.group_by { |e| routing.backend_for(e["channel"]) }.each do |b, list|
         refuse_limited(b, task) if flow
+        refuse_priority(b, task, priority) unless priority == DEFAULT_PRIORITY
         observed ? publish_observed(b, list, due_ms, instrumenter) : b.push_envelopes(list, due_ms)
       end
       kept.map { |envelope| envelope && envelope["id"] }
@@ -110,6 +116,25 @@ module SolidJobs
         end
       end
       [concurrency[:group] || task, concurrency[:limit], materials]
+    end
+
+    DEFAULT_PRIORITY = 5
+
+    # Priorities 0..9 (docs/flow-control.md, "Priorities"): 0 runs first,
+    # 9 last. Checked here too: `Task.set` and Active Job pass one per call.
+    def route(channel, priority)
+      unless priority.is_a?(Integer) && priority.between?(0, 9)
+        raise ArgumentError, "priority must be an Integer from 0 (runs first) to 9 (runs last), got #{priority.inspect}"
+      end
+
+      priority == DEFAULT_PRIORITY ? channel : "#{channel}:#{priority}"
+    end
+
+    def refuse_priority(backend, task, priority)
+      return if backend.supports?(:priority)
+
+      raise Backends::NotSupported, "#{task} was enqueued with priority #{priority}, which the #{backend.name.inspect} " \
+                                    "backend cannot honor; route the channel to Redis (docs/flow-control.md)"
     end
 
     def refuse_limited(backend, task)

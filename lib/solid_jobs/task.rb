@@ -106,6 +106,77 @@ module SolidJobs
                                 "use frozen constants instead"
     end
 
+    # A task with options for the jobs enqueued through it (Task.set):
+    # the same enqueue methods as the task, frozen, holding no state of its
+    # own beyond the options.
+    class Configured
+      attr_reader :task_class, :priority, :channel
+
+      def initialize(task_class, priority: nil, channel: nil)
+        unless priority.nil? || (priority.is_a?(Integer) && priority.between?(0, 9))
+          raise ArgumentError, "priority must be an Integer from 0 (runs first) to 9 (runs last), got #{priority.inspect}"
+        end
+        unless channel.nil? || channel.to_s.match?(Configuration::CHANNEL_NAME)
+          raise ArgumentError, "#{channel.inspect} is not a valid channel name"
+        end
+
+        @task_class = task_class
+        @priority = priority
+        @channel = channel&.to_s&.dup&.freeze
+        freeze
+      end
+
+      def enqueue(*arguments)
+        Task.check_arguments(task_class, [arguments])
+        publish([arguments]).first
+      end
+
+      def enqueue_after(seconds, *arguments)
+        unless seconds.is_a?(Numeric) && seconds.finite? && seconds >= 0
+          raise ArgumentError, "enqueue_after needs a delay in seconds >= 0 (got #{seconds.inspect})"
+        end
+
+        Task.check_arguments(task_class, [arguments])
+        publish([arguments], due_ms: Clock.now_ms + (seconds * 1000).round).first
+      end
+
+      def schedule_at(time, *arguments)
+        epoch = Task.epoch_of(time)
+        Task.check_arguments(task_class, [arguments])
+        publish([arguments], due_ms: (epoch * 1000).round).first
+      end
+
+      def enqueue_many(argument_lists)
+        Task.check_argument_lists(argument_lists)
+        Task.check_arguments(task_class, argument_lists)
+        publish(argument_lists)
+      end
+
+      private
+
+      def publish(argument_lists, due_ms: nil)
+        WarmPool.publish(task_class, argument_lists, due_ms: due_ms, channel: channel, priority: priority)
+      end
+    end
+
+    # Epoch seconds of `time` (a Time, anything with to_time, or a number).
+    def self.epoch_of(time)
+      epoch = case time
+              when Time then time.to_f
+              when Numeric then time
+              else time.respond_to?(:to_time) ? time.to_time.to_f : time
+              end
+      return epoch if epoch.is_a?(Numeric) && epoch.finite?
+
+      raise ArgumentError, "schedule_at needs a Time or epoch seconds (got #{time.inspect})"
+    end
+
+    def self.check_argument_lists(argument_lists)
+      return if argument_lists.is_a?(Array) && argument_lists.all?(Array)
+
+      raise ArgumentError, "enqueue_many takes an Array of argument Arrays, e.g. [[1], [2]]"
+    end
+
     module ClassMethods
       # A subclass inherits Task without `included`: registered here. A
       # class that defines its own self.inherited must call super (as Ruby
@@ -169,6 +240,15 @@ module SolidJobs
         ClassMethods === parent ? parent.solid_jobs_hook(name) : nil
       end
 
+      # The task with per-enqueue options (docs/flow-control.md,
+      # "Priorities"): `Report.set(priority: 2).enqueue(42)`. Takes
+      # `priority:` (0 first .. 9 last) and `channel:`. A class that defines
+      # its own `self.set` keeps it; `SolidJobs::Task::Configured.new(Report,
+      # priority: 2)` always works.
+      def set(priority: nil, channel: nil)
+        Configured.new(self, priority: priority, channel: channel)
+      end
+
       # Enqueues one job; returns its id.
       def enqueue(*arguments)
         Task.check_arguments(self, [arguments])
@@ -187,15 +267,7 @@ module SolidJobs
 
       # Enqueues one job to run at `time` (a Time, or epoch seconds).
       def schedule_at(time, *arguments)
-        epoch = case time
-                when Time then time.to_f
-                when Numeric then time
-                else time.respond_to?(:to_time) ? time.to_time.to_f : time
-                end
-        unless epoch.is_a?(Numeric) && epoch.finite?
-          raise ArgumentError, "schedule_at needs a Time or epoch seconds (got #{time.inspect})"
-        end
-
+        epoch = Task.epoch_of(time)
         Task.check_arguments(self, [arguments])
         WarmPool.publish(self, [arguments], due_ms: (epoch * 1000).round).first
       end
@@ -203,10 +275,7 @@ module SolidJobs
       # Enqueues many jobs in one round trip: `enqueue_many([[1], [2]])`.
       # Every argument list is validated before anything is written.
       def enqueue_many(argument_lists)
-        unless argument_lists.is_a?(Array) && argument_lists.all?(Array)
-          raise ArgumentError, "enqueue_many takes an Array of argument Arrays, e.g. [[1], [2]]"
-        end
-
+        Task.check_argument_lists(argument_lists)
         Task.check_arguments(self, argument_lists)
         WarmPool.publish(self, argument_lists)
       end

@@ -68,11 +68,14 @@ module SolidJobs
       # Task.enqueue and friends come here: argument lists that need the
       # warm pool become executor jobs, the rest are published as they are.
       # Every list is checked before anything is written.
-      def publish(task_class, argument_lists, due_ms: nil)
+      # `channel:`/`priority:` (Task.set) replace the task's own.
+      def publish(task_class, argument_lists, due_ms: nil, channel: nil, priority: nil)
         task_name = Reflection.name(task_class)
         direct = Testing.active? || task_name == EXECUTOR || !rails?
         warm = direct ? [] : argument_lists.map { |arguments| requires_warm_pool?(task_class, arguments, rails: true) }
-        return Publisher.publish(task_class, argument_lists, due_ms: due_ms) unless warm.any?
+        unless warm.any?
+          return Publisher.publish(task_class, argument_lists, due_ms: due_ms, channel: channel, priority: priority)
+        end
 
         if task_class.solid_jobs_options[:unique]
           # The warm pool's executor jobs carry no lock: refused rather than
@@ -91,9 +94,12 @@ module SolidJobs
           [task_name, plain_json(task_class, arguments)] if warm[i]
         end
         plain = argument_lists.each_with_index.reject { |_, i| warm[i] }.map(&:first)
-        plain_ids = plain.empty? ? [] : Publisher.publish(task_class, plain, due_ms: due_ms)
+        plain_ids = plain.empty? ? [] : Publisher.publish(task_class, plain, due_ms: due_ms, channel: channel, priority: priority)
+        # The executor job runs the target task: its channel and priority.
         warm_ids = Publisher.publish(Object.const_get(EXECUTOR), executor_lists,
-                                     due_ms: due_ms, channel: options.fetch(:channel), max_failures: options.fetch(:max_failures))
+                                     due_ms: due_ms, channel: channel || options.fetch(:channel),
+                                     max_failures: options.fetch(:max_failures),
+                                     priority: priority.nil? ? options.fetch(:priority, Publisher::DEFAULT_PRIORITY) : priority)
         warm.map { |routed| routed ? warm_ids.shift : plain_ids.shift }
       end
 

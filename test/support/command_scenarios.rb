@@ -91,7 +91,8 @@ module CommandCounts
   # heartbeat thread for the next due job.
   class SolidJobsScenarios
     OPERATIONS = %i[enqueue enqueue_many worker_turn retry scheduled_promotion recovery unique_enqueue
-                    unique_duplicate pause_resume limited_enqueue limited_turn limited_blocked_turn].freeze
+                    unique_duplicate pause_resume limited_enqueue limited_turn limited_blocked_turn priority_enqueue
+                    priority_turn].freeze
     TITLES = {
       enqueue: "Task.enqueue (one job, empty channel)",
       enqueue_many: "Task.enqueue_many (100 jobs)",
@@ -104,7 +105,9 @@ module CommandCounts
       pause_resume: "pause a channel, a job arrives (the idle node skips it), resume: the node runs it",
       limited_enqueue: "concurrency-limited Task.enqueue (one job, empty channel)",
       limited_turn: "worker turn, concurrency-limited job, its slot free",
-      limited_blocked_turn: "two jobs of one key at limit 1: one blocked, moved back by the ack, run"
+      limited_blocked_turn: "two jobs of one key at limit 1: one blocked, moved back by the ack, run",
+      priority_enqueue: "Task.set(priority: 2).enqueue (one job, empty level list)",
+      priority_turn: "worker turn, a priority-2 job (its channel has a level in use)"
     }.freeze
     # What each connection of a producer or a node sends first.
     ROLES = {
@@ -216,6 +219,24 @@ module CommandCounts
         measure(:limited_blocked_turn) do
           push_limited_directly(2)
           processed(3)
+        end
+      end
+    end
+
+    # enqueue.lua for the route `name:2`: a plain enqueue plus the SETRANGE
+    # that marks level 2 in use in the channel's flow string.
+    def priority_enqueue
+      producer
+      measure(:priority_enqueue) { Tasks::Noop.set(priority: 2).enqueue(1) && nil }
+    end
+
+    # A worker turn whose job waits in level 2: the claim reads the level
+    # from the flow string its MGET already fetches.
+    def priority_turn
+      with_node do
+        measure(:priority_turn) do
+          push_directly(Tasks::Noop, priority: 2)
+          processed(2)
         end
       end
     end
@@ -360,10 +381,11 @@ module CommandCounts
 
     # Pushes a job on a connection that bypasses the proxy: setting the
     # scene, not part of what is measured.
-    def push_directly(task)
+    def push_directly(task, priority: 5)
       client = (@direct_clients ||= {})[@namespace] ||= SolidJobs::Native::Client.new(@meter.direct_url, @namespace)
       options = task.solid_jobs_options
-      client.push(task.name, [], options.fetch(:channel), options.fetch(:max_failures), nil)
+      client.push(task.name, [], SolidJobs::Publisher.route(options.fetch(:channel), priority), options.fetch(:max_failures),
+                  nil)
     end
 
     # Tasks::Limited's jobs, pushed like push_directly, with their flow meta.

@@ -9,7 +9,8 @@
 -- KEYS[8+n..7+2n] their `flow:<name>` strings (pause, priority levels)
 -- ARGV[1] max jobs, ARGV[2] claim stamp (claimed_ms), ARGV[3..] channel names
 -- matching KEYS[8..7+n]
--- Returns a flat array: token, channel, envelope, token, channel, envelope...
+-- Returns a flat array: token, route, envelope, token, route, envelope...
+-- (route: the channel name, or `name:p` for a job of priority p != 5)
 -- then, when some channel has a `flow:` string or the claim stopped at its
 -- blocked budget (concurrency limits), one trailer triple
 -- 0, "name=<flow bytes>,...", more (token 0 is never a real token: tokens
@@ -109,49 +110,76 @@ local function admit(keep, route)
   return admitted, keys
 end
 -- <<< flow control
+-- >>> priority (decision 41, docs/flow-control.md "Priorities"): the
+-- lists of channel `k` in claim order, as {list key, route} pairs: levels
+-- 0..4 in use, the base list (level 5), levels 6..9 in use. Bytes 2..11 of
+-- the channel's flow string (levels 0..9) are '1' for a level some push
+-- wrote to; a channel that never used a priority has no flow string (or
+-- one of one byte, the pause flag) and visits its base list alone, as
+-- before. No command: the string came with the MGET above.
+local function routes_of(k)
+  local base, name, flow = KEYS[7 + k], ARGV[k + 2], read[k + 1]
+  if not flow or #flow < 2 then return { { base, name } } end
+  local visits = {}
+  for level = 0, 9 do
+    if level == 5 then
+      visits[#visits + 1] = { base, name }
+    elseif string.byte(flow, level + 2) == 49 then -- '1'
+      visits[#visits + 1] = { base .. ':' .. level, name .. ':' .. level }
+    end
+  end
+  return visits
+end
+-- <<< priority
 for i = 8, 7 + n do
-  while want > 0 and not paused[i] do
-    local envs = redis.call('RPOP', KEYS[i], want)
-    if not envs then break end
-    local name = ARGV[i - 5]
-    local keep = envs
-    if check then
-      local dropped_rang
-      keep, dropped_rang = drop_cancelled(envs, KEYS[4], KEYS[5], KEYS[6], KEYS[7])
-      rang = rang or dropped_rang
-    end
-    local slot_keys
-    keep, slot_keys = admit(keep, name)
-    if #keep > 0 then
-      local last = take_tokens(#keep)
-      local fields, slots = {}, nil
-      for j, env in ipairs(keep) do
-        local token = last - #keep + j
-        -- `while: :queued`: the lock ends when the job is claimed, in the
-        -- same script, so a claimed job never holds it and a queued one
-        -- never lost it.
-        local _, mode = unique_lock(env)
-        if mode == 'queued' then release_lock(prefix, env, job_id(env)) end
-        fields[#fields + 1] = string.format('%d', token)
-        fields[#fields + 1] = name .. '|' .. ARGV[2] .. '|' .. env
-        out[#out + 1] = token
-        out[#out + 1] = name
-        out[#out + 1] = env
-        if slot_keys and slot_keys[j] then
-          slots = slots or {}
-          local list = slots[slot_keys[j]] or {}
-          list[#list + 1] = string.format('%d', token)
-          slots[slot_keys[j]] = list
+  for _, visit in ipairs(paused[i] and {} or routes_of(i - 7)) do
+    while want > 0 do
+      local envs = redis.call('RPOP', visit[1], want)
+      if not envs then break end
+      -- The route (`name` or `name:p`) is what the claim record, the reply
+      -- and any blocked entry carry, so every script that puts the job back
+      -- reaches its own level list.
+      local name = visit[2]
+      local keep = envs
+      if check then
+        local dropped_rang
+        keep, dropped_rang = drop_cancelled(envs, KEYS[4], KEYS[5], KEYS[6], KEYS[7])
+        rang = rang or dropped_rang
+      end
+      local slot_keys
+      keep, slot_keys = admit(keep, name)
+      if #keep > 0 then
+        local last = take_tokens(#keep)
+        local fields, slots = {}, nil
+        for j, env in ipairs(keep) do
+          local token = last - #keep + j
+          -- `while: :queued`: the lock ends when the job is claimed, in the
+          -- same script, so a claimed job never holds it and a queued one
+          -- never lost it.
+          local _, mode = unique_lock(env)
+          if mode == 'queued' then release_lock(prefix, env, job_id(env)) end
+          fields[#fields + 1] = string.format('%d', token)
+          fields[#fields + 1] = name .. '|' .. ARGV[2] .. '|' .. env
+          out[#out + 1] = token
+          out[#out + 1] = name
+          out[#out + 1] = env
+          if slot_keys and slot_keys[j] then
+            slots = slots or {}
+            local list = slots[slot_keys[j]] or {}
+            list[#list + 1] = string.format('%d', token)
+            slots[slot_keys[j]] = list
+          end
         end
+        redis.call('HSET', KEYS[1], unpack(fields))
+        -- The slot is taken with the claim record, in this same call.
+        if slots then
+          for hex, tokens in pairs(slots) do redis.call('SADD', prefix .. 'slots:' .. hex, unpack(tokens)) end
+        end
+        want = want - #keep
       end
-      redis.call('HSET', KEYS[1], unpack(fields))
-      -- The slot is taken with the claim record, in this same call.
-      if slots then
-        for hex, tokens in pairs(slots) do redis.call('SADD', prefix .. 'slots:' .. hex, unpack(tokens)) end
-      end
-      want = want - #keep
+      if blocked >= BLOCKED_BUDGET then more = true; break end
     end
-    if blocked >= BLOCKED_BUDGET then more = true; break end
+    if more or want == 0 then break end
   end
   if more then break end
 end

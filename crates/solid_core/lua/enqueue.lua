@@ -2,12 +2,13 @@
 -- so the oldest job runs first). An envelope whose id is already live (in
 -- the job index) is skipped: enqueueing the same job twice is a no-op.
 -- KEYS[1] channel list, KEYS[2] channels set, KEYS[3] doorbell, KEYS[4] job index
--- ARGV[1] channel name, ARGV[2..] envelopes, validated by the caller
+-- ARGV[1] route (channel name, or `name:p` with KEYS[1] that level's list),
+-- ARGV[2..] envelopes, validated by the caller
 -- Returns the number of envelopes pushed.
 local fresh = register_fresh(KEYS[4], ARGV, 2, 'ready|' .. ARGV[1])
 if #fresh == 0 then return 0 end
 local len = redis.call('LPUSH', KEYS[1], unpack(fresh))
-redis.call('SADD', KEYS[2], ARGV[1])
+redis.call('SADD', KEYS[2], route_channel(prefix_of(KEYS[4]), ARGV[1]))
 -- Idle nodes wait on the doorbell; a list that was non-empty already had
 -- its ring, so only the empty -> non-empty transition publishes.
 if len == #fresh then redis.call('PUBLISH', KEYS[3], 'ready') end

@@ -5,7 +5,7 @@
 -- planned zset), KEYS[2] channels set, KEYS[3] doorbell, KEYS[4] job index,
 -- KEYS[5] archive zset
 -- ARGV[1] '' ready now, else the delay in ms (due that long from now on
--- Redis' clock), ARGV[2] channel name, ARGV[3] lock time limit in ms (the
+-- Redis' clock), ARGV[2] route (channel name, or `name:p`), ARGV[3] lock time limit in ms (the
 -- `for:` option; 0: none), ARGV[4] key prefix, ARGV[5] archive_max_age in
 -- ms, ARGV[6..] triples: lock hex name, job id, envelope (which names the
 -- same lock in meta.unique)
@@ -125,12 +125,12 @@ if planned then
     args[#args + 1] = ARGV[2] .. '|' .. env
   end
   redis.call('ZADD', KEYS[1], unpack(args))
-  redis.call('SADD', KEYS[2], ARGV[2])
+  redis.call('SADD', KEYS[2], route_channel(prefix_of(KEYS[4]), ARGV[2]))
   local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
   if tonumber(first[2]) >= due then redis.call('PUBLISH', KEYS[3], 'planned') end
   return out
 end
 local len = redis.call('LPUSH', KEYS[1], unpack(fresh))
-redis.call('SADD', KEYS[2], ARGV[2])
+redis.call('SADD', KEYS[2], route_channel(prefix_of(KEYS[4]), ARGV[2]))
 if len == #fresh then redis.call('PUBLISH', KEYS[3], 'ready') end
 return out

@@ -6,7 +6,7 @@
 -- Used only when a custom instrumenter is configured. An id already live is
 -- skipped, as in enqueue.lua.
 -- KEYS[1] publishing zset, KEYS[2] channels set, KEYS[3] job index
--- ARGV[1] barrier ttl ms, ARGV[2] channel, ARGV[3] delay ms (0: ready once
+-- ARGV[1] barrier ttl ms, ARGV[2] route (channel or `name:p`), ARGV[3] delay ms (0: ready once
 -- released), ARGV[4..] envelopes; both durations count on Redis' clock.
 -- Returns {number of envelopes held, due ms (0: ready once released)}: the
 -- caller names its members `due|channel|envelope` with it.
@@ -25,5 +25,5 @@ for i = 4, #ARGV do
 end
 if #args == 0 then return {0, due} end
 redis.call('ZADD', KEYS[1], unpack(args))
-redis.call('SADD', KEYS[2], ARGV[2])
+redis.call('SADD', KEYS[2], route_channel(prefix_of(KEYS[3]), ARGV[2]))
 return {#args / 2, due}

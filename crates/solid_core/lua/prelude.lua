@@ -365,3 +365,18 @@ local function requeue_records(entries, prefix, index, archive_entries, now)
   return n, rang, moved
 end
 
+
+-- >>> priority (decision 41, docs/flow-control.md "Priorities")
+-- The channel of a route (`name`, or `name:p` for priority p != 5; channel
+-- names cannot contain `:`). For a prioritized route, marks level p in use
+-- in the channel's flow string (byte 1 + p; byte 0 is the pause flag), so
+-- every claim, which reads that string in the MGET it already makes, visits
+-- the level's list: one SETRANGE, idempotent, no read. A plain route costs
+-- one pattern match and no command.
+local function route_channel(prefix, route)
+  local name, level = string.match(route, '^([^:]+):(%d)$')
+  if not name then return route end
+  redis.call('SETRANGE', prefix .. 'flow:' .. name, 1 + tonumber(level), '1')
+  return name
+end
+-- <<< priority

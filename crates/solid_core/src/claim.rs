@@ -25,6 +25,9 @@ pub const MAX_BATCH: usize = 1000;
 pub struct ClaimedJob {
     pub token: ClaimToken,
     pub channel: String,
+    /// The job's priority, 0 (first) to 9 (last), 5 by default: with the
+    /// channel it names the list the job came from ([`ClaimedJob::route`]).
+    pub priority: u8,
     /// The exact bytes popped from the channel list; requeue pushes these back.
     pub raw: String,
     pub envelope: Envelope,
@@ -45,6 +48,15 @@ pub struct FailureCount {
     pub first_failure_ms: u64,
 }
 
+impl ClaimedJob {
+    /// The job's route (`channel`, or `channel:p` for a priority other than
+    /// 5): what a retry's `retrying` member names, so promotion puts the
+    /// job back in its own level's list (decision 41).
+    pub fn route(&self) -> String {
+        crate::priority::route(&self.channel, self.priority)
+    }
+}
+
 #[cfg(test)]
 impl ClaimedJob {
     /// A job of `task` (no arguments) claimed from "default" under `token`,
@@ -54,6 +66,7 @@ impl ClaimedJob {
         ClaimedJob {
             token,
             channel: "default".into(),
+            priority: crate::priority::DEFAULT,
             raw: envelope.encode(),
             envelope,
             claimed_ms: 0,

@@ -36,6 +36,7 @@ pub mod interrupt;
 pub mod log;
 pub mod notify;
 pub mod prefetch;
+pub mod priority;
 pub mod recurring;
 pub mod redact;
 pub mod redis;

@@ -122,6 +122,7 @@ fn a_flush_writes_entries_observations_and_tasks_in_one_call() {
     let job = ClaimedJob {
         token: 5,
         channel: "default".into(),
+        priority: solid_core::priority::DEFAULT,
         raw: e.encode(),
         envelope: e.clone(),
         claimed_ms: 0,

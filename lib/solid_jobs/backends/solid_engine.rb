@@ -19,7 +19,11 @@ module SolidJobs
         pause: false,
         # Concurrency limits (docs/flow-control.md): slots bound to leases
         # would need a new engine state and its fencing interplay.
-        concurrency_limits: false
+        concurrency_limits: false,
+        # Priorities 0..9 (docs/flow-control.md): the engine's ready queue
+        # is one FIFO per channel; the Publisher refuses a priority other
+        # than 5 for its channels.
+        priority: false
       }.freeze
       STATES = %w[scheduled ready reserved completed dead cancelled].freeze
       # Lease per reservation. Running tasks are extended every third of it,

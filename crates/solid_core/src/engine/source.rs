@@ -377,6 +377,9 @@ impl<'a> Fetching<'a> {
                 Some(ClaimedJob {
                     token: r.fence,
                     channel,
+                    // Priorities are a Redis feature for now: the Publisher
+                    // refuses them for engine channels.
+                    priority: crate::priority::DEFAULT,
                     raw,
                     envelope,
                     claimed_ms: now_ms(),

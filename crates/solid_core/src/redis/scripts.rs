@@ -78,7 +78,9 @@ impl Default for Scripts {
             promote: allowing_oom_with_prelude(include_str!("../../lua/promote.lua")),
             requeue: allowing_oom_with_prelude(include_str!("../../lua/requeue.lua")),
             heartbeat: allowing_oom_with_prelude(include_str!("../../lua/heartbeat.lua")),
-            unarchive: Script::new(include_str!("../../lua/unarchive.lua")),
+            // With the prelude for `route_channel` (a prioritized job goes back to
+            // its own level's list).
+            unarchive: with_prelude(include_str!("../../lua/unarchive.lua")),
             cancel: with_prelude(include_str!("../../lua/cancel.lua")),
             find: with_prelude(include_str!("../../lua/find.lua")),
             hold: with_prelude(include_str!("../../lua/hold.lua")),

@@ -99,6 +99,13 @@ const CONTROL_TAKE: usize = 16;
 /// Most due jobs promoted per script call; a larger backlog is promoted in
 /// consecutive calls without waiting.
 const PROMOTE_LIMIT: usize = 500;
+/// How long after the next due time the promoter wakes (decision 41). Two
+/// jobs scheduled for the same instant get due times up to about 2 ms
+/// apart (each producer call turns the instant into a delay on its clock,
+/// and the script adds it to Redis' clock, both in whole milliseconds);
+/// waking this much later promotes both in one call, into their priority
+/// lists, so the claim that follows takes the higher priority first.
+const PROMOTE_COALESCE: Duration = Duration::from_millis(5);
 /// Tries of the shutdown requeue on a broken connection, waiting
 /// `REQUEUE_BACKOFF` times the try number between them.
 const REQUEUE_RETRIES: u64 = 5;
@@ -129,6 +136,11 @@ struct Shared {
     /// backlog does not wake an idle node every heartbeat; the claim that
     /// follows a resume (its doorbell ring wakes the fetcher) clears them.
     paused: Mutex<Vec<String>>,
+    /// The priority level lists (routes `name:p`) the last claim's trailer
+    /// said are in use in the served channels: the heartbeat's "any work?"
+    /// check reads them too, so an idle node wakes for a prioritized job
+    /// whose doorbell ring it missed (decision 24), as for a plain one.
+    levels: Mutex<Vec<String>>,
 }
 
 impl Shared {
@@ -152,8 +164,15 @@ impl Shared {
     /// the namespace.
     fn heartbeat(&self, c: &mut Connection, take_requests: usize) -> Result<(Heartbeat, bool)> {
         let paused = self.paused.lock().clone();
-        let names: Vec<&str> =
-            self.cfg.channels.iter().map(|(n, _)| n.as_str()).filter(|n| !paused.iter().any(|p| p == n)).collect();
+        let levels = self.levels.lock().clone();
+        let names: Vec<&str> = self
+            .cfg
+            .channels
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .chain(levels.iter().map(String::as_str))
+            .filter(|n| !paused.iter().any(|p| p == crate::priority::split_route(n).map_or(*n, |(c, _)| c)))
+            .collect();
         let ttl_ms = self.cfg.node_ttl.as_millis() as u64;
         let held = self.holdings.snapshot();
         let heartbeat = self.store.heartbeat_holding(
@@ -268,6 +287,7 @@ impl RedisSource {
             holdings: Holdings::default(),
             keyspace_seen: Mutex::new((None, 0)),
             paused: Mutex::new(Vec::new()),
+            levels: Mutex::new(Vec::new()),
         });
         shared.pool.with(|c| shared.heartbeat(c, 0))?;
 
@@ -754,6 +774,7 @@ impl Fetch for Claimer<'_> {
                 // Every claim reads every channel's flow string: what it
                 // says replaces what the node knew.
                 *s.paused.lock() = batch.flow.iter().filter(|f| f.paused()).map(|f| f.channel.clone()).collect();
+                *s.levels.lock() = batch.flow.iter().flat_map(|f| f.level_routes()).collect();
                 self.deliver(fetcher, batch, want, seen)
             }
             Err(e) => {
@@ -957,7 +978,7 @@ impl<'a> HeartbeatThread<'a> {
                         // changes nothing. From the time after the call (not
                         // `now`, before it): waking a round trip early finds
                         // nothing due yet.
-                        Some(delay) => Instant::now() + delay,
+                        Some(delay) => Instant::now() + delay + PROMOTE_COALESCE,
                         None => now + IDLE_WAIT,
                     }
                 };

@@ -311,10 +311,17 @@ impl Store {
                 batch.more = raw == "1";
                 continue;
             }
+            // >>> priority: the reply names the route (`name` or `name:p`).
+            let (channel, priority) = match crate::priority::split_route(&channel) {
+                Ok((name, p)) => (name.to_owned(), p),
+                Err(_) => (channel, crate::priority::DEFAULT),
+            };
+            // <<< priority
             match Envelope::decode(&raw) {
                 Ok(envelope) => batch.jobs.push(ClaimedJob {
                     token,
                     channel,
+                    priority,
                     raw,
                     envelope,
                     claimed_ms: now,
@@ -452,7 +459,10 @@ impl Store {
     pub fn retry(&self, conn: &mut Connection, node_id: &str, job: &ClaimedJob, due_ms: u64) -> Result<()> {
         let mut env = job.envelope.clone();
         env.queued_ms = due_ms;
-        let member = format!("{}|{}", job.channel, env.encode());
+        // The route, not the bare channel: promotion puts a prioritized job
+        // back in its own level's list (decision 41).
+        let route = job.route();
+        let member = format!("{route}|{}", env.encode());
         let ok: i64 = self
             .scripts
             .retry
@@ -467,7 +477,7 @@ impl Store {
             .arg(due_ms.saturating_sub(now_ms()))
             .arg(member)
             .arg(&job.envelope.id)
-            .arg(&job.channel)
+            .arg(&route)
             .invoke(conn)?;
         if ok == 1 {
             Ok(())
@@ -603,17 +613,18 @@ impl Store {
         let mut env = Envelope::decode(raw)
             .map_err(|e| Error::Envelope(format!("archived job {job_id} cannot be re-enqueued: {e}")))?;
         env.queued_ms = now_ms();
+        let route = crate::priority::route_of(&env);
         let ok: i64 = self
             .scripts
             .unarchive
             .key(self.keys.archive())
             .key(self.keys.archive_entries())
-            .key(self.keys.channel(&env.channel))
+            .key(self.keys.channel(&route))
             .key(self.keys.channels())
             .key(self.keys.doorbell())
             .key(self.keys.jobs())
             .arg(job_id)
-            .arg(&env.channel)
+            .arg(&route)
             .arg(env.encode())
             .invoke(conn)?;
         Ok(ok == 1)

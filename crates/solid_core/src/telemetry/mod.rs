@@ -289,6 +289,7 @@ mod tests {
         ClaimedJob {
             token,
             channel: "default".into(),
+            priority: crate::priority::DEFAULT,
             raw: envelope.encode(),
             envelope,
             claimed_ms: 1,

@@ -28,13 +28,16 @@ pub fn build_envelope(
     Envelope::build(task, args, channel, max_failures, now, due_ms.unwrap_or(now).max(now)).map_err(err)
 }
 
-/// Envelopes grouped by channel, in first-seen order (one write per channel).
+/// Envelopes grouped by route (channel, or `channel:p` for the priority in
+/// their `meta.priority`, so an interceptor may change it), in first-seen
+/// order (one write per route).
 pub fn by_channel(envelopes: Vec<Envelope>) -> Vec<(String, Vec<Envelope>)> {
     let mut groups: Vec<(String, Vec<Envelope>)> = Vec::new();
     for env in envelopes {
-        match groups.iter_mut().find(|(c, _)| *c == env.channel) {
+        let route = solid_core::priority::route_of(&env);
+        match groups.iter_mut().find(|(c, _)| *c == route) {
             Some((_, v)) => v.push(env),
-            None => groups.push((env.channel.clone(), vec![env])),
+            None => groups.push((route, vec![env])),
         }
     }
     groups

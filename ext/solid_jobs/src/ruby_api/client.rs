@@ -10,6 +10,7 @@ use magnus::scan_args::scan_args;
 use magnus::{function, method, prelude::*, Error, RArray, RHash, RModule, Ruby, Value};
 use solid_core::envelope::{validate_channel, Envelope};
 use solid_core::now_ms;
+use solid_core::priority::{split_route, with_priority};
 use solid_core::redis::connection::{Connector, Pool};
 use solid_core::redis::keyspace::Keyspace;
 use solid_core::redis::store::Store;
@@ -23,6 +24,30 @@ use crate::helpers::nogvl::without_gvl;
 use crate::helpers::publisher_telemetry::PublisherTelemetry;
 use crate::helpers::raw_command::raw_call;
 use crate::helpers::settings::{from_hash, timeouts, PublisherTelemetrySettings};
+
+/// The channel of `route` (`name`, or `name:p` for priority p != 5), checked.
+fn channel_of(route: &str) -> Result<&str, Error> {
+    let (channel, _) = split_route(route).map_err(err)?;
+    validate_channel(channel).map_err(err)?;
+    Ok(channel)
+}
+
+/// One envelope for `route`: built for its channel, with the route's
+/// priority in `meta.priority` (none for the default), so the envelope
+/// names its priority wherever it travels (interceptors, unarchive).
+fn build_routed(
+    ruby: &Ruby,
+    task: &str,
+    arguments: Value,
+    route: &str,
+    max_failures: u32,
+    due_ms: Option<u64>,
+    path: &str,
+) -> Result<Envelope, Error> {
+    let (channel, priority) = split_route(route).map_err(err)?;
+    let env = build_envelope(ruby, task, arguments, channel, max_failures, due_ms, path)?;
+    with_priority(env, priority).map_err(err)
+}
 
 #[magnus::wrap(class = "SolidJobs::Native::Client", free_immediately, size, frozen_shareable)]
 pub struct Client {
@@ -52,8 +77,11 @@ impl Client {
         self.pool.connector().url().to_owned()
     }
 
+    /// Writes to `channel`, a route: the channel name, or `name:p` for jobs
+    /// of priority p != 5 (docs/flow-control.md "Priorities"), whose list
+    /// is that level's.
     fn write(&self, channel: &str, due_ms: Option<u64>, raws: Vec<String>) -> Result<(), Error> {
-        validate_channel(channel).map_err(err)?;
+        channel_of(channel)?;
         without_gvl(|_| {
             self.pool.with(|c| match due_ms {
                 Some(due) if due > now_ms() => self.store.schedule(c, channel, due, &raws),
@@ -75,9 +103,9 @@ impl Client {
         due_ms: Option<u64>,
     ) -> Result<String, Error> {
         let started = now_ms();
-        let env = build_envelope(ruby, &task, arguments, &channel, max_failures, due_ms, "arguments")?;
+        let env = build_routed(ruby, &task, arguments, &channel, max_failures, due_ms, "arguments")?;
         rb_self.write(&channel, due_ms, vec![env.encode()])?;
-        rb_self.journal_publication(&task, &channel, std::slice::from_ref(&env.id), started, due_ms);
+        rb_self.journal_publication(&task, &env.channel, std::slice::from_ref(&env.id), started, due_ms);
         Ok(env.id)
     }
 
@@ -97,13 +125,13 @@ impl Client {
         let mut raws = Vec::with_capacity(lists.len());
         for (i, args) in lists.into_iter().enumerate() {
             let env =
-                build_envelope(ruby, &task, args, &channel, max_failures, due_ms, &format!("arguments of job {i}"))?;
+                build_routed(ruby, &task, args, &channel, max_failures, due_ms, &format!("arguments of job {i}"))?;
             raws.push(env.encode());
             ids.push(env.id);
         }
         if !raws.is_empty() {
             rb_self.write(&channel, due_ms, raws)?;
-            rb_self.journal_publication(&task, &channel, &ids, started, due_ms);
+            rb_self.journal_publication(&task, channel_of(&channel)?, &ids, started, due_ms);
         }
         Ok(ids)
     }
@@ -129,7 +157,7 @@ impl Client {
         let mut raws = Vec::with_capacity(lists.len());
         for (i, (args, material)) in lists.into_iter().zip(flow.materials.iter().copied()).enumerate() {
             let path = if i == 0 { "arguments".to_owned() } else { format!("arguments of job {i}") };
-            let env = build_envelope(ruby, &task, args, &channel, max_failures, due_ms, &path)?;
+            let env = build_routed(ruby, &task, args, &channel, max_failures, due_ms, &path)?;
             let env =
                 with_flow(ruby, env, &flow.group, flow.limit, material, &format!("the concurrency key of job {i}"))?;
             raws.push(env.encode());
@@ -137,7 +165,7 @@ impl Client {
         }
         if !raws.is_empty() {
             rb_self.write(&channel, due_ms, raws)?;
-            rb_self.journal_publication(&task, &channel, &ids, started, due_ms);
+            rb_self.journal_publication(&task, channel_of(&channel)?, &ids, started, due_ms);
         }
         Ok(ids)
     }
@@ -180,15 +208,18 @@ impl Client {
         if lists.len() != materials.len() {
             return Err(arg_error("push_unique needs one key material per argument list".into()));
         }
-        validate_channel(&channel).map_err(err)?;
+        let (_, priority) = split_route(&channel).map_err(err)?;
+        channel_of(&channel)?;
         let mut jobs = Vec::with_capacity(lists.len());
         for (i, (args, material)) in lists.into_iter().zip(materials).enumerate() {
             let path = if i == 0 { "arguments".to_owned() } else { format!("arguments of job {i}") };
             let material = to_json(ruby, material, &format!("the unique key of job {i}"))?;
             let hex = solid_core::unique::lock_hex(&task, &material);
-            let env = build_envelope(ruby, &task, args, &channel, max_failures, due_ms, &path)?
-                .with_meta(solid_core::unique::meta(&hex, mode))
-                .map_err(err)?;
+            let env = build_routed(ruby, &task, args, &channel, max_failures, due_ms, &path)?;
+            // The lock's meta replaces the envelope's: the priority goes
+            // back in its place after it.
+            let env = env.with_meta(solid_core::unique::meta(&hex, mode)).map_err(err)?;
+            let env = with_priority(env, priority).map_err(err)?;
             // A limited unique task: the flow meta goes before the lock.
             let env = match &flow {
                 Some(f) => {
@@ -217,7 +248,7 @@ impl Client {
             }
         }
         if !written.is_empty() {
-            rb_self.journal_publication(&task, &channel, &written, started, due_ms);
+            rb_self.journal_publication(&task, channel_of(&channel)?, &written, started, due_ms);
         }
         Ok((ids, duplicates))
     }
@@ -232,7 +263,7 @@ impl Client {
         max_failures: u32,
         due_ms: Option<u64>,
     ) -> Result<Value, Error> {
-        let env = build_envelope(ruby, &task, arguments, &channel, max_failures, due_ms, "arguments")?;
+        let env = build_routed(ruby, &task, arguments, &channel, max_failures, due_ms, "arguments")?;
         envelope_to_ruby(&env)
     }
 
@@ -250,7 +281,7 @@ impl Client {
             rb_self.write(&channel, due_ms, group.iter().map(|e| e.encode()).collect())?;
             for env in &group {
                 ids.push(env.id.clone());
-                rb_self.journal_publication(&env.task, &channel, std::slice::from_ref(&env.id), started, due_ms);
+                rb_self.journal_publication(&env.task, &env.channel, std::slice::from_ref(&env.id), started, due_ms);
             }
         }
         Ok(ids)
@@ -276,7 +307,7 @@ impl Client {
                 without_gvl(|_| rb_self.pool.with(|c| rb_self.store.hold(c, &channel, due, now_ms() + ttl_ms, &raws)))?
                     .map_err(err)?;
             for (env, member) in group.iter().zip(members) {
-                rb_self.journal_publication(&env.task, &channel, std::slice::from_ref(&env.id), started, due);
+                rb_self.journal_publication(&env.task, &env.channel, std::slice::from_ref(&env.id), started, due);
                 out.push((env.id.clone(), member));
             }
         }
@@ -313,6 +344,9 @@ impl Client {
         Ok(solid_core::ClaimedJob {
             token,
             channel: channel.to_owned(),
+            // An adapter claim names its channel; the level comes with the
+            // envelope, so a retry goes back to the job's own list.
+            priority: solid_core::priority::of(envelope.meta.as_ref()),
             raw: raw.to_owned(),
             envelope,
             claimed_ms: now_ms(),
