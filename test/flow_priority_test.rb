@@ -119,6 +119,20 @@ class FlowPriorityTest < SolidJobsTest
     refute plain.key?("meta"), "priority 5 leaves the envelope as it always was"
   end
 
+  # The Catalog (and so the dashboard's Channels page) counts every level.
+  def test_the_catalog_counts_a_channels_levels
+    2.times { UrgentTask.enqueue }
+    UrgentTask.set(priority: 8).enqueue
+    UrgentTask.set(priority: 5).enqueue
+    row = SolidJobs::Catalog.new.channels.find { |r| r["name"] == "default" }
+    assert_equal 4, row["depth"]
+    assert_equal({1 => 2, 8 => 1}, row["levels"])
+    assert_operator row["latency_s"], :>=, 0
+    LedgerTask.set(channel: "plain").enqueue(ledger_path, "x")
+    plain = SolidJobs::Catalog.new.channels.find { |r| r["name"] == "plain" }
+    assert_equal [1, nil], plain.values_at("depth", "levels"), "a channel without levels"
+  end
+
   def test_interceptors_see_the_priority_and_may_change_it
     bumper = Class.new do
       def around(publication)

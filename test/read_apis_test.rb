@@ -19,7 +19,7 @@ class ReadApisTest < SolidJobsTest
     default = channels.find { |c| c["name"] == "default" }
     assert_equal 2, default["depth"]
     assert_in_delta 3.0, default["latency_s"], 2.0
-    assert_equal({"name" => "critical", "depth" => 0, "latency_s" => nil, "paused" => nil}, channels.first)
+    assert_equal({"name" => "critical", "depth" => 0, "latency_s" => nil, "paused" => nil, "levels" => nil}, channels.first)
     assert_equal 1, catalog.planned_count
     assert_equal 0, catalog.retrying_count
     assert_equal 0, catalog.archived_count

@@ -58,6 +58,20 @@ class WebTest < SolidJobsTest
     assert_nil channels.fetch("default")["paused"]
   end
 
+  # A channel that used priorities shows its ready jobs per level.
+  def test_the_channels_page_shows_ready_jobs_per_priority
+    seed
+    2.times { LedgerTask.set(priority: 1).enqueue(ledger_path, SENTINEL) }
+    get "/channels"
+    assert_match(%r{<code>default</code></td><td class="num">3</td>.*?<td>1: 2 · 5: 1</td>}, last_response.body)
+    assert_match(%r{<code>critical</code></td>(<td[^>]*>[^<]*</td>){2}<td><span[^>]*>claiming</span></td><td>—</td>},
+                 last_response.body)
+    get "/channels.json"
+    channels = JSON.parse(last_response.body)["channels"].to_h { |c| [c["name"], c] }
+    assert_equal({"1" => 2}, channels.fetch("default")["levels"])
+    assert_nil channels.fetch("critical")["levels"]
+  end
+
   def test_every_page_renders_with_data
     seed
     HTML_ROUTES.each do |path|

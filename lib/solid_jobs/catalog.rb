@@ -25,11 +25,24 @@ module SolidJobs
       names = (@client.call(["SMEMBERS", @keys.channels]) | @config.channels.map(&:first)).sort
       paused = @client.paused_channels.to_h { |name, ms, by| [name, {"paused_ms" => ms, "by" => by}] }
       names.map do |name|
-        list = @keys.channel(name)
-        depth = @client.call(["LLEN", list]).to_i
-        oldest = depth.positive? ? @client.call(["LINDEX", list, "-1"]) : nil
-        {"name" => name, "depth" => depth, "latency_s" => oldest && latency(oldest, now_ms), "paused" => paused[name]}
+        levels = level_depths(name)
+        lists = [@keys.channel(name), *levels.keys.map { |p| @keys.channel("#{name}:#{p}") }]
+        depths = lists.map { |list| @client.call(["LLEN", list]).to_i }
+        oldest = lists.zip(depths).filter_map { |list, n| @client.call(["LINDEX", list, "-1"]) if n.positive? }
+        latencies = oldest.filter_map { |raw| latency(raw, now_ms) }
+        levels = levels.keys.zip(depths.drop(1)).to_h
+        {"name" => name, "depth" => depths.sum, "latency_s" => latencies.max, "paused" => paused[name],
+         "levels" => levels.empty? ? nil : levels}
       end
+    end
+
+    # The priority levels (docs/flow-control.md, "Priorities") a channel
+    # has used, from bytes 1..10 of its flow string, as {level => nil};
+    # the base list (level 5) is the channel's own and not among them.
+    def level_depths(name)
+      flow = @client.call(["GET", @keys.flow(name)]) or return {}
+
+      (0..9).select { |p| flow.getbyte(1 + p) == 49 }.to_h { |p| [p, nil] }
     end
 
     # Concurrency keys in use (docs/flow-control.md), at most `limit`: a

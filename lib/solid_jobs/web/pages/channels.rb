@@ -21,9 +21,10 @@ module SolidJobs
                    ["Held publications", count_or(counts["publishing"])]]),
             BarList.new(title: "Ready jobs per channel", items: channels.map { |c| [c["name"], c["depth"]] }).to_html,
             section("Channels", table(
-              [["Channel"], ["Ready", "num"], ["Oldest ready job waiting", "num"], ["State"], ["Served by"]],
+              [["Channel"], ["Ready", "num"], ["Oldest ready job waiting", "num"], ["State"], ["Ready by priority"],
+               ["Served by"]],
               channels.map do |c|
-                [tag(:code, c["name"]), Format.count(c["depth"]), latency(c), state(c), served_by(c["name"])]
+                [tag(:code, c["name"]), Format.count(c["depth"]), latency(c), state(c), levels(c), served_by(c["name"])]
               end,
               empty: "No channel has been written to yet."
             ))
@@ -36,7 +37,7 @@ module SolidJobs
             "page" => "channels", "now_ms" => now_ms,
             "channels" => unavailable?(channels) ? json_value(channels) : channels.map do |c|
               {"name" => c["name"], "depth" => c["depth"], "latency_s" => c["latency_s"], "paused" => c["paused"],
-               "served_by" => servers[c["name"]]}
+               "levels" => c["levels"]&.transform_keys(&:to_s), "served_by" => servers[c["name"]]}
             end,
             "counts" => snapshot.counts.transform_values { |v| json_value(v) }
           }
@@ -53,6 +54,16 @@ module SolidJobs
           by = paused["by"] ? " by #{paused["by"]}" : ""
           hint = "solid-jobs channel resume #{channel["name"]}"
           tag(:span, "paused since #{Format.time(paused["paused_ms"])}#{by}", class: "stale", title: hint)
+        end
+
+        # Ready jobs per priority level a channel has used (docs/flow-control.md,
+        # "Priorities"): "1: 2 · 5: 3 · 8: 1", level 5 being the channel's own
+        # list; "—" for a channel that never used a priority.
+        def levels(channel)
+          levels = channel["levels"] or return "—"
+
+          base = channel["depth"].to_i - levels.values.sum
+          levels.merge(5 => base).sort.map { |p, n| "#{p}: #{Format.count(n)}" }.join(" · ")
         end
 
         def count_or(value) = unavailable?(value) ? Format.unavailable(value.reason) : Format.count(value)
