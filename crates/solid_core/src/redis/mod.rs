@@ -20,3 +20,4 @@ pub mod scripts;
 pub mod source;
 pub mod store;
 mod store_pause;
+mod store_rate;

@@ -63,6 +63,9 @@ pub struct RedisSourceConfig {
     /// The recurring schedules whose jobs go to this backend, when the node
     /// runs the scheduler; empty: no scheduler thread.
     pub schedules: Vec<RecurringSchedule>,
+    /// This node loads a rate limited task, so its promotions also wake
+    /// throttled keys (decision 42); false: they run as they always did.
+    pub flow_wake: bool,
 }
 
 impl RedisSourceConfig {
@@ -945,7 +948,7 @@ impl<'a> HeartbeatThread<'a> {
     /// Promotes due planned and retrying jobs; learns when the next is due.
     fn promote(&mut self, now: Instant) {
         let s = self.s;
-        match self.conn.run(|c| s.store.promote(c, PROMOTE_LIMIT)) {
+        match self.conn.run(|c| s.store.promote_waking(c, PROMOTE_LIMIT, s.cfg.flow_wake)) {
             Ok((moved, next)) => {
                 s.stats().promoted.fetch_add(moved, Ordering::Relaxed);
                 self.next_due = if moved as usize >= PROMOTE_LIMIT {
