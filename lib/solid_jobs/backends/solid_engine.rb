@@ -19,7 +19,10 @@ module SolidJobs
         pause: false,
         # Concurrency limits (docs/flow-control.md): slots bound to leases
         # would need a new engine state and its fencing interplay.
-        concurrency_limits: false
+        concurrency_limits: false,
+        # Rate limits (decision 42): the sliding log lives beside the claim
+        # in Redis; the engine has no admission state for it.
+        rate_limits: false
       }.freeze
       STATES = %w[scheduled ready reserved completed dead cancelled].freeze
       # Lease per reservation. Running tasks are extended every third of it,
