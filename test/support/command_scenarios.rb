@@ -63,6 +63,14 @@ module CommandCounts
       def execute_task(*) = nil
     end
 
+    # Rate limited (decision 42): one key for the task, one start per second.
+    class Rated
+      include SolidJobs::Task
+      task_options channel: CHANNEL, rate: {limit: 1, per: 1}
+
+      def execute_task(*) = nil
+    end
+
     # Scheduled onto a channel no measured node serves: a promotion ends with
     # the job ready in its list, not run.
     class Later
@@ -91,7 +99,8 @@ module CommandCounts
   # heartbeat thread for the next due job.
   class SolidJobsScenarios
     OPERATIONS = %i[enqueue enqueue_many worker_turn retry scheduled_promotion recovery unique_enqueue
-                    unique_duplicate pause_resume limited_enqueue limited_turn limited_blocked_turn].freeze
+                    unique_duplicate pause_resume limited_enqueue limited_turn limited_blocked_turn rate_turn
+                    rate_throttled_turn].freeze
     TITLES = {
       enqueue: "Task.enqueue (one job, empty channel)",
       enqueue_many: "Task.enqueue_many (100 jobs)",
@@ -104,7 +113,9 @@ module CommandCounts
       pause_resume: "pause a channel, a job arrives (the idle node skips it), resume: the node runs it",
       limited_enqueue: "concurrency-limited Task.enqueue (one job, empty channel)",
       limited_turn: "worker turn, concurrency-limited job, its slot free",
-      limited_blocked_turn: "two jobs of one key at limit 1: one blocked, moved back by the ack, run"
+      limited_blocked_turn: "two jobs of one key at limit 1: one blocked, moved back by the ack, run",
+      rate_turn: "worker turn, rate-limited job, its key under the rate",
+      rate_throttled_turn: "two jobs of one key at 1 per second: one throttled, woken by a promotion, run"
     }.freeze
     # What each connection of a producer or a node sends first.
     ROLES = {
@@ -215,6 +226,29 @@ module CommandCounts
       with_node do
         measure(:limited_blocked_turn) do
           push_limited_directly(2)
+          processed(3)
+        end
+      end
+    end
+
+    # A worker turn whose job is admitted by its key's rate log.
+    def rate_turn
+      with_node do
+        measure(:rate_turn) do
+          push_rated_directly(1)
+          processed(2)
+        end
+      end
+    end
+
+    # Two jobs of one key (1 per second) in one push: the claim admits the
+    # first and throttles the second, ringing `throttled`; the heartbeat
+    # thread's promotion finds it not yet due and sleeps until its wake,
+    # then moves it back (ringing `ready`); the fetcher claims it.
+    def rate_throttled_turn
+      with_node do
+        measure(:rate_throttled_turn) do
+          push_rated_directly(2)
           processed(3)
         end
       end
@@ -373,6 +407,16 @@ module CommandCounts
       options = task.solid_jobs_options
       client.push_limited(task.name, Array.new(count) { [] }, options.fetch(:channel), options.fetch(:max_failures), nil,
                           [task.name, options.fetch(:concurrency).fetch(:limit), Array.new(count)])
+    end
+
+    # Tasks::Rated's jobs, pushed like push_directly, with their flow meta.
+    def push_rated_directly(count)
+      client = (@direct_clients ||= {})[@namespace] ||= SolidJobs::Native::Client.new(@meter.direct_url, @namespace)
+      task = Tasks::Rated
+      options = task.solid_jobs_options
+      rate = options.fetch(:rate)
+      client.push_limited(task.name, Array.new(count) { [] }, options.fetch(:channel), options.fetch(:max_failures), nil,
+                          [nil, nil, nil, [task.name, rate.fetch(:limit), rate.fetch(:window_ms), Array.new(count)]])
     end
 
     def processed(count) = -> { @control.get(key("metric:processed")).to_i >= count }

@@ -223,8 +223,9 @@ end
 -- >>> rate limits: each key's admissions logged at once (one RPUSH per
 -- key per call, the window as expiry: an idle key's log vanishes), and
 -- each throttled key's wake time recorded (ZADD LT: the earliest stays).
--- A wake earlier than every other rings `planned`, so schedulers re-arm
--- as for a new earliest planned job.
+-- A wake earlier than every other rings `throttled`: schedulers re-arm as
+-- for a new earliest planned job, and wake throttled keys from then on
+-- (until a promotion finds none; older nodes take it for `ready`).
 for hex, r in pairs(rates) do
   if r.pending > 0 then
     local log, at = prefix .. 'rate:' .. hex, string.format('%d', clock())
@@ -245,7 +246,7 @@ if wakes then
   if changed then
     local first = redis.call('ZRANGE', wake_key, 0, 0, 'WITHSCORES')
     if first[2] and tonumber(first[2]) >= earliest then
-      redis.call('PUBLISH', prefix .. 'doorbell', 'planned')
+      redis.call('PUBLISH', prefix .. 'doorbell', 'throttled')
     end
   end
   redis.call('INCRBY', prefix .. 'metric:throttled', throttled)

@@ -4,10 +4,12 @@
 -- KEYS[1] planned zset, KEYS[2] retrying zset, KEYS[3] doorbell,
 -- KEYS[4] archive entries (for malformed members), KEYS[5] job index,
 -- KEYS[6] cancelled metric, KEYS[7] cancelled-waiting counter, KEYS[8] attempts hash
--- ARGV[1] max members per set, ARGV[2] key prefix, ARGV[3] '1' when this
--- node loads a rate limited task (it wakes throttled keys: `flow:wake`)
--- Returns {promoted, milliseconds until the next due member or -1}: a delay,
--- not a time, so the caller can wait for it on its own clock.
+-- ARGV[1] max members per set, ARGV[2] key prefix, ARGV[3] '1' to wake
+-- throttled keys too (`flow:wake`: the node heard a `throttled` ring since
+-- its last promotion that found none)
+-- Returns {promoted, milliseconds until the next due member or -1, 1 when
+-- (ARGV[3] = '1') throttled keys still wait for a wake}: a delay, not a
+-- time, so the caller can wait for it on its own clock.
 local now = redis_now_ms()
 local moved, rang = 0, false
 for k = 1, 2 do
@@ -41,8 +43,9 @@ end
 -- heads of their lists, oldest first; the claim that meets them admits or
 -- throttles them again (an early wake costs work, never the limit). A key
 -- with jobs left gets its next wake: when the log entry the moved jobs do
--- not replace leaves the window. Nodes without a rate limited task pass
--- '0' and run none of this.
+-- not replace leaves the window. A node that heard no `throttled` ring
+-- since a promotion found no wake left passes '0' and runs none of this,
+-- so namespaces without rate limits pay nothing.
 local wake_key = ARGV[2] .. 'flow:wake'
 if ARGV[3] == '1' then
   for _, hex in ipairs(redis.call('ZRANGEBYSCORE', wake_key, '-inf', now, 'LIMIT', 0, 100)) do
@@ -89,9 +92,13 @@ for k = 1, 2 do
     if next_due < 0 or s < next_due then next_due = s end
   end
 end
+local waking = 0
 if ARGV[3] == '1' then
   local first = redis.call('ZRANGE', wake_key, 0, 0, 'WITHSCORES')
-  if first[2] and (next_due < 0 or tonumber(first[2]) < next_due) then next_due = tonumber(first[2]) end
+  if first[2] then
+    waking = 1
+    if next_due < 0 or tonumber(first[2]) < next_due then next_due = tonumber(first[2]) end
+  end
 end
 if next_due >= 0 then next_due = math.max(next_due - now, 0) end
-return {moved, next_due}
+return {moved, next_due, waking}

@@ -93,10 +93,11 @@ fn a_rate_of_three_claims_three_throttles_the_rest_and_the_wake_moves_them_back(
     assert_eq!(c.hget::<_, _, String>("solid_jobs:jobs", &envs[3].id).unwrap(), "throttled|default");
     assert_eq!(c.get::<_, i64>("solid_jobs:metric:throttled").unwrap(), 2);
     assert_eq!(c.get::<_, Option<i64>>("solid_jobs:metric:blocked").unwrap(), None, "throttled is not blocked");
-    assert_eq!(pubsub.get_message().unwrap().get_payload::<String>().unwrap(), "planned", "a new earliest wake rang");
+    assert_eq!(pubsub.get_message().unwrap().get_payload::<String>().unwrap(), "throttled", "a new earliest wake rang");
 
     // Nothing due yet: a waking promotion moves nothing, and says when.
-    let (_, next) = store.promote_waking(&mut c, 100, true).unwrap();
+    let (_, next, waiting) = store.promote_waking(&mut c, 100, true).unwrap();
+    assert!(waiting, "the key still waits for its wake");
     assert_eq!(throttled(&mut c, "a"), 2);
     assert!(next.unwrap() <= Duration::from_millis(1_200), "{next:?}");
     // A claim meanwhile finds the channel empty.
@@ -109,6 +110,7 @@ fn a_rate_of_three_claims_three_throttles_the_rest_and_the_wake_moves_them_back(
     store.promote_waking(&mut c, 100, true).unwrap();
     assert_eq!(throttled(&mut c, "a"), 0, "the whole window expired: room for both");
     assert_eq!(wake(&mut c, "a"), None);
+    assert!(!store.promote_waking(&mut c, 100, true).unwrap().2, "no wake left: the node may stop waking");
     assert_eq!(c.hget::<_, _, String>("solid_jobs:jobs", &envs[3].id).unwrap(), "ready|default");
     assert_eq!(pubsub.get_message().unwrap().get_payload::<String>().unwrap(), "ready");
     let second = claim(&store, &mut c, 10);

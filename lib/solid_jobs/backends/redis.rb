@@ -133,18 +133,12 @@ module SolidJobs
 
       private def settle_target(claim) = [claim.reservation, claim.fence, claim.channel, claim.raw]
 
-      # Whether this node's promotions wake throttled rate keys (decision
-      # 42): when it loads a rate limited task. A node that never loads one
-      # never claims its jobs either, and its promotions cost nothing more.
-      def flow_wake? = Task.classes.any? { |k| k.solid_jobs_options[:rate] }
-
       def source_spec(channels, config:, node_id:, description:)
         c = config
         {kind: "redis", url: @client.url, namespace: @namespace, node_id: node_id, channels: channels.map(&:dup),
          channel_order: c.channel_order.to_s, prefetch: c.prefetch, workers: c.concurrency,
          heartbeat_interval: c.heartbeat_interval.to_f, node_ttl: c.recovery_delay.to_f, description: description,
-         archive_max_entries: c.archive_max_entries, archive_max_age: c.archive_max_age.to_f, timeouts: c.timeouts,
-         flow_wake: flow_wake?}
+         archive_max_entries: c.archive_max_entries, archive_max_age: c.archive_max_age.to_f, timeouts: c.timeouts}
       end
     end
   end

@@ -63,9 +63,6 @@ pub struct RedisSourceConfig {
     /// The recurring schedules whose jobs go to this backend, when the node
     /// runs the scheduler; empty: no scheduler thread.
     pub schedules: Vec<RecurringSchedule>,
-    /// This node loads a rate limited task, so its promotions also wake
-    /// throttled keys (decision 42); false: they run as they always did.
-    pub flow_wake: bool,
 }
 
 impl RedisSourceConfig {
@@ -793,6 +790,11 @@ struct HeartbeatThread<'a> {
     next_beat: Instant,
     /// When due planned and retrying jobs should next be promoted.
     next_due: Instant,
+    /// The `throttled` bell's epoch as it was before the last promotion
+    /// that woke throttled keys and found none left (decision 42): while
+    /// the bell has not moved since, promotions skip the wake, so a
+    /// namespace without rate limits pays nothing. None: wake (at start).
+    quiet_since: Option<u64>,
     /// When the node's telemetry should next be written.
     next_flush: Instant,
     /// Failures answered by Redis (not a lost connection: that is an
@@ -814,6 +816,7 @@ impl<'a> HeartbeatThread<'a> {
             conn: Reconnecting::new(s.pool.connector().clone()),
             next_beat: now + s.cfg.heartbeat_interval,
             next_due: now,
+            quiet_since: None,
             next_flush: now + FLUSH_INTERVAL,
             heartbeat_warning: Throttled::default(),
             promote_warning: Throttled::default(),
@@ -948,8 +951,15 @@ impl<'a> HeartbeatThread<'a> {
     /// Promotes due planned and retrying jobs; learns when the next is due.
     fn promote(&mut self, now: Instant) {
         let s = self.s;
-        match self.conn.run(|c| s.store.promote_waking(c, PROMOTE_LIMIT, s.cfg.flow_wake)) {
-            Ok((moved, next)) => {
+        // Read before the call: a ring after it moves the epoch past this.
+        // Without a live subscription rings may be missed: always wake.
+        let epoch = s.bells.throttled.epoch();
+        let wake = self.quiet_since != Some(epoch) || !s.bells.subscribed.load(Ordering::Acquire);
+        match self.conn.run(|c| s.store.promote_waking(c, PROMOTE_LIMIT, wake)) {
+            Ok((moved, next, waiting)) => {
+                if wake && !waiting {
+                    self.quiet_since = Some(epoch);
+                }
                 s.stats().promoted.fetch_add(moved, Ordering::Relaxed);
                 self.next_due = if moved as usize >= PROMOTE_LIMIT {
                     now

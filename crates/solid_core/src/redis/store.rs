@@ -547,7 +547,7 @@ impl Store {
     /// (moved, how long until the next one is due).
     pub fn promote(&self, conn: &mut Connection, limit: usize) -> Result<(u64, Option<Duration>)> {
         // >>> rate limits: the one invocation lives in store_rate.rs.
-        self.promote_waking(conn, limit, false)
+        self.promote_waking(conn, limit, false).map(|(moved, next, _)| (moved, next))
         // <<< rate limits
     }
 

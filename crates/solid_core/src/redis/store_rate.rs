@@ -3,11 +3,12 @@
 //!
 //! `claim.lua` throttles a job over its key's rate into `throttled:<hex>`
 //! and records the key once in `flow:wake` with the Redis-clock time its
-//! oldest admission leaves the window. `promote.lua`, run by a node that
-//! loads a rate limited task (`flow_wake`), moves the due keys' jobs back
-//! to the heads of their lists, as many as the log has room for. Nodes
-//! without such a task pass '0': their promotion runs the commands it
-//! always ran.
+//! oldest admission leaves the window, ringing `throttled` when that wake
+//! is the earliest. `promote.lua` with `wake` moves the due keys' jobs
+//! back to the heads of their lists, as many as the log has room for. A
+//! node passes `wake` from its start, and after every `throttled` ring
+//! (or missed rings), until a promotion reports no wake left: so a
+//! namespace without rate limits runs the commands it always ran.
 
 use std::time::Duration;
 
@@ -18,16 +19,17 @@ use crate::redis::store::Store;
 
 impl Store {
     /// Promotes planned and retrying jobs due on Redis' clock and, with
-    /// `flow_wake`, the throttled jobs of rate keys whose wake time has
-    /// come; returns (planned and retrying jobs moved, how long until the
-    /// next one or the next wake is due).
+    /// `wake`, the throttled jobs of rate keys whose wake time has come;
+    /// returns (planned and retrying jobs moved, how long until the next
+    /// one or the next wake is due, whether throttled keys still wait: with
+    /// `wake` only, else false).
     pub fn promote_waking(
         &self,
         conn: &mut Connection,
         limit: usize,
-        flow_wake: bool,
-    ) -> Result<(u64, Option<Duration>)> {
-        let (moved, next): (u64, i64) = self
+        wake: bool,
+    ) -> Result<(u64, Option<Duration>, bool)> {
+        let reply: Vec<i64> = self
             .scripts
             .promote
             .key(self.keys.planned())
@@ -40,8 +42,9 @@ impl Store {
             .key(self.keys.attempts())
             .arg(limit)
             .arg(self.keys.prefix())
-            .arg(if flow_wake { "1" } else { "0" })
+            .arg(if wake { "1" } else { "0" })
             .invoke(conn)?;
-        Ok((moved, u64::try_from(next).ok().map(Duration::from_millis)))
+        let at = |i: usize| reply.get(i).copied().unwrap_or(0);
+        Ok((u64::try_from(at(0)).unwrap_or(0), u64::try_from(at(1)).ok().map(Duration::from_millis), at(2) == 1))
     }
 }

@@ -52,7 +52,7 @@ pub enum SourceSettings {
 /// `{kind: "redis", url:, namespace:, node_id:, channels: [[name, weight], ...],
 ///   channel_order:, prefetch:, workers:, heartbeat_interval:, node_ttl:,
 ///   description:, archive_max_entries:, archive_max_age:, timeouts:,
-///   schedules: (optional) [ScheduleSettings, ...], flow_wake: (optional)}`;
+///   schedules: (optional) [ScheduleSettings, ...]}`;
 /// durations in seconds, `prefetch` nil means adaptive for `workers`
 /// workers, `timeouts` as [`TimeoutSettings`].
 #[derive(Deserialize)]
@@ -77,10 +77,6 @@ pub struct RedisSourceSettings {
     /// none, no scheduler thread).
     #[serde(default)]
     schedules: Vec<ScheduleSettings>,
-    /// This node loads a rate limited task: its promotions wake throttled
-    /// keys (absent: false).
-    #[serde(default)]
-    flow_wake: bool,
 }
 
 /// One recurring schedule as `SolidJobs::Recurring.source_specs` builds it:
@@ -174,7 +170,6 @@ impl RedisSourceSettings {
             },
             timeouts: self.timeouts.into_timeouts()?,
             schedules: self.schedules.into_iter().map(ScheduleSettings::into_schedule).collect::<Result<_, _>>()?,
-            flow_wake: self.flow_wake,
         })
     }
 }
