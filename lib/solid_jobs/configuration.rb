@@ -19,7 +19,7 @@ module SolidJobs
     # "Rate limits"): `per` and `slack` in seconds.
     RATE_KEYS = %i[limit per key group slack].freeze
     RATE_MAX = 10_000
-    RATE_PER = (1..86_400).freeze
+    RATE_PER = (1..86_400)
     # `unique: {by:, while:, for:}` (docs/unique.md).
     UNIQUE_KEYS = %i[by while for].freeze
     UNIQUE_MODES = %i[queued running until_done].freeze
@@ -584,7 +584,10 @@ module SolidJobs
 
       slack_ms = slack ? (slack * 1000).round : (per_ms / 20).clamp(50, 1000)
       key = rate[:key]
-      raise ConfigurationError, "rate key: must be a Proc taking the job's arguments (got #{key.inspect})" unless key.nil? || key.is_a?(Proc)
+      unless key.nil? || key.is_a?(Proc)
+        raise ConfigurationError,
+              "rate key: must be a Proc taking the job's arguments (got #{key.inspect})"
+      end
 
       group = rate[:group]
       unless group.nil? || (group.is_a?(String) && group.match?(CONCURRENCY_GROUP))
