@@ -138,4 +138,19 @@ class FlowRateOptionsTest < SolidJobsTest
     refute redis.exists?(key("throttled:#{hex}"))
     assert_equal 0, redis.zcard(key("flow:wake"))
   end
+
+  def test_integrity_check_counts_throttled_jobs_and_names_a_key_without_a_wake
+    PerAccount.enqueue_many([[5], [5], [5]])
+    backend = SolidJobs.routing.backend_for("default")
+    2.times { backend.claim("default") }
+    assert_nil backend.claim("default")
+    report = SolidJobs::IntegrityCheck.run
+    assert_equal 1, report.counts[:throttled]
+    assert_empty report.unwoken_throttled
+    hex = rate_hex("FlowRateOptionsTest::PerAccount", "acct:5")
+    redis.zrem(key("flow:wake"), hex)
+    report = SolidJobs::IntegrityCheck.run
+    assert_equal [{key: hex, throttled: 1}], report.unwoken_throttled
+    refute report.ok?
+  end
 end
