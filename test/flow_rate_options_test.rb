@@ -25,6 +25,22 @@ class FlowRateOptionsTest < SolidJobsTest
     def execute_task(*) = nil
   end
 
+  class Slow
+    include SolidJobs::Task
+
+    def execute_task(path)
+      Ledger.append(path, "slow")
+      sleep 0.6
+    end
+  end
+
+  class Tight
+    include SolidJobs::Task
+    task_options rate: {limit: 10, per: 1, slack: 0.05}
+
+    def execute_task(path, label) = Ledger.append(path, label)
+  end
+
   # The documented key: SHA-256 of "<group>\0rate\0<canonical JSON>", the
   # first 32 hex digits.
   def rate_hex(group, material) = Digest::SHA256.hexdigest("#{group}\0rate\0#{JSON.generate(material)}")[0, 32]
@@ -38,7 +54,8 @@ class FlowRateOptionsTest < SolidJobsTest
       [{limit: 2}, /rate per: must be a number of seconds from 1 to 86400/],
       [{limit: 2, per: 0.5}, /rate per:/],
       [{limit: 2, per: 86_401}, /rate per:/],
-      [{limit: 2, per: 10, slack: 11}, /rate slack: must be a number of seconds from 0 to per/],
+      [{limit: 2, per: 10, slack: 11}, /rate slack: must be a number of seconds from 0.05 to per/],
+      [{limit: 2, per: 10, slack: 0}, /rate slack:/],
       [{limit: 2, per: 10, key: "acct"}, /rate key: must be a Proc/],
       [{limit: 2, per: 10, group: "has space"}, /rate group: must be a String/],
       [{limit: 2, per: 10, burst: 3}, /unknown rate option\(s\) \[:burst\]/],
@@ -54,7 +71,7 @@ class FlowRateOptionsTest < SolidJobsTest
     PerAccount.enqueue(7)
     hex = rate_hex("FlowRateOptionsTest::PerAccount", "acct:7")
     # per 60 s: the default slack is 1 s (a twentieth, at most 1 s).
-    assert ready_envelopes.first.end_with?(%("meta":{"flow_label":"acct:7","flow":{"r":"#{hex}","rl":2,"rw":61000}}})),
+    assert ready_envelopes.first.end_with?(%("meta":{"flow_label":"acct:7","flow":{"r":"#{hex}","rl":2,"rw":61000,"rs":1000}}})),
            ready_envelopes.first
   end
 
@@ -64,8 +81,8 @@ class FlowRateOptionsTest < SolidJobsTest
     meta = JSON.parse(raw)["meta"]
     assert_equal %w[flow unique], meta.keys
     assert_equal({"c" => Digest::SHA256.hexdigest("Both\0concurrency\0null")[0, 32], "cl" => 3,
-                  "r" => rate_hex("Both", nil), "rl" => 5, "rw" => 1200}, meta["flow"])
-    assert_match(/"rw":1200\},"unique":\{"lock":"\h{32}","while":"queued"\}\}\}\z/, raw)
+                  "r" => rate_hex("Both", nil), "rl" => 5, "rw" => 1200, "rs" => 200}, meta["flow"])
+    assert_match(/"rw":1200,"rs":200\},"unique":\{"lock":"\h{32}","while":"queued"\}\}\}\z/, raw)
   end
 
   def test_an_interceptor_cannot_drop_the_limit
@@ -109,7 +126,8 @@ class FlowRateOptionsTest < SolidJobsTest
     raw = eventually("a tick was enqueued", timeout: 10) { redis.lindex(key("channel:ticks"), 0) }
     meta = JSON.parse(raw)["meta"]
     assert_equal %w[schedule tick_ms flow_label flow], meta.keys
-    assert_equal({"r" => rate_hex("FlowRateOptionsTest::PerAccount", "acct:9"), "rl" => 2, "rw" => 61_000}, meta["flow"])
+    assert_equal({"r" => rate_hex("FlowRateOptionsTest::PerAccount", "acct:9"), "rl" => 2, "rw" => 61_000, "rs" => 1000},
+                 meta["flow"])
   end
 
   def test_a_throttled_job_is_visible_cancellable_and_released_by_a_nodes_wake
@@ -152,5 +170,20 @@ class FlowRateOptionsTest < SolidJobsTest
     report = SolidJobs::IntegrityCheck.run
     assert_equal [{key: hex, throttled: 1}], report.unwoken_throttled
     refute report.ok?
+  end
+
+  def test_a_rate_limited_job_that_waited_past_its_slack_is_handed_back_unstarted
+    configure_solid_jobs(concurrency: 1, execution_mode: :thread, prefetch: 4)
+    path = ledger_path
+    Slow.enqueue(path)
+    ids = Tight.enqueue_many([[path, "t1"], [path, "t2"], [path, "t3"]])
+    # One worker: the rated jobs are claimed into the prefetch window behind
+    # the slow job and wait there 0.6 s, far past their 50 ms slack.
+    start_conductor
+    eventually("all ran", timeout: 20) { (ledger_lines & %w[t1 t2 t3]).size == 3 }
+    assert_operator redis.get(key("metric:handed_back")).to_i, :>=, 1, "a late job went back unstarted"
+    assert_equal [1, 1, 1], %w[t1 t2 t3].map { |l| ledger_lines.count(l) }, "a handed back job never started twice"
+    eventually("settled") { claims_count.zero? }
+    ids.each { |id| assert_equal "completed", SolidJobs::Console.new.find(id)["state"] }
   end
 end

@@ -552,7 +552,7 @@ module SolidJobs
     end
 
     # `rate:` checked and normalised to a frozen, shareable {limit:
-    # Integer, window_ms: Integer (per + slack), key: Proc | nil, group:
+    # Integer, window_ms: Integer (per + slack), slack_ms:, key: Proc | nil, group:
     # String | nil} (decision 42). The slack (default a twentieth of `per`,
     # 0.05 s to 1 s) widens the window the claim counts in, so starts stay
     # within the limit while a claimed job waits in a prefetch window.
@@ -578,8 +578,10 @@ module SolidJobs
 
       per_ms = (per * 1000).round
       slack = rate.fetch(:slack, nil)
-      unless slack.nil? || (slack.is_a?(Numeric) && slack.real? && slack >= 0 && slack <= per)
-        raise ConfigurationError, "rate slack: must be a number of seconds from 0 to per (got #{slack.inspect})"
+      # At least 50 ms: a job waits some milliseconds between its claim and
+      # its start, and one that waits past the slack is handed back.
+      unless slack.nil? || (slack.is_a?(Numeric) && slack.real? && slack >= 0.05 && slack <= per)
+        raise ConfigurationError, "rate slack: must be a number of seconds from 0.05 to per (got #{slack.inspect})"
       end
 
       slack_ms = slack ? (slack * 1000).round : (per_ms / 20).clamp(50, 1000)
@@ -594,7 +596,8 @@ module SolidJobs
         raise ConfigurationError, "rate group: must be a String of letters, digits, _ : . - (at most 100; got #{group.inspect})"
       end
 
-      Ractor.make_shareable({limit: limit, window_ms: per_ms + slack_ms, key: key && Task.shareable_block(:"rate key:", key),
+      Ractor.make_shareable({limit: limit, window_ms: per_ms + slack_ms, slack_ms: slack_ms,
+                             key: key && Task.shareable_block(:"rate key:", key),
                              group: group && own(group)})
     end
 

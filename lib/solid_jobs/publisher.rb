@@ -95,7 +95,7 @@ module SolidJobs
 
     # A limited task's flow (docs/flow-control.md): [group, limit, [key
     # material, ...]] of its concurrency limit (all nil without one), then
-    # [group, limit, window_ms, [key material, ...]] of its rate limit or
+    # [group, limit, window_ms, slack_ms, [key material, ...]] of its rate limit or
     # nil. The `key:` Procs run here, in the producer, on each job's
     # arguments; without one, the group has one key (nil).
     def limited(backend, task_class, task, options, argument_lists)
@@ -110,7 +110,7 @@ module SolidJobs
              end
       return flow unless rate
 
-      flow << [rate[:group] || task, rate[:limit], rate[:window_ms],
+      flow << [rate[:group] || task, rate[:limit], rate[:window_ms], rate[:slack_ms],
                materials(task_class, "rate", rate[:key], argument_lists)]
     end
 

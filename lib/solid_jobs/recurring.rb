@@ -282,13 +282,13 @@ module SolidJobs
                                 "arguments (#{e.message})"
     end
 
-    # A rate limited task's [group, limit, window_ms, key material as
+    # A rate limited task's [group, limit, window_ms, slack_ms, key material as
     # JSON] for its ticks (decision 42), computed as `concurrency` is.
     def rate(spec, klass)
       limit = klass && klass.solid_jobs_options[:rate] or return nil
 
       material = limit[:key]&.call(*spec[:arguments])
-      [limit[:group] || spec[:task], limit[:limit], limit[:window_ms], JSON.generate(material)]
+      [limit[:group] || spec[:task], limit[:limit], limit[:window_ms], limit[:slack_ms], JSON.generate(material)]
     rescue ArgumentError => e
       raise ConfigurationError, "schedule #{spec[:name].inspect}: #{spec[:task]}'s rate key: cannot take its " \
                                 "arguments (#{e.message})"

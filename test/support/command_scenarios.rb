@@ -416,7 +416,8 @@ module CommandCounts
       options = task.solid_jobs_options
       rate = options.fetch(:rate)
       client.push_limited(task.name, Array.new(count) { [] }, options.fetch(:channel), options.fetch(:max_failures), nil,
-                          [nil, nil, nil, [task.name, rate.fetch(:limit), rate.fetch(:window_ms), Array.new(count)]])
+                          [nil, nil, nil, [task.name, rate.fetch(:limit), rate.fetch(:window_ms), rate.fetch(:slack_ms),
+                                           Array.new(count)]])
     end
 
     def processed(count) = -> { @control.get(key("metric:processed")).to_i >= count }

@@ -2,7 +2,7 @@
 //! (docs/flow-control.md, decisions 39 and 42).
 //!
 //! A limited job's `meta` holds `"flow":{"c":"<32 hex>","cl":<limit>}`
-//! and/or `"r":"<32 hex>","rl":<limit>,"rw":<window ms>` (rate),
+//! and/or `"r":"<32 hex>","rl":<limit>,"rw":<window ms>,"rs":<slack ms>` (rate),
 //! after `schedule`/`tick_ms`/`priority`/`flow_label` and before `unique`
 //! (which stays last: `prelude.lua::unique_lock` is anchored at the end).
 //! The Lua scripts read the object from the envelope's tail
@@ -54,6 +54,9 @@ pub struct Rate {
     pub hex: String,
     pub limit: u64,
     pub window_ms: u64,
+    /// The start slack (part of `window_ms`): a node hands back, unstarted,
+    /// a job of this key that waited longer in its prefetch window.
+    pub slack_ms: u64,
 }
 
 /// The rate key (hex) of `group`'s job whose key material is `material`.
@@ -69,15 +72,25 @@ pub fn default_slack_ms(per_ms: u64) -> u64 {
 }
 
 /// `spec` with a rate limit of `group`'s key `material`: `limit` per
-/// `window_ms` (per + slack).
-pub fn with_rate(mut spec: FlowSpec, group: &str, limit: u64, window_ms: u64, material: &Value) -> FlowSpec {
-    spec.rate = Some(Rate { hex: rate_hex(group, material), limit, window_ms });
+/// `window_ms` (per + slack), `slack_ms` of it the start slack.
+pub fn with_rate(
+    mut spec: FlowSpec,
+    group: &str,
+    limit: u64,
+    window_ms: u64,
+    slack_ms: u64,
+    material: &Value,
+) -> FlowSpec {
+    spec.rate = Some(Rate { hex: rate_hex(group, material), limit, window_ms, slack_ms });
     spec
 }
 
 /// Checks a rate limit against its bounds (the window includes the slack,
 /// at most one `per` more).
-pub fn check_rate(limit: u64, window_ms: u64) -> Result<()> {
+pub fn check_rate(limit: u64, window_ms: u64, slack_ms: u64) -> Result<()> {
+    if slack_ms >= window_ms {
+        return Err(Error::Invalid(format!("rate slack {slack_ms} ms must be shorter than the window {window_ms} ms")));
+    }
     if !(1..=MAX_RATE).contains(&limit) {
         return Err(Error::Invalid(format!("rate limit must be 1..{MAX_RATE}, not {limit}")));
     }
@@ -136,7 +149,7 @@ pub fn meta_into(meta: &mut Map<String, Value>, spec: &FlowSpec, label: Option<&
         check_hex("concurrency", &c.hex)?;
     }
     if let Some(r) = &spec.rate {
-        check_rate(r.limit, r.window_ms)?;
+        check_rate(r.limit, r.window_ms, r.slack_ms)?;
         check_hex("rate", &r.hex)?;
     }
     let unique = meta.remove("unique");
@@ -154,6 +167,7 @@ pub fn meta_into(meta: &mut Map<String, Value>, spec: &FlowSpec, label: Option<&
         flow.insert("r".into(), Value::String(r.hex.clone()));
         flow.insert("rl".into(), Value::from(r.limit));
         flow.insert("rw".into(), Value::from(r.window_ms));
+        flow.insert("rs".into(), Value::from(r.slack_ms));
     }
     meta.insert("flow".into(), Value::Object(flow));
     if let Some(u) = unique {
@@ -174,7 +188,8 @@ pub fn parse(meta: Option<&Map<String, Value>>) -> FlowSpec {
         let hex = f.get("r")?.as_str()?;
         let limit = f.get("rl")?.as_u64()?;
         let window_ms = f.get("rw")?.as_u64()?;
-        check_hex("rate", hex).is_ok().then(|| Rate { hex: hex.to_owned(), limit, window_ms })
+        let slack_ms = f.get("rs").and_then(Value::as_u64).unwrap_or(0);
+        check_hex("rate", hex).is_ok().then(|| Rate { hex: hex.to_owned(), limit, window_ms, slack_ms })
     });
     FlowSpec { concurrency, rate }
 }
@@ -251,14 +266,14 @@ mod tests {
     #[test]
     fn a_rate_limit_goes_after_the_concurrency_limit_and_before_the_unique_lock() {
         let c = Limit { hex: "ab".repeat(16), limit: 2 };
-        let spec = with_rate(FlowSpec { concurrency: Some(c), rate: None }, "Api", 100, 61_000, &json!(7));
+        let spec = with_rate(FlowSpec { concurrency: Some(c), rate: None }, "Api", 100, 61_000, 1_000, &json!(7));
         let r = spec.rate.clone().unwrap();
         let mut meta = unique::meta(&"cd".repeat(16), unique::Mode::Queued);
         meta_into(&mut meta, &spec, Some("7")).unwrap();
         let raw = Envelope::build("Api", json!([7]), "default", 3, 1, 1).unwrap().with_meta(meta).unwrap().encode();
         assert!(
             raw.ends_with(&format!(
-                r#""flow_label":"7","flow":{{"c":"{}","cl":2,"r":"{}","rl":100,"rw":61000}},"unique":{{"lock":"{}","while":"queued"}}}}}}"#,
+                r#""flow_label":"7","flow":{{"c":"{}","cl":2,"r":"{}","rl":100,"rw":61000,"rs":1000}},"unique":{{"lock":"{}","while":"queued"}}}}}}"#,
                 "ab".repeat(16),
                 r.hex,
                 "cd".repeat(16)
@@ -267,13 +282,13 @@ mod tests {
         );
         assert_eq!(parse(Envelope::decode(&raw).unwrap().meta.as_ref()), spec);
 
-        let only_rate = with_rate(FlowSpec::default(), "Api", 3, 1_050, &Value::Null);
+        let only_rate = with_rate(FlowSpec::default(), "Api", 3, 1_050, 50, &Value::Null);
         let mut meta = Map::new();
         meta_into(&mut meta, &only_rate, None).unwrap();
         let raw = Envelope::build("Api", json!([7]), "default", 3, 1, 1).unwrap().with_meta(meta).unwrap().encode();
         assert!(
             raw.ends_with(&format!(
-                r#""meta":{{"flow":{{"r":"{}","rl":3,"rw":1050}}}}}}"#,
+                r#""meta":{{"flow":{{"r":"{}","rl":3,"rw":1050,"rs":50}}}}}}"#,
                 only_rate.rate.as_ref().unwrap().hex
             )),
             "{raw}"
@@ -285,8 +300,10 @@ mod tests {
     fn rate_bounds_and_the_default_slack() {
         let mut meta = Map::new();
         for (limit, window) in [(0, 2_000), (MAX_RATE + 1, 2_000), (1, 999), (1, 2 * MAX_RATE_PER_MS + 1)] {
-            let spec =
-                FlowSpec { concurrency: None, rate: Some(Rate { hex: "ab".repeat(16), limit, window_ms: window }) };
+            let spec = FlowSpec {
+                concurrency: None,
+                rate: Some(Rate { hex: "ab".repeat(16), limit, window_ms: window, slack_ms: 0 }),
+            };
             assert!(meta_into(&mut meta, &spec, None).is_err(), "{limit} {window}");
         }
         assert!(meta.is_empty());

@@ -22,7 +22,7 @@ fn hex(key: &str) -> String {
 }
 
 fn rated(key: &str, limit: u64, window_ms: u64, n: i64) -> Envelope {
-    let spec = with_rate(FlowSpec::default(), "Api", limit, window_ms, &json!(key));
+    let spec = with_rate(FlowSpec::default(), "Api", limit, window_ms, 50, &json!(key));
     let mut meta = Map::new();
     meta_into(&mut meta, &spec, Some(key)).unwrap();
     Envelope::build("Api", json!([key, n]), "default", 3, now_ms(), now_ms()).unwrap().with_meta(meta).unwrap()
@@ -154,7 +154,7 @@ fn a_concurrency_blocked_job_takes_no_rate_and_plain_jobs_flow_past_a_throttled_
     let (_redis, mut c, store) = setup();
     let both = |n| {
         let c = Limit { hex: solid_core::flow::concurrency_hex("Api", &json!("k")), limit: 1 };
-        let spec = with_rate(FlowSpec { concurrency: Some(c), rate: None }, "Api", 2, 60_000, &json!("k"));
+        let spec = with_rate(FlowSpec { concurrency: Some(c), rate: None }, "Api", 2, 60_000, 50, &json!("k"));
         let mut meta = Map::new();
         meta_into(&mut meta, &spec, Some("k")).unwrap();
         Envelope::build("Api", json!([n]), "default", 3, now_ms(), now_ms()).unwrap().with_meta(meta).unwrap()
@@ -206,4 +206,23 @@ fn a_hot_key_wakes_one_window_at_a_time() {
     assert!(next > redis_ms(&mut c), "{next}");
     assert_eq!(claim(&store, &mut c, 10).len(), 2);
     assert_eq!(throttled(&mut c, "d"), 3, "nothing throttled again");
+}
+
+#[test]
+fn a_handed_back_job_goes_to_the_head_unstarted_keeping_its_admission() {
+    let (_redis, mut c, store) = setup();
+    let envs: Vec<Envelope> = (0..2).map(|n| rated("h", 5, 60_000, n)).collect();
+    push(&store, &mut c, &envs);
+    let jobs = claim(&store, &mut c, 10);
+    assert_eq!(jobs.len(), 2);
+    assert_eq!(store.hand_back(&mut c, "n1", &[jobs[1].token]).unwrap(), 1);
+    assert_eq!(c.hlen::<_, usize>("solid_jobs:claims:n1").unwrap(), 1, "only that claim left");
+    let head: Vec<String> = c.lrange("solid_jobs:channel:default", -1, -1).unwrap();
+    assert_eq!(head, vec![jobs[1].raw.clone()]);
+    assert_eq!(c.hget::<_, _, String>("solid_jobs:jobs", &jobs[1].envelope.id).unwrap(), "ready|default");
+    assert_eq!(c.get::<_, i64>("solid_jobs:metric:handed_back").unwrap(), 1);
+    assert_eq!(log(&mut c, "h").len(), 2, "the admission is not given back");
+    // A resent hand-back finds no claim: nothing moves twice.
+    assert_eq!(store.hand_back(&mut c, "n1", &[jobs[1].token]).unwrap(), 0);
+    assert_eq!(c.llen::<_, usize>("solid_jobs:channel:default").unwrap(), 1);
 }

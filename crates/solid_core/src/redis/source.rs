@@ -438,6 +438,22 @@ impl JobSource for RedisSource {
         self.shared.feed.settled();
     }
 
+    /// One `requeue.lua` call (mode `tokens`) from the worker's thread: the
+    /// claim goes back to the head of its list, its slot released, its
+    /// admission kept (conservative: the rate never gains). On an error the
+    /// job runs rather than waits for recovery.
+    fn hand_back(&self, job: ClaimedJob) -> Option<ClaimedJob> {
+        let s = &self.shared;
+        match s.pool.with(|c| s.store.hand_back(c, &s.cfg.node_id, &[job.token])) {
+            Ok(_) => {
+                s.holdings.release([job.token]);
+                s.feed.settled();
+                None
+            }
+            Err(_) => Some(job),
+        }
+    }
+
     /// The task returned: complete the claim (batched, asynchronous). The job
     /// stays claimed in Redis until the batch is written, so a crash before
     /// then reruns it: at-least-once.

@@ -47,4 +47,27 @@ impl Store {
         let at = |i: usize| reply.get(i).copied().unwrap_or(0);
         Ok((u64::try_from(at(0)).unwrap_or(0), u64::try_from(at(1)).ok().map(Duration::from_millis), at(2) == 1))
     }
+
+    /// Moves `node_id`'s claims `tokens` back to the heads of their lists,
+    /// unstarted (`requeue.lua` mode `tokens`: their slots released, their
+    /// admissions kept); returns how many were still claimed.
+    pub fn hand_back(&self, conn: &mut Connection, node_id: &str, tokens: &[u64]) -> Result<u64> {
+        let mut inv = self.scripts.requeue.prepare_invoke();
+        inv.key(self.keys.claims(node_id))
+            .key(self.keys.node(node_id))
+            .key(self.keys.nodes())
+            .key(self.keys.doorbell())
+            .key(self.keys.archive_entries())
+            .key(self.keys.jobs())
+            .arg(self.keys.prefix())
+            .arg(node_id)
+            .arg("tokens")
+            .arg("")
+            .arg("0");
+        for t in tokens {
+            inv.arg(t.to_string());
+        }
+        let n: i64 = inv.invoke(conn)?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
 }

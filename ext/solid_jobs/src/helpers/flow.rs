@@ -1,8 +1,8 @@
 //! Flow control on the producer side (docs/flow-control.md): the
 //! `meta.flow` of a limited task's envelopes, from what `Publisher` sends,
 //! `[group, limit, [key material, ...]]` for a concurrency limit, followed
-//! by an optional fourth element `[group, limit, window_ms, [key material,
-//! ...]]` for a rate limit; a rate-only task sends `[nil, nil, nil, rate]`.
+//! by an optional fourth element `[group, limit, window_ms, slack_ms, [key
+//! material, ...]]` for a rate limit; a rate-only task sends `[nil, nil, nil, rate]`.
 //! A material is nil when the task has no `key:` (one key for the group).
 
 use magnus::{prelude::*, Error, RArray, Ruby, TryConvert, Value};
@@ -17,8 +17,8 @@ use super::errors::{arg_error, to_ruby as err};
 /// one key material per job.
 pub struct Flow {
     pub concurrency: Option<(String, u64, Vec<Value>)>,
-    /// (group, limit, window ms = per + slack, materials).
-    pub rate: Option<(String, u64, u64, Vec<Value>)>,
+    /// (group, limit, window ms = per + slack, slack ms, materials).
+    pub rate: Option<(String, u64, u64, u64, Vec<Value>)>,
 }
 
 fn materials(list: RArray, jobs: usize, exact: bool) -> Result<Vec<Value>, Error> {
@@ -54,8 +54,9 @@ impl Flow {
         };
         let rate = match parts.get(3) {
             Some(r) if !r.is_nil() => {
-                let (group, limit, window_ms, list): (String, u64, u64, RArray) = TryConvert::try_convert(*r)?;
-                Some((group, limit, window_ms, materials(list, jobs, exact)?))
+                let (group, limit, window_ms, slack_ms, list): (String, u64, u64, u64, RArray) =
+                    TryConvert::try_convert(*r)?;
+                Some((group, limit, window_ms, slack_ms, materials(list, jobs, exact)?))
             }
             _ => None,
         };
@@ -78,7 +79,7 @@ impl Flow {
         if let Some((group, limit, materials)) = &self.concurrency {
             (spec, label) = concurrency(group, *limit, &json(materials[i], "concurrency")?);
         }
-        if let Some((group, limit, window_ms, materials)) = &self.rate {
+        if let Some((group, limit, window_ms, slack_ms, materials)) = &self.rate {
             let material = json(materials[i], "rate")?;
             // One label per job: the concurrency key's when there is one.
             if label.is_none() {
@@ -88,7 +89,7 @@ impl Flow {
                     other => Some(other.to_string()),
                 };
             }
-            spec = with_rate(spec, group, *limit, *window_ms, &material);
+            spec = with_rate(spec, group, *limit, *window_ms, *slack_ms, &material);
         }
         let mut meta = env.meta.clone().unwrap_or_default();
         meta_into(&mut meta, &spec, label.as_deref()).map_err(err)?;
