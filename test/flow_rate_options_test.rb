@@ -166,6 +166,19 @@ class FlowRateOptionsTest < SolidJobsTest
     assert_equal 1, report.counts[:throttled]
     assert_empty report.unwoken_throttled
     hex = rate_hex("FlowRateOptionsTest::PerAccount", "acct:5")
+
+    # The dashboard's Flow page lists the key.
+    require "rack/mock"
+    require "solid_jobs/web"
+    web = Rack::MockRequest.new(SolidJobs::Web.new)
+    row = JSON.parse(web.get("/flow.json").body)["rate"].find { |k| k["key"] == hex }
+    assert_equal({"logged" => 2, "throttled" => 1, "limit" => 2, "window_ms" => 61_000,
+                  "task" => "FlowRateOptionsTest::PerAccount", "label" => "acct:5"}, row.except("key", "wake_ms"))
+    assert_in_delta redis.zscore(key("flow:wake"), hex), row["wake_ms"], 1
+    html = web.get("/flow").body
+    assert_includes html, "Rate limits"
+    assert_includes html, "acct:5"
+
     redis.zrem(key("flow:wake"), hex)
     report = SolidJobs::IntegrityCheck.run
     assert_equal [{key: hex, throttled: 1}], report.unwoken_throttled

@@ -103,6 +103,9 @@ impl Keyspace {
     fn throttled_pattern(&self) -> String {
         self.0.throttled_pattern()
     }
+    fn rate_pattern(&self) -> String {
+        self.0.rate_pattern()
+    }
     fn flow_wake(&self) -> String {
         self.0.flow_wake()
     }
@@ -188,6 +191,7 @@ pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
     class.define_method("throttled", method!(Keyspace::throttled, 1))?;
     class.define_method("throttled_pattern", method!(Keyspace::throttled_pattern, 0))?;
     class.define_method("flow_wake", method!(Keyspace::flow_wake, 0))?;
+    class.define_method("rate_pattern", method!(Keyspace::rate_pattern, 0))?;
     class.define_method("incarnation", method!(Keyspace::incarnation, 0))?;
     class.define_method("metric", method!(Keyspace::metric, 1))?;
     class.define_method("doorbell", method!(Keyspace::doorbell, 0))?;
