@@ -195,6 +195,11 @@ class FlowRateOptionsTest < SolidJobsTest
     start_conductor
     eventually("all ran", timeout: 20) { (ledger_lines & %w[t1 t2 t3]).size == 3 }
     assert_operator redis.get(key("metric:handed_back")).to_i, :>=, 1, "a late job went back unstarted"
+    require "rack/mock"
+    require "solid_jobs/web"
+    metrics = Rack::MockRequest.new(SolidJobs::Web.new).get("/metrics").body
+    assert_match(/^solid_jobs_jobs_handed_back_total [1-9]/, metrics)
+    assert_match(/^solid_jobs_jobs_throttled_total \d+/, metrics)
     assert_equal [1, 1, 1], %w[t1 t2 t3].map { |l| ledger_lines.count(l) }, "a handed back job never started twice"
     eventually("settled") { claims_count.zero? }
     ids.each { |id| assert_equal "completed", SolidJobs::Console.new.find(id)["state"] }
