@@ -78,7 +78,24 @@ class CommandCountsTest < SolidJobsTest
     # (the job), popped again (empty), then the base list (empty); the MGET
     # that reads the flow string (pause, levels in use) is the one every
     # claim makes. One RPOP per level in use per claim call, not per job.
-    priority_turn: {commands: 2, lua: 16, round_trips: 2}
+    priority_turn: {commands: 2, lua: 16, round_trips: 2},
+    # Rate limits (decision 42). worker_turn plus, in the claim, LLEN (the
+    # key's log, once per key per call: under the limit, no LINDEX), and
+    # RPUSH PEXPIRE (the admission logged, once per key per call). The ack
+    # is a plain ack: an admission is not given back.
+    rate_turn: {commands: 2, lua: 18, round_trips: 2},
+    # Two jobs of one key at 1 per second in one push. claim: LLEN, the
+    # first admitted (TIME SET HSET, RPUSH PEXPIRE), the second throttled
+    # (LPUSH throttled:<hex>, HSET its index state, ZADD LT CH flow:wake,
+    # ZRANGE: the earliest wake, PUBLISH throttled, INCRBY metric:throttled).
+    # The ring wakes the heartbeat thread: promote (not due yet; +ZRANGE
+    # flow:wake for its next due time), then at the wake promote moves it
+    # back (LINDEX the oldest throttled job, LLEN and LINDEX the log, RPOP,
+    # HGET its state, HSET ready, RPUSH to the list's head, EXISTS: none
+    # left, PUBLISH ready). The fetcher claims it (LLEN: the log expired
+    # with its window, RPUSH PEXPIRE). Two worker turns and two promotions;
+    # nothing polls.
+    rate_throttled_turn: {commands: 6, lua: 66, round_trips: 6}
   }.freeze
   # Seconds without traffic that end an operation: far above any scheduling
   # delay of a runnable thread on a loaded host, so nothing late is missed.

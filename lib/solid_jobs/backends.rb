@@ -12,7 +12,7 @@ module SolidJobs
     class NotSupported < Error; end
 
     CAPABILITIES = %i[at_least_once retries scheduling crash_recovery deduplication fencing lease_extension get cancel
-                      durability unique recurring pause concurrency_limits priority].freeze
+                      durability unique recurring pause concurrency_limits priority rate_limits].freeze
 
     # A claimed job, for callers of the adapter API (tools, tests; workers
     # use the native dispatcher). `reservation` names who holds it (the

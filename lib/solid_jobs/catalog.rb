@@ -63,6 +63,26 @@ module SolidJobs
       end
     end
 
+    # Rate keys in use (decision 42), at most `limit`: a key's admissions
+    # still logged (at most its limit; the log expires with the window),
+    # its throttled jobs, when it next wakes (Redis-clock ms, nil when
+    # nothing waits), and, from its oldest throttled job's envelope, the
+    # limit, the window in ms, its task and its label.
+    # [{"key", "logged", "throttled", "wake_ms", "limit", "window_ms", "task", "label"}]
+    def rate_keys(limit: 200)
+      hexes = (Scan.names(@client, @keys.rate_pattern) | Scan.names(@client, @keys.throttled_pattern)).sort.first(limit)
+      hexes.map do |hex|
+        throttled = @client.call(["LLEN", @keys.throttled(hex)]).to_i
+        oldest = throttled.positive? ? @client.call(["LINDEX", @keys.throttled(hex), "-1"]) : nil
+        envelope = oldest && parse(oldest.split("|", 2).last)
+        meta = (envelope && envelope["meta"]).is_a?(Hash) ? envelope["meta"] : {}
+        wake = @client.call(["ZSCORE", @keys.flow_wake, hex])
+        {"key" => hex, "logged" => @client.call(["LLEN", @keys.rate(hex)]).to_i, "throttled" => throttled,
+         "wake_ms" => wake&.to_f&.to_i, "limit" => meta.dig("flow", "rl"), "window_ms" => meta.dig("flow", "rw"),
+         "task" => envelope && envelope["task"], "label" => meta["flow_label"]}
+      end
+    end
+
     def planned_count = zcard(@keys.planned)
     def retrying_count = zcard(@keys.retrying)
     def archived_count = zcard(@keys.archive)

@@ -10,11 +10,16 @@ module SolidJobs
   class Configuration
     CHANNEL_ORDERS = %i[weighted priority shuffle].freeze
     EXECUTION_MODES = %i[ractor thread].freeze
-    TASK_OPTION_KEYS = %i[channel max_failures retry_within execution unique recurring concurrency priority].freeze
+    TASK_OPTION_KEYS = %i[channel max_failures retry_within execution unique recurring concurrency priority rate].freeze
     # `concurrency: {limit:, key:, group:}` (docs/flow-control.md).
     CONCURRENCY_KEYS = %i[limit key group].freeze
     CONCURRENCY_MAX = 10_000
     CONCURRENCY_GROUP = /\A[A-Za-z0-9_:.-]{1,100}\z/
+    # `rate: {limit:, per:, key:, group:, slack:}` (docs/flow-control.md
+    # "Rate limits"): `per` and `slack` in seconds.
+    RATE_KEYS = %i[limit per key group slack].freeze
+    RATE_MAX = 10_000
+    RATE_PER = (1..86_400)
     # `unique: {by:, while:, for:}` (docs/unique.md).
     UNIQUE_KEYS = %i[by while for].freeze
     UNIQUE_MODES = %i[queued running until_done].freeze
@@ -469,6 +474,7 @@ module SolidJobs
       end
       options = options.merge(concurrency: concurrency_option(options[:concurrency])) if options.key?(:concurrency)
       check_priority_option(options)
+      options = options.merge(rate: rate_option(options[:rate])) if options.key?(:rate)
       options.to_h do |k, v|
         [k, case k
             when :channel then own(v)
@@ -571,6 +577,56 @@ module SolidJobs
       end
 
       Ractor.make_shareable({limit: limit, key: key && Task.shareable_block(:"concurrency key:", key),
+                             group: group && own(group)})
+    end
+
+    # `rate:` checked and normalised to a frozen, shareable {limit:
+    # Integer, window_ms: Integer (per + slack), slack_ms:, key: Proc | nil, group:
+    # String | nil} (decision 42). The slack (default a twentieth of `per`,
+    # 0.05 s to 1 s) widens the window the claim counts in, so starts stay
+    # within the limit while a claimed job waits in a prefetch window.
+    def self.rate_option(rate)
+      return nil if rate.nil? || rate == false
+
+      unless rate.is_a?(Hash)
+        raise ConfigurationError, "task option rate must be a Hash like {limit: 100, per: 60, key: ->(account_id, *) " \
+                                  "{ account_id }} (got #{rate.inspect})"
+      end
+      unknown = rate.keys - RATE_KEYS
+      raise ConfigurationError, "unknown rate option(s) #{unknown.inspect}; known: #{RATE_KEYS.inspect}" unless unknown.empty?
+
+      limit = rate[:limit]
+      unless limit.is_a?(Integer) && limit.between?(1, RATE_MAX)
+        raise ConfigurationError, "rate limit: must be an Integer from 1 to #{RATE_MAX} (got #{limit.inspect})"
+      end
+
+      per = rate[:per]
+      unless per.is_a?(Numeric) && per.real? && RATE_PER.cover?(per)
+        raise ConfigurationError, "rate per: must be a number of seconds from 1 to 86400 (got #{per.inspect})"
+      end
+
+      per_ms = (per * 1000).round
+      slack = rate.fetch(:slack, nil)
+      # At least 50 ms: a job waits some milliseconds between its claim and
+      # its start, and one that waits past the slack is handed back.
+      unless slack.nil? || (slack.is_a?(Numeric) && slack.real? && slack >= 0.05 && slack <= per)
+        raise ConfigurationError, "rate slack: must be a number of seconds from 0.05 to per (got #{slack.inspect})"
+      end
+
+      slack_ms = slack ? (slack * 1000).round : (per_ms / 20).clamp(50, 1000)
+      key = rate[:key]
+      unless key.nil? || key.is_a?(Proc)
+        raise ConfigurationError,
+              "rate key: must be a Proc taking the job's arguments (got #{key.inspect})"
+      end
+
+      group = rate[:group]
+      unless group.nil? || (group.is_a?(String) && group.match?(CONCURRENCY_GROUP))
+        raise ConfigurationError, "rate group: must be a String of letters, digits, _ : . - (at most 100; got #{group.inspect})"
+      end
+
+      Ractor.make_shareable({limit: limit, window_ms: per_ms + slack_ms, slack_ms: slack_ms,
+                             key: key && Task.shareable_block(:"rate key:", key),
                              group: group && own(group)})
     end
 

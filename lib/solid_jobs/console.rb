@@ -35,7 +35,8 @@ module SolidJobs
 
     # {"id", "state", "channel", "task", ..., failure record fields} or nil.
     # States: ready, planned, retrying, claimed, cancelled, archived, and
-    # blocked (over its concurrency limit: docs/flow-control.md) (Redis);
+    # blocked (over its concurrency limit: docs/flow-control.md), throttled
+    # (over its rate limit) (Redis);
     # scheduled, ready, reserved, completed, dead, cancelled (SolidEngine).
     #
     # A job completed on Redis leaves no record but its id in the list of

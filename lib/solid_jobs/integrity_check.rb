@@ -22,15 +22,20 @@ module SolidJobs
   # docs/unique.md), and concurrency slots whose claim is gone
   # (orphaned_slots: a slot is added and removed with its claim record, in
   # the same script, so only lost writes or a hand edit leave one; it
-  # lowers its key's limit until removed: docs/flow-control.md). It issues
+  # lowers its key's limit until removed: docs/flow-control.md), and
+  # throttled lists whose key has no `flow:wake` member (unwoken_throttled:
+  # the claim that throttles a job records the wake in the same script, and
+  # the promotion that removes it moves the jobs or records the next one,
+  # so only lost writes or a hand edit leave one; its jobs wait until a
+  # claim throttles another job of the key: decision 42). It issues
   # only reads (SCAN, LLEN, LRANGE, ZCARD, ...).
   module IntegrityCheck
     Report = Struct.new(:counts, :orphaned_claims, :dead_node_claims, :unheld_claims, :undecodable, :unknown_channels,
                         :unserved_channels, :expired_publications, :stale_locks, :orphaned_slots,
-                        keyword_init: true) do
+                        :unwoken_throttled, keyword_init: true) do
       def ok?
         [orphaned_claims, dead_node_claims, unheld_claims, undecodable, unknown_channels, expired_publications,
-         stale_locks, orphaned_slots].all?(&:empty?)
+         stale_locks, orphaned_slots, unwoken_throttled].all?(&:empty?)
       end
     end
 
@@ -48,6 +53,7 @@ module SolidJobs
 
       # Slots first, claims after: see orphaned_slots.
       slots = Scan.names(client, keys.slots_pattern).to_h { |hex| [hex, client.call(["SMEMBERS", keys.slots(hex)])] }
+      throttled = Scan.names(client, keys.throttled_pattern)
       ready = (registry | lists).sort.to_h { |c| [c, client.call(["LLEN", keys.channel(c)]).to_i] }
       claims = claimants.to_h { |node| [node, client.call(["HLEN", keys.claims(node)]).to_i] }
       live = nodes.select { |node| client.call(["EXISTS", keys.node(node)]) == 1 }
@@ -58,7 +64,8 @@ module SolidJobs
           archived: client.call(["ZCARD", keys.archive]).to_i, nodes: nodes.size,
           publishing: client.call(["ZCARD", keys.publishing]).to_i,
           blocked: Scan.names(client, keys.blocked_pattern).sum { |hex| client.call(["LLEN", keys.blocked(hex)]).to_i },
-          slots: slots.values.sum(&:size)
+          slots: slots.values.sum(&:size),
+          throttled: throttled.sum { |hex| client.call(["LLEN", keys.throttled(hex)]).to_i }
         },
         orphaned_claims: claims.reject { |node, _| nodes.include?(node) }.map { |node, n| {node_id: node, claims: n} },
         dead_node_claims: (nodes - live).map { |node| {node_id: node, claims: claims.fetch(node, 0)} },
@@ -68,13 +75,27 @@ module SolidJobs
         unserved_channels: ready.select { |c, n| n.positive? && !configured.include?(channel_of(c)) }.keys,
         expired_publications: expired_publications(client, keys),
         stale_locks: stale_locks(client, keys, sample),
-        orphaned_slots: orphaned_slots(client, keys, slots, claimants)
+        orphaned_slots: orphaned_slots(client, keys, slots, claimants),
+        unwoken_throttled: unwoken_throttled(client, keys, throttled)
       )
     end
 
     # The channel of a list's route: `mailers:3` (priority 3's list,
     # docs/flow-control.md "Priorities") belongs to `mailers`.
     def channel_of(route) = route.sub(/:\d\z/, "")
+
+    # Throttled keys with jobs and no wake: [{key:, throttled:}]. The wake
+    # is read before and after the list (a claim that throttles in between
+    # records one; a promotion that removes one either empties the list or
+    # records the next), so a key reported had none on both reads.
+    def unwoken_throttled(client, keys, hexes)
+      hexes.filter_map do |hex|
+        next if client.call(["ZSCORE", keys.flow_wake, hex])
+
+        n = client.call(["LLEN", keys.throttled(hex)]).to_i
+        {key: hex, throttled: n} if n.positive? && client.call(["ZSCORE", keys.flow_wake, hex]).nil?
+      end
+    end
 
     # Slot tokens (read before the claims) in no claim hash, and still in
     # their set afterwards: [{key:, token:}]. A slot exists exactly while

@@ -66,7 +66,7 @@ module SolidJobs
       # The native client writes to the route: the channel, or `name:p`
       # (that level's list) for another priority; routing went by channel.
       channel = route(channel, priority)
-      flow = options[:concurrency] && limited(backend, task_class, task, options[:concurrency], argument_lists)
+      flow = limited(backend, task_class, task, options, argument_lists) if options[:concurrency] || options[:rate]
       if (unique = options[:unique])
         job = {task: task, channel: channel, max_failures: max_failures, due_ms: due_ms, mode: unique[:while].to_s,
                for_ms: unique[:for_ms] || 0, flow: flow}
@@ -92,30 +92,45 @@ module SolidJobs
       # enqueued, before the chain).
       kept = with_flow(kept, flow) if flow && !chain.empty?
       kept.compact.group_by { |e| routing.backend_for(e["channel"]) }.each do |b, list|
-        refuse_limited(b, task) if flow
+        refuse_limited(b, task, options) if flow
         refuse_priority(b, task, priority) unless priority == DEFAULT_PRIORITY
         observed ? publish_observed(b, list, due_ms, instrumenter) : b.push_envelopes(list, due_ms)
       end
       kept.map { |envelope| envelope && envelope["id"] }
     end
 
-    # A concurrency limited task's [group, limit, [key material, ...]]
-    # (docs/flow-control.md): the `key:` Proc runs here, in the producer,
-    # on each job's arguments; without one, the group has one key (nil).
-    def limited(backend, task_class, task, concurrency, argument_lists)
-      refuse_limited(backend, task)
-      key = concurrency[:key]
-      materials = argument_lists.map do |arguments|
+    # A limited task's flow (docs/flow-control.md): [group, limit, [key
+    # material, ...]] of its concurrency limit (all nil without one), then
+    # [group, limit, window_ms, slack_ms, [key material, ...]] of its rate limit or
+    # nil. The `key:` Procs run here, in the producer, on each job's
+    # arguments; without one, the group has one key (nil).
+    def limited(backend, task_class, task, options, argument_lists)
+      refuse_limited(backend, task, options)
+      concurrency = options[:concurrency]
+      rate = options[:rate]
+      flow = if concurrency
+               [concurrency[:group] || task, concurrency[:limit],
+                materials(task_class, "concurrency", concurrency[:key], argument_lists)]
+             else
+               [nil, nil, nil]
+             end
+      return flow unless rate
+
+      flow << [rate[:group] || task, rate[:limit], rate[:window_ms], rate[:slack_ms],
+               materials(task_class, "rate", rate[:key], argument_lists)]
+    end
+
+    def materials(task_class, what, key, argument_lists)
+      argument_lists.map do |arguments|
         next nil unless key
 
         begin
           key.call(*arguments)
         rescue ArgumentError => e
-          raise ArgumentError, "#{task_class}'s concurrency key: cannot take #{arguments.size} argument(s) " \
+          raise ArgumentError, "#{task_class}'s #{what} key: cannot take #{arguments.size} argument(s) " \
                                "(#{e.message}); nothing was enqueued"
         end
       end
-      [concurrency[:group] || task, concurrency[:limit], materials]
     end
 
     DEFAULT_PRIORITY = 5
@@ -137,16 +152,19 @@ module SolidJobs
                                     "backend cannot honor; route the channel to Redis (docs/flow-control.md)"
     end
 
-    def refuse_limited(backend, task)
-      return if backend.supports?(:concurrency_limits)
+    def refuse_limited(backend, task, options)
+      if options[:concurrency] && !backend.supports?(:concurrency_limits)
+        raise Backends::NotSupported, "#{task} has a concurrency limit, which the #{backend.name.inspect} backend " \
+                                      "cannot honor; route the channel to Redis (docs/flow-control.md)"
+      end
+      return unless options[:rate] && !backend.supports?(:rate_limits)
 
-      raise Backends::NotSupported, "#{task} has a concurrency limit, which the #{backend.name.inspect} backend cannot " \
+      raise Backends::NotSupported, "#{task} has a rate limit, which the #{backend.name.inspect} backend cannot " \
                                     "honor; route the channel to Redis (docs/flow-control.md)"
     end
 
     def with_flow(envelopes, flow)
-      group, limit, materials = flow
-      envelopes.each_with_index.map { |e, i| e && Native::Client.with_flow(e, group, limit, materials[i]) }
+      envelopes.each_with_index.map { |e, i| e && Native::Client.with_flow(e, flow, i) }
     end
 
     def intercepted(task_class, envelopes, chain, due_ms)

@@ -189,7 +189,9 @@ module SolidJobs
         refuse_unique!(spec, klass)
         planned = template(spec, config, klass: klass)
         limit = concurrency(spec, klass)
-        [spec, limit ? planned.merge(concurrency: limit) : planned].freeze
+        planned = planned.merge(concurrency: limit) if limit
+        rate = rate(spec, klass)
+        [spec, rate ? planned.merge(rate: rate) : planned].freeze
       end
     end
 
@@ -263,7 +265,7 @@ module SolidJobs
     def native_spec(spec, template)
       {name: spec[:name], every: spec[:every], cron: spec[:cron], time_zone: spec[:time_zone], task: spec[:task],
        arguments: JSON.generate(spec[:arguments]), channel: template[:channel], max_failures: template[:max_failures],
-       missed: spec[:missed].to_s, concurrency: template[:concurrency]}
+       missed: spec[:missed].to_s, concurrency: template[:concurrency], rate: template[:rate]}
     end
 
     # A limited task's [group, limit, key material as JSON] for its ticks
@@ -277,6 +279,18 @@ module SolidJobs
       [limit[:group] || spec[:task], limit[:limit], JSON.generate(material)]
     rescue ArgumentError => e
       raise ConfigurationError, "schedule #{spec[:name].inspect}: #{spec[:task]}'s concurrency key: cannot take its " \
+                                "arguments (#{e.message})"
+    end
+
+    # A rate limited task's [group, limit, window_ms, slack_ms, key material as
+    # JSON] for its ticks (decision 42), computed as `concurrency` is.
+    def rate(spec, klass)
+      limit = klass && klass.solid_jobs_options[:rate] or return nil
+
+      material = limit[:key]&.call(*spec[:arguments])
+      [limit[:group] || spec[:task], limit[:limit], limit[:window_ms], limit[:slack_ms], JSON.generate(material)]
+    rescue ArgumentError => e
+      raise ConfigurationError, "schedule #{spec[:name].inspect}: #{spec[:task]}'s rate key: cannot take its " \
                                 "arguments (#{e.message})"
     end
 

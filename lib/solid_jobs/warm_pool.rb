@@ -83,10 +83,11 @@ module SolidJobs
           raise Backends::NotSupported, "#{task_name} is unique, and these arguments would send it through the warm " \
                                         "pool, which does not take unique locks yet (docs/unique.md)"
         end
-        if task_class.solid_jobs_options[:concurrency]
+        if task_class.solid_jobs_options[:concurrency] || task_class.solid_jobs_options[:rate]
           # The executor job's envelope names the executor task, not this
           # one: refused rather than run without the limit.
-          raise Backends::NotSupported, "#{task_name} has a concurrency limit, and these arguments would send it " \
+          what = task_class.solid_jobs_options[:concurrency] ? "a concurrency" : "a rate"
+          raise Backends::NotSupported, "#{task_name} has #{what} limit, and these arguments would send it " \
                                         "through the warm pool, which does not carry limits yet (docs/flow-control.md)"
         end
         options = task_class.solid_jobs_options

@@ -60,6 +60,30 @@ class FlowLimitedTask
   end
 end
 
+# Rate limits (decision 42): at most 20 starts per 2 s per key, across
+# every node. Each run appends "S key id seconds pid" (CLOCK_REALTIME) to
+# its process's ledger, so a proof can count starts in every window.
+class FlowRatedTask
+  include SolidJobs::Task
+  task_options rate: {limit: 20, per: 2, key: ->(_dir, key, *) { key }}
+
+  def execute_task(dir, key, id, work_ms)
+    Ledger.append(File.join(dir, "rate-#{Process.pid}"),
+                  "S #{key} #{id} #{Process.clock_gettime(Process::CLOCK_REALTIME)} #{Process.pid}")
+    sleep(work_ms / 1000.0)
+  end
+end
+
+# An unlimited task in another channel, drained beside a throttled key.
+class FlowUnlimitedTask
+  include SolidJobs::Task
+  task_options channel: "plain"
+
+  def execute_task(dir, id)
+    Ledger.append(File.join(dir, "plain-#{Process.pid}"), "D #{id}")
+  end
+end
+
 class FailingTask
   include SolidJobs::Task
   task_options max_failures: 2

@@ -11,8 +11,10 @@ if claimed_by(KEYS[3], ARGV[2], ARGV[1]) then
   return redis.error_reply('RUNNING job ' .. ARGV[1] .. ' is running and cannot be cancelled')
 end
 redis.call('HSET', KEYS[1], ARGV[1], 'cancelled|' .. state)
--- A blocked job (concurrency limits) is met by the script that moves it
--- back (move_back drops it), never by a claim: it is not counted as a
--- cancelled job a claim must look for.
-if string.sub(state, 1, 8) ~= 'blocked|' then redis.call('INCR', KEYS[2]) end
+-- A blocked job (concurrency limits) or a throttled one (rate limits) is
+-- met by the script that moves it back (move_back drops it), never by a
+-- claim: it is not counted as a cancelled job a claim must look for.
+if string.sub(state, 1, 8) ~= 'blocked|' and string.sub(state, 1, 10) ~= 'throttled|' then
+  redis.call('INCR', KEYS[2])
+end
 return 1

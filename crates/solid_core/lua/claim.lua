@@ -37,12 +37,15 @@ end
 -- than 1024 tokens in a millisecond) needs a second write. TIME is read
 -- once, when the first job is claimed: a claim that finds nothing costs
 -- nothing more.
-local floor
+local floor, now
+-- Redis' clock in ms, read at most once per call: the token floor and the
+-- rate limits' log (decision 42) share it.
+local function clock()
+  if not now then now = redis_now_ms() end
+  return now
+end
 local function take_tokens(n)
-  if not floor then
-    local time = redis.call('TIME')
-    floor = (tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)) * 1024
-  end
+  if not floor then floor = clock() * 1024 end
   local last = floor + n
   local before = tonumber(redis.call('SET', KEYS[2], string.format('%d', last), 'GET') or '0')
   if before >= floor then
@@ -78,10 +81,63 @@ local out = {}
 -- backlog of one saturated key cannot make one call run long, and a short
 -- claim without `more` still means every visited list was empty.
 local BLOCKED_BUDGET = 1000
-local held, blocked, more, rang = {}, 0, false, false
+local held, blocked, throttled, more, rang = {}, 0, 0, false, false
+-- >>> rate limits (decision 42, docs/flow-control.md "Rate limits"): an
+-- exact sliding log. `rate:<hex>` holds the Redis-clock ms of the key's
+-- last <= rl admissions, oldest left; a job is admitted iff fewer than rl
+-- of them are within the window rw: the log is short of rl entries, or
+-- its oldest is at least rw old (then it is dropped for the new one).
+-- `rates[hex]`: per call, {len = entries incl. this call's, stored =
+-- entries still in Redis, pending = this call's admissions, to RPUSH
+-- once at the end, full = refused once (every later job of the key in
+-- this call is refused too: the oldest entry does not age within a call)}.
+local rates, wakes = {}, nil
+local function rate_admits(f)
+  local r = rates[f.r]
+  if not r then
+    local len = redis.call('LLEN', prefix .. 'rate:' .. f.r)
+    r = { len = len, stored = len, pending = 0, rl = f.rl, rw = f.rw }
+    rates[f.r] = r
+  end
+  if r.full then return false end
+  if r.len < f.rl then
+    r.len = r.len + 1
+    r.pending = r.pending + 1
+    return true
+  end
+  if r.stored > 0 then
+    local oldest = tonumber(redis.call('LINDEX', prefix .. 'rate:' .. f.r, 0))
+    if oldest <= clock() - f.rw then
+      redis.call('LPOP', prefix .. 'rate:' .. f.r)
+      r.stored = r.stored - 1
+      r.pending = r.pending + 1
+      return true
+    end
+    r.wake = oldest + f.rw
+  else
+    -- Every entry is this call's own: the oldest is `now`.
+    r.wake = clock() + f.rw
+  end
+  r.full = true
+  return false
+end
+-- A job over its rate waits in Redis (`throttled:<hex>`, indexed
+-- `throttled|route`: not claimed, no token, no slot), and its key gets one
+-- `flow:wake` member at the time its oldest admission leaves the window.
+local function throttle(f, route, env)
+  redis.call('LPUSH', prefix .. 'throttled:' .. f.r, route .. '|' .. env)
+  local id = job_id(env)
+  if id then redis.call('HSET', KEYS[4], id, 'throttled|' .. route) end
+  blocked = blocked + 1
+  throttled = throttled + 1
+  wakes = wakes or {}
+  wakes[f.r] = rates[f.r].wake
+end
+-- <<< rate limits
 -- Sets aside the jobs of `keep` whose concurrency key is at its limit
 -- (`blocked:<hex>`, indexed `blocked|route`: not claimed, no token, never
--- in a prefetch window) and returns the jobs to claim, with the key each
+-- in a prefetch window), then those over their rate (throttle), and
+-- returns the jobs to claim, with the key each
 -- admitted one takes a slot of (by position). Plain jobs: one byte
 -- compared each, `keep` itself returned.
 local function admit(keep, route)
@@ -97,11 +153,20 @@ local function admit(keep, route)
         local id = job_id(env)
         if id then redis.call('HSET', KEYS[4], id, 'blocked|' .. route) end
         blocked = blocked + 1
+      elseif f.r and not rate_admits(f) then
+        throttle(f, route, env)
       else
         held[f.c] = n + 1
         admitted[#admitted + 1] = env
         keys = keys or {}
         keys[#admitted] = f.c
+      end
+    elseif f and f.r then
+      if admitted == keep then admitted = { unpack(keep, 1, j - 1) } end
+      if rate_admits(f) then
+        admitted[#admitted + 1] = env
+      else
+        throttle(f, route, env)
       end
     elseif admitted ~= keep then
       admitted[#admitted + 1] = env
@@ -183,6 +248,39 @@ for i = 8, 7 + n do
   end
   if more then break end
 end
+-- >>> rate limits: each key's admissions logged at once (one RPUSH per
+-- key per call, the window as expiry: an idle key's log vanishes), and
+-- each throttled key's wake time recorded (ZADD LT: the earliest stays).
+-- A wake earlier than every other rings `throttled`: schedulers re-arm as
+-- for a new earliest planned job, and wake throttled keys from then on
+-- (until a promotion finds none; older nodes take it for `ready`).
+for hex, r in pairs(rates) do
+  if r.pending > 0 then
+    local log, at = prefix .. 'rate:' .. hex, string.format('%d', clock())
+    local entries = {}
+    for k = 1, r.pending do entries[k] = at end
+    redis.call('RPUSH', log, unpack(entries))
+    redis.call('PEXPIRE', log, r.rw)
+  end
+end
+if wakes then
+  local wake_key, earliest, changed = prefix .. 'flow:wake', nil, false
+  for hex, at in pairs(wakes) do
+    if redis.call('ZADD', wake_key, 'LT', 'CH', at, hex) == 1 then
+      changed = true
+      if not earliest or at < earliest then earliest = at end
+    end
+  end
+  if changed then
+    local first = redis.call('ZRANGE', wake_key, 0, 0, 'WITHSCORES')
+    if first[2] and tonumber(first[2]) >= earliest then
+      redis.call('PUBLISH', prefix .. 'doorbell', 'throttled')
+    end
+  end
+  redis.call('INCRBY', prefix .. 'metric:throttled', throttled)
+end
+blocked = blocked - throttled
+-- <<< rate limits
 if blocked > 0 then redis.call('INCRBY', prefix .. 'metric:blocked', blocked) end
 if rang then redis.call('PUBLISH', prefix .. 'doorbell', 'ready') end
 -- >>> flow: the trailer (see the header); absent for plain channels and

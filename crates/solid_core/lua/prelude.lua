@@ -142,6 +142,7 @@ local function flow_of(env)
     rw = tonumber(string.match(body, '"rw":(%d+)')),
   }
   if not f.cl then f.c = nil end
+  if not (f.rl and f.rw) then f.r = nil end
   return f
 end
 
@@ -192,6 +193,44 @@ local function release_slot_of(prefix, index, rec, token)
   if not f or not f.c then return false end
   return release_slot(prefix, index, f.c, token)
 end
+
+-- >>> rate limits (decision 42)
+-- Moves the `n` oldest jobs of `list` (a `throttled:<hex>` list, newest
+-- left) back to the heads of their ready lists, keeping their order (the
+-- oldest is the next popped); cancelled ones are dropped as move_back
+-- drops them (up to 1,000 per call) and do not count against `n`.
+-- Returns true when a ready list went from empty to non-empty.
+local function move_back_many(prefix, index, list, n)
+  local kept, rang, dropped = {}, false, 0
+  while #kept < n and dropped < 1000 do
+    local recs = redis.call('RPOP', prefix .. list, n - #kept)
+    if not recs then break end
+    for _, rec in ipairs(recs) do
+      local sep = string.find(rec, '|', 1, true)
+      if sep then
+        local route, env = string.sub(rec, 1, sep - 1), string.sub(rec, sep + 1)
+        local id = job_id(env)
+        if id and is_cancelled(redis.call('HGET', index, id)) then
+          release_lock(prefix, env, id)
+          redis.call('HDEL', index, id)
+          redis.call('HDEL', prefix .. 'attempts', id)
+          redis.call('INCR', prefix .. 'metric:cancelled')
+          dropped = dropped + 1
+        else
+          if id then redis.call('HSET', index, id, 'ready|' .. route) end
+          kept[#kept + 1] = { route, env }
+        end
+      else
+        dropped = dropped + 1
+      end
+    end
+  end
+  for k = #kept, 1, -1 do
+    if redis.call('RPUSH', prefix .. 'channel:' .. kept[k][1], kept[k][2]) == 1 then rang = true end
+  end
+  return rang
+end
+-- <<< rate limits
 -- ------------------------------------------------------ end flow control
 
 -- Removes cancelled jobs from `envs` (forgetting them in the index and the

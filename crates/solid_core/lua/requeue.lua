@@ -7,6 +7,9 @@
 -- mode 'release': only the claims recorded with claimed_ms == ARGV[4]: a
 --   claim whose reply was lost on a broken connection (the node never saw
 --   those jobs, so nobody would run them).
+-- mode 'tokens': only the claims ARGV[6..] name (a rate limited job the
+--   node hands back unstarted, having waited in its prefetch window longer
+--   than its start slack: decision 42); counted in metric:handed_back.
 -- KEYS[1] target claims hash, KEYS[2] target heartbeat key, KEYS[3] nodes set,
 -- KEYS[4] doorbell, KEYS[5] archive entries, KEYS[6] job index
 -- ARGV[1] key prefix, ARGV[2] target node id, ARGV[3] mode,
@@ -21,7 +24,12 @@ local entries = {}
 for i = 1, #all, 2 do
   local rec = all[i + 1]
   local keep = true
-  if mode == 'release' then
+  if mode == 'tokens' then
+    keep = false
+    for k = 6, #ARGV do
+      if ARGV[k] == all[i] then keep = true end
+    end
+  elseif mode == 'release' then
     local s1 = string.find(rec, '|', 1, true)
     local s2 = s1 and string.find(rec, '|', s1 + 1, true)
     keep = s2 ~= nil and string.sub(rec, s1 + 1, s2 - 1) == ARGV[4]
@@ -29,8 +37,9 @@ for i = 1, #all, 2 do
   if keep then entries[#entries + 1] = { all[i], rec } end
 end
 local n, rang, moved = requeue_records(entries, ARGV[1], KEYS[6], KEYS[5], nil)
-if mode == 'release' then
+if mode == 'release' or mode == 'tokens' then
   for _, e in ipairs(entries) do redis.call('HDEL', KEYS[1], e[1]) end
+  if mode == 'tokens' and n > 0 then redis.call('INCRBY', ARGV[1] .. 'metric:handed_back', n) end
 else
   redis.call('DEL', KEYS[1], KEYS[2])
   redis.call('SREM', KEYS[3], ARGV[2])

@@ -170,6 +170,9 @@ impl Hub {
                         self.sources[index].untake(job);
                         return NextJob::Stopped;
                     }
+                    // >>> rate limits: a start within its admission's slack.
+                    let Some(job) = self.start_or_hand_back(index, job) else { continue };
+                    // <<< rate limits
                     if let Some(mine) = mine {
                         let target = self.lane_for(&job.envelope.task);
                         if target != mine {
@@ -188,6 +191,26 @@ impl Hub {
             }
         }
     }
+
+    // >>> rate limits (decision 42)
+    /// `job`, unless it is rate limited and waited in the prefetch window
+    /// longer than its start slack since its claim (the claim stamp is this
+    /// node's clock, taken before the claim: the wait is over-, never
+    /// under-estimated). Such a job is handed back unstarted, so every
+    /// start lies within the slack of its admission, and admissions are at
+    /// most the limit per window of `per` + slack: starts are at most the
+    /// limit in any window of `per`. Plain jobs: one Option checked.
+    fn start_or_hand_back(&self, index: usize, job: ClaimedJob) -> Option<ClaimedJob> {
+        if job.envelope.meta.is_none() {
+            return Some(job);
+        }
+        let Some(rate) = crate::flow::parse(job.envelope.meta.as_ref()).rate else { return Some(job) };
+        if crate::now_ms().saturating_sub(job.claimed_ms) <= rate.slack_ms {
+            return Some(job);
+        }
+        self.sources[index].hand_back(job)
+    }
+    // <<< rate limits
 
     /// Jobs of `task` go to the workers of `lane` (when workers ask with
     /// `next_job_in`). Unassigned tasks belong to lane 0.

@@ -31,6 +31,13 @@ pub trait JobSource: Send + Sync {
     /// Undoes `taken` for a job that will not run (the node began stopping
     /// as it was taken); shutdown hands it back like any unstarted job.
     fn untake(&self, job: ClaimedJob);
+    /// Hands back, unstarted, a rate limited job that waited in the
+    /// prefetch window longer than its start slack (decision 42): None when
+    /// it went back to its list, the job itself when the backend cannot (it
+    /// then runs). The default cannot.
+    fn hand_back(&self, job: ClaimedJob) -> Option<ClaimedJob> {
+        Some(job)
+    }
     /// The task returned. May be written asynchronously: the job stays
     /// claimed until it is, so a crash before then reruns it.
     fn complete(&self, job: &ClaimedJob);

@@ -21,7 +21,8 @@ fn hex(key: &str) -> String {
 
 fn limited(key: &str, limit: u64, n: i64) -> Envelope {
     let mut meta = Map::new();
-    meta_into(&mut meta, &FlowSpec { concurrency: Some(Limit { hex: hex(key), limit }) }, Some(key)).unwrap();
+    meta_into(&mut meta, &FlowSpec { concurrency: Some(Limit { hex: hex(key), limit }), rate: None }, Some(key))
+        .unwrap();
     Envelope::build("Sync", json!([key, n]), "default", 3, now_ms(), now_ms()).unwrap().with_meta(meta).unwrap()
 }
 
@@ -290,7 +291,7 @@ fn a_unique_limited_job_holds_its_lock_and_its_slot_and_releases_both() {
     let (_redis, mut c, store) = setup();
     let lock = solid_core::unique::lock_hex("Sync", &json!("u"));
     let mut meta = solid_core::unique::meta(&lock, solid_core::unique::Mode::Running);
-    meta_into(&mut meta, &FlowSpec { concurrency: Some(Limit { hex: hex("t"), limit: 1 }) }, None).unwrap();
+    meta_into(&mut meta, &FlowSpec { concurrency: Some(Limit { hex: hex("t"), limit: 1 }), rate: None }, None).unwrap();
     let u = Envelope::build("Sync", json!(["u"]), "default", 3, now_ms(), now_ms()).unwrap().with_meta(meta).unwrap();
     store.enqueue_unique(&mut c, "default", None, 0, 86_400_000, &[(lock.clone(), u.clone())]).unwrap();
     push(&store, &mut c, &[limited("t", 1, 9)]);

@@ -12,7 +12,7 @@ module SolidJobs
       CAPABILITIES = {
         at_least_once: true, retries: true, scheduling: true, crash_recovery: true, deduplication: true,
         fencing: true, lease_extension: false, get: true, cancel: true, durability: true, unique: true,
-        recurring: true, pause: true, concurrency_limits: true, priority: true
+        recurring: true, pause: true, concurrency_limits: true, priority: true, rate_limits: true
       }.freeze
 
       attr_reader :client

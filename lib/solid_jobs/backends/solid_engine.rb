@@ -23,7 +23,10 @@ module SolidJobs
         # Priorities 0..9 (docs/flow-control.md): the engine's ready queue
         # is one FIFO per channel; the Publisher refuses a priority other
         # than 5 for its channels.
-        priority: false
+        priority: false,
+        # Rate limits (decision 42): the sliding log lives beside the claim
+        # in Redis; the engine has no admission state for it.
+        rate_limits: false
       }.freeze
       STATES = %w[scheduled ready reserved completed dead cancelled].freeze
       # Lease per reservation. Running tasks are extended every third of it,

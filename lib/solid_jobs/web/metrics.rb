@@ -38,7 +38,10 @@ module SolidJobs
         "solid_jobs_jobs_retried_total" => ["retried", "Retries scheduled (Redis backend)."],
         "solid_jobs_jobs_dead_total" => ["discarded", "Jobs given up: archived, dropped or quarantined (Redis backend)."],
         "solid_jobs_jobs_blocked_total" => ["blocked",
-                                            "Jobs a claim set aside over their concurrency limit (Redis backend)."]
+                                            "Jobs a claim set aside over their concurrency limit (Redis backend)."],
+        "solid_jobs_jobs_throttled_total" => ["throttled", "Jobs a claim set aside over their rate limit (Redis backend)."],
+        "solid_jobs_jobs_handed_back_total" => ["handed_back",
+                                                "Rate limited jobs handed back unstarted past their start slack (Redis backend)."]
       }.freeze
 
       HISTOGRAMS = {

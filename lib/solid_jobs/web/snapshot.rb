@@ -182,6 +182,11 @@ module SolidJobs
         read(:concurrency_keys) { Catalog.new.concurrency_keys }
       end
 
+      # Rate keys in use (Catalog#rate_keys).
+      def rate_keys
+        read(:rate_keys) { Catalog.new.rate_keys }
+      end
+
       # The recurring schedules (SolidJobs::Recurring.status): next run,
       # last tick, last job; state left by removed schedules too.
       def recurring

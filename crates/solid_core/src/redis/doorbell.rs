@@ -50,6 +50,10 @@ impl Bell {
 pub struct Bells {
     pub ready: Bell,
     pub planned: Bell,
+    /// Rung by `throttled` (a claim throttled a rate limited job with a new
+    /// earliest wake, decision 42) and whenever rings may have been missed:
+    /// the node's promotions wake throttled keys until one finds none.
+    pub throttled: Bell,
     pub subscribed: AtomicBool,
 }
 
@@ -57,6 +61,7 @@ impl Bells {
     pub fn ring_all(&self) {
         self.ready.ring();
         self.planned.ring();
+        self.throttled.ring();
     }
 }
 
@@ -105,6 +110,10 @@ fn subscribe_until_closed(
                 match pubsub.get_message() {
                     Ok(msg) => match msg.get_payload_bytes() {
                         b"planned" => bells.planned.ring(),
+                        b"throttled" => {
+                            bells.throttled.ring();
+                            bells.planned.ring();
+                        }
                         _ => bells.ready.ring(),
                     },
                     Err(e) if e.is_timeout() => continue,

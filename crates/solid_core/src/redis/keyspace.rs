@@ -62,6 +62,36 @@ impl Keyspace {
         self.key("blocked:*")
     }
 
+    // >>> rate limits (decision 42, docs/flow-control.md "Rate limits")
+    /// LIST of the Redis-clock ms of rate key `hex`'s last <= limit
+    /// admissions, oldest left; PEXPIREd by the window on every write.
+    pub fn rate(&self, hex: &str) -> String {
+        self.key(&format!("rate:{hex}"))
+    }
+
+    /// LIST of `route|envelope` records of jobs over rate key `hex`'s
+    /// limit, newest left; `promote.lua` moves the oldest back when the key
+    /// wakes.
+    pub fn throttled(&self, hex: &str) -> String {
+        self.key(&format!("throttled:{hex}"))
+    }
+
+    /// ZSET of throttled rate keys (hex), score = Redis-clock ms when the
+    /// key's oldest throttled job may be admitted.
+    pub fn flow_wake(&self) -> String {
+        self.key("flow:wake")
+    }
+
+    /// Patterns of every rate log and throttled list, for SCAN.
+    pub fn rate_pattern(&self) -> String {
+        self.key("rate:*")
+    }
+
+    pub fn throttled_pattern(&self) -> String {
+        self.key("throttled:*")
+    }
+    // <<< rate limits
+
     /// LIST of ready envelopes. Producers LPUSH; claims RPOP (oldest first);
     /// requeue RPUSHes, so requeued work is the next to run.
     pub fn channel(&self, name: &str) -> String {

@@ -21,3 +21,4 @@ pub mod source;
 pub mod store;
 mod store_pause;
 mod store_priority;
+mod store_rate;

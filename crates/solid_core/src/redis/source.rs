@@ -458,6 +458,22 @@ impl JobSource for RedisSource {
         self.shared.feed.settled();
     }
 
+    /// One `requeue.lua` call (mode `tokens`) from the worker's thread: the
+    /// claim goes back to the head of its list, its slot released, its
+    /// admission kept (conservative: the rate never gains). On an error the
+    /// job runs rather than waits for recovery.
+    fn hand_back(&self, job: ClaimedJob) -> Option<ClaimedJob> {
+        let s = &self.shared;
+        match s.pool.with(|c| s.store.hand_back(c, &s.cfg.node_id, &[job.token])) {
+            Ok(_) => {
+                s.holdings.release([job.token]);
+                s.feed.settled();
+                None
+            }
+            Err(_) => Some(job),
+        }
+    }
+
     /// The task returned: complete the claim (batched, asynchronous). The job
     /// stays claimed in Redis until the batch is written, so a crash before
     /// then reruns it: at-least-once.
@@ -811,6 +827,11 @@ struct HeartbeatThread<'a> {
     next_beat: Instant,
     /// When due planned and retrying jobs should next be promoted.
     next_due: Instant,
+    /// The `throttled` bell's epoch as it was before the last promotion
+    /// that woke throttled keys and found none left (decision 42): while
+    /// the bell has not moved since, promotions skip the wake, so a
+    /// namespace without rate limits pays nothing. None: wake (at start).
+    quiet_since: Option<u64>,
     /// When the node's telemetry should next be written.
     next_flush: Instant,
     /// Failures answered by Redis (not a lost connection: that is an
@@ -832,6 +853,7 @@ impl<'a> HeartbeatThread<'a> {
             conn: Reconnecting::new(s.pool.connector().clone()),
             next_beat: now + s.cfg.heartbeat_interval,
             next_due: now,
+            quiet_since: None,
             next_flush: now + FLUSH_INTERVAL,
             heartbeat_warning: Throttled::default(),
             promote_warning: Throttled::default(),
@@ -966,8 +988,15 @@ impl<'a> HeartbeatThread<'a> {
     /// Promotes due planned and retrying jobs; learns when the next is due.
     fn promote(&mut self, now: Instant) {
         let s = self.s;
-        match self.conn.run(|c| s.store.promote(c, PROMOTE_LIMIT)) {
-            Ok((moved, next)) => {
+        // Read before the call: a ring after it moves the epoch past this.
+        // Without a live subscription rings may be missed: always wake.
+        let epoch = s.bells.throttled.epoch();
+        let wake = self.quiet_since != Some(epoch) || !s.bells.subscribed.load(Ordering::Acquire);
+        match self.conn.run(|c| s.store.promote_waking(c, PROMOTE_LIMIT, wake)) {
+            Ok((moved, next, waiting)) => {
+                if wake && !waiting {
+                    self.quiet_since = Some(epoch);
+                }
                 s.stats().promoted.fetch_add(moved, Ordering::Relaxed);
                 self.next_due = if moved as usize >= PROMOTE_LIMIT {
                     now

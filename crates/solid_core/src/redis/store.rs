@@ -556,21 +556,9 @@ impl Store {
     /// Promotes planned and retrying jobs due on Redis' clock; returns
     /// (moved, how long until the next one is due).
     pub fn promote(&self, conn: &mut Connection, limit: usize) -> Result<(u64, Option<Duration>)> {
-        let (moved, next): (u64, i64) = self
-            .scripts
-            .promote
-            .key(self.keys.planned())
-            .key(self.keys.retrying())
-            .key(self.keys.doorbell())
-            .key(self.keys.archive_entries())
-            .key(self.keys.jobs())
-            .key(self.keys.metric("cancelled"))
-            .key(self.keys.cancelling())
-            .key(self.keys.attempts())
-            .arg(limit)
-            .arg(self.keys.prefix())
-            .invoke(conn)?;
-        Ok((moved, u64::try_from(next).ok().map(Duration::from_millis)))
+        // >>> rate limits: the one invocation lives in store_rate.rs.
+        self.promote_waking(conn, limit, false).map(|(moved, next, _)| (moved, next))
+        // <<< rate limits
     }
 
     /// Requeues claims of `node_id` (which ones: see [`Requeue`]) at the head

@@ -83,7 +83,8 @@ pub struct RedisSourceSettings {
 /// `{name:, every: (seconds) | cron:, time_zone:, task:, arguments: (JSON
 /// text of an Array, checked JSON-native by Ruby), channel:, max_failures:,
 /// missed: "latest" | "skip", concurrency: nil | [group, limit, key
-/// material as JSON text]}`.
+/// material as JSON text], rate: nil | [group, limit, window ms, slack ms,
+/// key material as JSON text]}`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ScheduleSettings {
@@ -101,6 +102,10 @@ pub struct ScheduleSettings {
     missed: String,
     #[serde(default)]
     concurrency: Option<(String, u64, String)>,
+    /// A rate limited task's [group, limit, window ms, slack ms, key
+    /// material as JSON text] (decision 42).
+    #[serde(default)]
+    rate: Option<(String, u64, u64, u64, String)>,
 }
 
 impl ScheduleSettings {
@@ -117,6 +122,19 @@ impl ScheduleSettings {
                 solid_core::flow::concurrency(group, *limit, &material)
             }
             None => Default::default(),
+        };
+        let (flow, flow_label) = match &self.rate {
+            Some((group, limit, window_ms, slack_ms, material)) => {
+                let material: serde_json::Value = serde_json::from_str(material)
+                    .map_err(|e| arg_error(format!("schedule {:?}: rate key is not JSON: {e}", self.name)))?;
+                let label = flow_label.or_else(|| match &material {
+                    serde_json::Value::Null => None,
+                    serde_json::Value::String(s) => Some(s.clone()),
+                    other => Some(other.to_string()),
+                });
+                (solid_core::flow::with_rate(flow, group, *limit, *window_ms, *slack_ms, &material), label)
+            }
+            None => (flow, flow_label),
         };
         let schedule = RecurringSchedule {
             name: self.name.clone(),

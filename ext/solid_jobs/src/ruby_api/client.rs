@@ -19,7 +19,7 @@ use solid_core::telemetry::Telemetry;
 use crate::helpers::convert::to_json;
 use crate::helpers::envelopes::{build_envelope, by_channel, envelope_to_ruby, parse_envelopes};
 use crate::helpers::errors::{arg_error, to_ruby as err};
-use crate::helpers::flow::{with_flow, Flow};
+use crate::helpers::flow::Flow;
 use crate::helpers::nogvl::without_gvl;
 use crate::helpers::publisher_telemetry::PublisherTelemetry;
 use crate::helpers::raw_command::raw_call;
@@ -137,8 +137,8 @@ impl Client {
     }
 
     /// push_limited(task, [arguments, ...], channel, max_failures, due_ms,
-    /// [group, limit, [key material, ...]]) -> [id, ...]: a concurrency
-    /// limited task's jobs (docs/flow-control.md), each with its
+    /// flow) -> [id, ...]: a concurrency and/or rate limited task's jobs
+    /// (docs/flow-control.md; `flow` as helpers/flow.rs says), each with its
     /// `meta.flow`. One write, as push_many.
     #[allow(clippy::too_many_arguments)]
     fn push_limited(
@@ -155,11 +155,10 @@ impl Client {
         let flow = Flow::parse(flow, lists.len())?;
         let mut ids = Vec::with_capacity(lists.len());
         let mut raws = Vec::with_capacity(lists.len());
-        for (i, (args, material)) in lists.into_iter().zip(flow.materials.iter().copied()).enumerate() {
+        for (i, args) in lists.into_iter().enumerate() {
             let path = if i == 0 { "arguments".to_owned() } else { format!("arguments of job {i}") };
             let env = build_routed(ruby, &task, args, &channel, max_failures, due_ms, &path)?;
-            let env =
-                with_flow(ruby, env, &flow.group, flow.limit, material, &format!("the concurrency key of job {i}"))?;
+            let env = flow.apply(ruby, env, i)?;
             raws.push(env.encode());
             ids.push(env.id);
         }
@@ -170,15 +169,17 @@ impl Client {
         Ok(ids)
     }
 
-    /// with_flow(envelope Hash, group, limit, key material) -> envelope
-    /// Hash: the envelope with its `meta.flow` (re)applied in its fixed
+    /// with_flow(envelope Hash, flow, index) -> envelope Hash: the
+    /// envelope with job `index`'s `meta.flow` (re)applied in its fixed
     /// place, after publication interceptors ran (an interceptor cannot
-    /// drop a limit).
-    fn with_flow(ruby: &Ruby, envelope: Value, group: String, limit: u64, material: Value) -> Result<Value, Error> {
+    /// drop a limit). `flow` as push_limited takes it.
+    fn with_flow(ruby: &Ruby, envelope: Value, flow: RArray, index: usize) -> Result<Value, Error> {
         let json = to_json(ruby, envelope, "envelope")?;
         let env: Envelope =
             serde_json::from_value(json).map_err(|e| arg_error(format!("the envelope has the wrong shape: {e}")))?;
-        envelope_to_ruby(&with_flow(ruby, env, &group, limit, material, "the concurrency key")?)
+        let jobs = index + 1;
+        let flow = Flow::parse_for(flow, jobs)?;
+        envelope_to_ruby(&flow.apply(ruby, env, index)?)
     }
 
     /// push_unique(task, [arguments, ...], [key material, ...], channel,
@@ -222,9 +223,7 @@ impl Client {
             let env = with_priority(env, priority).map_err(err)?;
             // A limited unique task: the flow meta goes before the lock.
             let env = match &flow {
-                Some(f) => {
-                    with_flow(ruby, env, &f.group, f.limit, f.materials[i], &format!("the concurrency key of job {i}"))?
-                }
+                Some(f) => f.apply(ruby, env, i)?,
                 None => env,
             };
             jobs.push((hex, env));
@@ -516,7 +515,7 @@ pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
     class.define_method("push_many", method!(Client::push_many, 5))?;
     class.define_method("push_unique", method!(Client::push_unique, 8))?;
     class.define_method("push_limited", method!(Client::push_limited, 6))?;
-    class.define_singleton_method("with_flow", function!(Client::with_flow, 4))?;
+    class.define_singleton_method("with_flow", function!(Client::with_flow, 3))?;
     class.define_method("push_envelopes", method!(Client::push_envelopes, 2))?;
     class.define_method("hold_envelopes", method!(Client::hold_envelopes, 3))?;
     class.define_method("release_held", method!(Client::release_held, 1))?;

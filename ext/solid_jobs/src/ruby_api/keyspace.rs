@@ -93,6 +93,23 @@ impl Keyspace {
     fn blocked_pattern(&self) -> String {
         self.0.blocked_pattern()
     }
+    // >>> rate limits
+    fn rate(&self, hex: String) -> String {
+        self.0.rate(&hex)
+    }
+    fn throttled(&self, hex: String) -> String {
+        self.0.throttled(&hex)
+    }
+    fn throttled_pattern(&self) -> String {
+        self.0.throttled_pattern()
+    }
+    fn rate_pattern(&self) -> String {
+        self.0.rate_pattern()
+    }
+    fn flow_wake(&self) -> String {
+        self.0.flow_wake()
+    }
+    // <<< rate limits
     fn incarnation(&self) -> String {
         self.0.incarnation()
     }
@@ -170,6 +187,11 @@ pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
     class.define_method("blocked", method!(Keyspace::blocked, 1))?;
     class.define_method("slots_pattern", method!(Keyspace::slots_pattern, 0))?;
     class.define_method("blocked_pattern", method!(Keyspace::blocked_pattern, 0))?;
+    class.define_method("rate", method!(Keyspace::rate, 1))?;
+    class.define_method("throttled", method!(Keyspace::throttled, 1))?;
+    class.define_method("throttled_pattern", method!(Keyspace::throttled_pattern, 0))?;
+    class.define_method("flow_wake", method!(Keyspace::flow_wake, 0))?;
+    class.define_method("rate_pattern", method!(Keyspace::rate_pattern, 0))?;
     class.define_method("incarnation", method!(Keyspace::incarnation, 0))?;
     class.define_method("metric", method!(Keyspace::metric, 1))?;
     class.define_method("doorbell", method!(Keyspace::doorbell, 0))?;

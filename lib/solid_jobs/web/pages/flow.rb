@@ -5,7 +5,8 @@ module SolidJobs
     module Pages
       # Flow control (docs/flow-control.md): each concurrency key in use,
       # its slots held (claims of its jobs, prefetched ones included) and
-      # its jobs waiting over the limit. Read-only.
+      # its jobs waiting over the limit; each rate key, its admissions in
+      # the window, its throttled jobs and their next wake. Read-only.
       class Flow < Page
         TITLE = "Flow"
 
@@ -24,16 +25,36 @@ module SolidJobs
                  Format.count(k["blocked"])]
               end,
               empty: "No concurrency limited job is claimed or waiting (task_options concurrency:)."
-            ))
+            )),
+            rate_section
           ]
         end
 
         def to_h
           keys = snapshot.concurrency_keys
-          {"page" => "flow", "now_ms" => now_ms, "concurrency" => unavailable?(keys) ? json_value(keys) : keys}
+          rates = snapshot.rate_keys
+          {"page" => "flow", "now_ms" => now_ms, "concurrency" => unavailable?(keys) ? json_value(keys) : keys,
+           "rate" => unavailable?(rates) ? json_value(rates) : rates}
         end
 
         private
+
+        # >>> rate limits (decision 42)
+        def rate_section
+          rates = snapshot.rate_keys
+          return unavailable_note(rates) if unavailable?(rates)
+
+          section("Rate limits", table(
+            [["Key"], ["Task"], ["In window", "num"], ["Limit", "num"], ["Throttled", "num"], ["Next wake"]],
+            rates.map do |k|
+              wake = k["wake_ms"] ? "in #{Format.count([(k["wake_ms"] - now_ms) / 1000.0, 0].max.ceil)} s" : "—"
+              [key_cell(k), k["task"] || "—", Format.count(k["logged"]), k["limit"] ? Format.count(k["limit"]) : "—",
+               Format.count(k["throttled"]), wake]
+            end,
+            empty: "No rate limited job was admitted in its window or is waiting (task_options rate:)."
+          ))
+        end
+        # <<< rate limits
 
         # The label (the key as the task's `key:` returned it) when a
         # blocked job names it, else the key's hash.
