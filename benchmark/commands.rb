@@ -67,7 +67,11 @@ module Bench
       pause_resume: "none: pausing queues is a Sidekiq Enterprise feature",
       limited_enqueue: "none: concurrency limiters are a Sidekiq Enterprise feature",
       limited_turn: "none: concurrency limiters are a Sidekiq Enterprise feature",
-      limited_blocked_turn: "none: concurrency limiters are a Sidekiq Enterprise feature"
+      limited_blocked_turn: "none: concurrency limiters are a Sidekiq Enterprise feature",
+      priority_enqueue: "none: Sidekiq orders queues, not the jobs within one",
+      priority_turn: "none: Sidekiq orders queues, not the jobs within one",
+      rate_turn: "none: rate limiters are a Sidekiq Enterprise feature",
+      rate_throttled_turn: "none: rate limiters are a Sidekiq Enterprise feature"
     }.freeze
 
     # What each command is, per operation (the measured breakdown follows).
@@ -132,7 +136,18 @@ module Bench
                             "aside (LPUSH `blocked:<hex>`, HSET its index state, INCRBY `metric:blocked`); the first's " \
                             "ack frees the slot and moves the second to the head of its channel (RPOP, HGET, HSET, " \
                             "RPUSH) and rings `ready` (PUBLISH); the fetcher claims and acks it as in the row above. " \
-                            "No round trip beyond two worker turns."
+                            "No round trip beyond two worker turns.",
+      priority_enqueue: "`enqueue.lua` for the route `name:2` (docs/flow-control.md, \"Priorities\"): a plain enqueue " \
+                        "into the level's list, plus SETRANGE marking level 2 in use in the channel's flow string.",
+      priority_turn: "a worker turn whose claim learns the levels in use from the flow string its MGET already reads, " \
+                     "pops the level list (the job), pops it again (empty), then the base list: one RPOP per level in " \
+                     "use per claim call, not per job.",
+      rate_turn: "a worker turn whose claim reads the key's admission log (LLEN, once per key per call: under the " \
+                 "limit) and logs the admission (RPUSH, PEXPIRE the window); the ack is a plain ack.",
+      rate_throttled_turn: "two jobs of one key at 1 per second in one push. The claim admits the first and throttles " \
+                           "the second (LPUSH `throttled:<hex>`, HSET its index state, ZADD LT `flow:wake`, PUBLISH " \
+                           "`throttled`); at the wake time a promotion moves it back to the head of its channel and " \
+                           "rings `ready`; the fetcher claims it. Two worker turns and two promotions; nothing polls."
     }.freeze
 
     SIDEKIQ_WHY = {
