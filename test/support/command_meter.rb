@@ -130,10 +130,13 @@ module CommandCounts
 
       # True when bytes wait in a socket the pump has not read yet: the link
       # is not idle even if nothing was forwarded for a while.
+      # A link whose sockets the pump already closed (IOError, or EBADF when
+      # the descriptor went between the check and the select) waits on
+      # nothing.
       def unread?
         ready, = IO.select([@client, @upstream], nil, nil, 0)
         !ready.nil?
-      rescue IOError
+      rescue IOError, SystemCallError
         false
       end
 
