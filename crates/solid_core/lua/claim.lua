@@ -105,15 +105,22 @@ local function rate_admits(f)
     r.pending = r.pending + 1
     return true
   end
-  if r.stored > 0 then
-    local oldest = tonumber(redis.call('LINDEX', prefix .. 'rate:' .. f.r, 0))
-    if oldest <= clock() - f.rw then
-      redis.call('LPOP', prefix .. 'rate:' .. f.r)
-      r.stored = r.stored - 1
+  -- The rl-th newest admission decides, not the oldest: the log holds
+  -- more than rl entries when the limit was lowered since (jobs carry the
+  -- limit they were enqueued with) or tasks sharing a group give different
+  -- limits. It and everything older go when the job is admitted, so the
+  -- log is trimmed to the limit in force.
+  local k = r.len - f.rl
+  if k < r.stored then
+    local at = tonumber(redis.call('LINDEX', prefix .. 'rate:' .. f.r, k))
+    if at <= clock() - f.rw then
+      redis.call('LTRIM', prefix .. 'rate:' .. f.r, k + 1, -1)
+      r.stored = r.stored - (k + 1)
+      r.len = r.len - k
       r.pending = r.pending + 1
       return true
     end
-    r.wake = oldest + f.rw
+    r.wake = at + f.rw
   else
     -- Every entry is this call's own: the oldest is `now`.
     r.wake = clock() + f.rw

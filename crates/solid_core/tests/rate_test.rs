@@ -226,3 +226,40 @@ fn a_handed_back_job_goes_to_the_head_unstarted_keeping_its_admission() {
     assert_eq!(store.hand_back(&mut c, "n1", &[jobs[1].token]).unwrap(), 0);
     assert_eq!(c.llen::<_, usize>("solid_jobs:channel:default").unwrap(), 1);
 }
+
+/// A limit lowered after jobs were admitted (or a group whose tasks give
+/// different limits) while the key stays busy: its log holds more entries
+/// than the new limit, and the newest `limit` of them decide. Five
+/// admissions 200 ms apart at 5 per second, then jobs at 1 per second: once
+/// the oldest entry leaves the window none is admitted (the log's newest is
+/// still within it), where deciding by the oldest admitted one per claim.
+#[test]
+fn a_lowered_limit_holds_at_once_while_the_key_stays_busy() {
+    let (_redis, mut c, store) = setup();
+    push(&store, &mut c, &(0..5).map(|n| rated("k", 5, 1_000, n)).collect::<Vec<_>>());
+    for _ in 0..5 {
+        assert_eq!(claim(&store, &mut c, 1).len(), 1);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let entries = log(&mut c, "k");
+    assert_eq!(entries.len(), 5);
+    push(&store, &mut c, &(5..10).map(|n| rated("k", 1, 1_000, n)).collect::<Vec<_>>());
+    // Past the oldest entry's window (1 s plus the 50 ms slack), within the
+    // newest's: every claim and wake here admits nothing at 1 per second.
+    while redis_ms(&mut c) <= entries[0] + 1_100 {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut admitted = 0;
+    while redis_ms(&mut c) < entries[4] + 1_000 {
+        store.promote_waking(&mut c, 100, true).unwrap();
+        admitted += claim(&store, &mut c, 10).len();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(admitted, 0, "admitted while the newest admission was within the window");
+    while redis_ms(&mut c) <= entries[4] + 1_100 {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    store.promote_waking(&mut c, 100, true).unwrap();
+    assert_eq!(claim(&store, &mut c, 10).len(), 1, "then one per window");
+    assert_eq!(log(&mut c, "k").len(), 1, "the log trimmed to the limit in force");
+}
