@@ -21,7 +21,7 @@
 //! exactly once.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -58,6 +58,16 @@ const HAND_OVER_SLICE: Duration = Duration::from_millis(100);
 /// How often `wait_idle` looks at the in-flight count (only while stopping).
 const IDLE_CHECK: Duration = Duration::from_millis(5);
 
+/// What one look of a lane worker found.
+#[allow(clippy::large_enum_variant)] // as NextJob
+enum Routed {
+    Job(ClaimedJob),
+    /// The job taken went to the other lane: look again.
+    HandedOver,
+    Nothing,
+    Stopped,
+}
+
 /// Jobs handed over to one lane's workers, each already taken (in flight).
 struct Lane {
     tx: Sender<ClaimedJob>,
@@ -70,6 +80,11 @@ pub struct Hub {
     lanes: OnceLock<Vec<Lane>>,
     /// Task name → lane, for tasks not in lane 0.
     task_lanes: RwLock<HashMap<String, usize>>,
+    /// Held by a lane worker from taking a job to handing it over (see
+    /// `next_job_in_lane`): what keeps lanes in claim order.
+    routing: Mutex<()>,
+    /// Which source a lane worker looks at first.
+    turn: AtomicUsize,
     stopping: AtomicBool,
     /// Dropped on stop, so every waiting worker wakes at once.
     stop_tx: Mutex<Option<Sender<()>>>,
@@ -83,6 +98,8 @@ impl Hub {
             sources,
             lanes: OnceLock::new(),
             task_lanes: RwLock::new(HashMap::new()),
+            routing: Mutex::new(()),
+            turn: AtomicUsize::new(0),
             stopping: AtomicBool::new(false),
             stop_tx: Mutex::new(Some(stop_tx)),
             stop_rx,
@@ -112,8 +129,15 @@ impl Hub {
     /// jobs handed over to that lane, and hands over the jobs it takes
     /// that belong to the other lane. Without open lanes, `next_job`.
     pub fn next_job_in(&self, lane: Option<usize>, timeout: Duration, interrupted: &Interrupt) -> NextJob {
-        let mine = lane.filter(|_| self.lanes.get().is_some()).map(|i| i.min(LANES - 1));
-        let lane = mine.and_then(|i| self.lanes.get().map(|lanes| &lanes[i]));
+        match (lane, self.lanes.get()) {
+            (Some(mine), Some(lanes)) => self.next_job_in_lane(mine.min(LANES - 1), lanes, timeout, interrupted),
+            _ => self.next_job_from_sources(timeout, interrupted),
+        }
+    }
+
+    /// Without lanes every worker runs every job: it takes the next job of
+    /// any source.
+    fn next_job_from_sources(&self, timeout: Duration, interrupted: &Interrupt) -> NextJob {
         let deadline = Instant::now() + timeout;
         loop {
             if self.is_stopping() {
@@ -124,7 +148,6 @@ impl Hub {
                 select.recv(s.jobs());
             }
             let stop = select.recv(&self.stop_rx);
-            let handed = lane.map(|l| select.recv(&l.rx));
             // Ready work is taken without creating the interrupt channel.
             let ready = match select.try_select() {
                 Ok(op) => Ok(op),
@@ -147,42 +170,13 @@ impl Hub {
                     let _ = op.recv(&self.stop_rx);
                     return NextJob::Stopped;
                 }
-                Ok(op) if Some(op.index()) == handed => {
-                    let Ok(job) = op.recv(&lane.expect("lane selected").rx) else { return NextJob::Stopped };
-                    // Already in flight since its first take; the same
-                    // check as below decides whether it still runs.
-                    if self.is_stopping() {
-                        self.source(&job).untake(job);
-                        return NextJob::Stopped;
-                    }
-                    return NextJob::Job(job);
-                }
                 Ok(op) => {
                     let index = op.index();
-                    let Ok(mut job) = op.recv(self.sources[index].jobs()) else { return NextJob::Stopped };
-                    job.source = index;
-                    // Count it in flight *before* checking for stop (both
-                    // SeqCst): either this worker sees the stop, or the
-                    // stopping thread sees the job in flight and waits for
-                    // it. Never both miss, which would requeue a running job.
-                    self.sources[index].taken(&mut job);
-                    if self.is_stopping() {
-                        self.sources[index].untake(job);
-                        return NextJob::Stopped;
+                    let Ok(job) = op.recv(self.sources[index].jobs()) else { return NextJob::Stopped };
+                    let Some(job) = self.take(index, job) else { return NextJob::Stopped };
+                    if let Some(job) = self.start_or_hand_back(job) {
+                        return NextJob::Job(job);
                     }
-                    // >>> rate limits: a start within its admission's slack.
-                    let Some(job) = self.start_or_hand_back(index, job) else { continue };
-                    // <<< rate limits
-                    if let Some(mine) = mine {
-                        let target = self.lane_for(&job.envelope.task);
-                        if target != mine {
-                            match self.hand_over(job, target, mine == RACTOR_LANE) {
-                                Ok(()) => continue,
-                                Err(job) => return NextJob::Job(job), // a thread worker runs it
-                            }
-                        }
-                    }
-                    return NextJob::Job(job);
                 }
                 Err(_) => {}
             }
@@ -190,6 +184,121 @@ impl Hub {
                 return NextJob::Empty;
             }
         }
+    }
+
+    /// Counts a job received from source `index` in flight; None (the job
+    /// given back) when the node is stopping.
+    fn take(&self, index: usize, mut job: ClaimedJob) -> Option<ClaimedJob> {
+        job.source = index;
+        // Count it in flight *before* checking for stop (both SeqCst):
+        // either this worker sees the stop, or the stopping thread sees the
+        // job in flight and waits for it. Never both miss, which would
+        // requeue a running job.
+        self.sources[index].taken(&mut job);
+        if self.is_stopping() {
+            self.sources[index].untake(job);
+            return None;
+        }
+        Some(job)
+    }
+
+    /// A lane worker's take. Jobs start in the order they were claimed
+    /// (the order a claim gives them: priority, then age), whichever lane
+    /// runs them:
+    /// - a job leaves its source and enters its lane in one step, under
+    ///   `routing`, so a lane holds its jobs in claim order, and
+    /// - a worker takes a job handed to its lane before taking from a
+    ///   source: a handed job was claimed before every job still there.
+    ///
+    /// (Taking whatever was ready first let a thread worker start the
+    /// second of two jobs claimed together while a Ractor worker, holding
+    /// the first, was still handing it over.) The one exception is
+    /// back-pressure: a Ractor worker holding a thread task while the
+    /// thread lane is full waits for room outside `routing` (holding it
+    /// would stop the other Ractor workers too), so jobs claimed while the
+    /// thread lane is full may start in either order.
+    fn next_job_in_lane(&self, mine: usize, lanes: &[Lane], timeout: Duration, interrupted: &Interrupt) -> NextJob {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.is_stopping() {
+                return NextJob::Stopped;
+            }
+            match self.take_in_claim_order(mine, lanes) {
+                Routed::Job(job) => {
+                    if let Some(job) = self.start_or_hand_back(job) {
+                        return NextJob::Job(job);
+                    }
+                    continue;
+                }
+                Routed::Stopped => return NextJob::Stopped,
+                Routed::HandedOver => continue,
+                Routed::Nothing => {}
+            }
+            // Nothing to take: wait until a source or this lane may have a
+            // job (another worker may take it first: then look again).
+            let mut select = Select::new();
+            for s in &self.sources {
+                select.recv(s.jobs());
+            }
+            select.recv(&lanes[mine].rx);
+            let stop = select.recv(&self.stop_rx);
+            let woken = select.recv(interrupted.receiver());
+            if interrupted.is_set() {
+                return NextJob::Empty;
+            }
+            match select.ready_deadline(deadline) {
+                Ok(i) if i == woken => {
+                    let _ = interrupted.receiver().try_recv();
+                    return NextJob::Empty;
+                }
+                Ok(i) if i == stop => return NextJob::Stopped,
+                Ok(_) => {}
+                Err(_) => return NextJob::Empty,
+            }
+            if interrupted.is_set() {
+                return NextJob::Empty;
+            }
+        }
+    }
+
+    /// One step of `next_job_in_lane`, without blocking (except a Ractor
+    /// worker waiting for room in a full thread lane).
+    fn take_in_claim_order(&self, mine: usize, lanes: &[Lane]) -> Routed {
+        let order = self.routing.lock();
+        if let Ok(job) = lanes[mine].rx.try_recv() {
+            // Already in flight since its first take.
+            if self.is_stopping() {
+                self.source(&job).untake(job);
+                return Routed::Stopped;
+            }
+            return Routed::Job(job);
+        }
+        let count = self.sources.len();
+        // Sources take turns being looked at first, so a busy one cannot
+        // starve the others (as the random pick of a select does not).
+        let first = self.turn.fetch_add(1, Ordering::Relaxed);
+        for k in 0..count {
+            let index = (first + k) % count;
+            let Ok(job) = self.sources[index].jobs().try_recv() else { continue };
+            let Some(job) = self.take(index, job) else { return Routed::Stopped };
+            let target = self.lane_for(&job.envelope.task);
+            if target == mine {
+                return Routed::Job(job);
+            }
+            return match self.hand_over(job, target, false) {
+                Ok(()) => Routed::HandedOver,
+                // A thread worker can run any task: it runs this one.
+                Err(job) if mine == THREAD_LANE => Routed::Job(job),
+                Err(job) => {
+                    drop(order);
+                    match self.hand_over(job, target, true) {
+                        Ok(()) => Routed::HandedOver,
+                        Err(job) => Routed::Job(job),
+                    }
+                }
+            };
+        }
+        Routed::Nothing
     }
 
     // >>> rate limits (decision 42)
@@ -200,7 +309,8 @@ impl Hub {
     /// start lies within the slack of its admission, and admissions are at
     /// most the limit per window of `per` + slack: starts are at most the
     /// limit in any window of `per`. Plain jobs: one Option checked.
-    fn start_or_hand_back(&self, index: usize, job: ClaimedJob) -> Option<ClaimedJob> {
+    /// Every start passes here, whichever lane or worker took the job.
+    fn start_or_hand_back(&self, job: ClaimedJob) -> Option<ClaimedJob> {
         if job.envelope.meta.is_none() {
             return Some(job);
         }
@@ -208,7 +318,7 @@ impl Hub {
         if crate::now_ms().saturating_sub(job.claimed_ms) <= rate.slack_ms {
             return Some(job);
         }
-        self.sources[index].hand_back(job)
+        self.source(&job).hand_back(job)
     }
     // <<< rate limits
 
@@ -382,8 +492,8 @@ mod tests {
     /// A source that counts untakes and hands out what was delivered.
     struct FakeSource {
         feed: Feed,
-        #[allow(dead_code)] // keeps the job channel open
-        fetcher: Fetcher,
+        #[allow(dead_code)] // keeps the job channel open (tests deliver through a clone)
+        fetcher: Arc<Fetcher>,
         untaken: Arc<AtomicU64>,
     }
 
@@ -427,11 +537,19 @@ mod tests {
 
     /// A hub over one fake source holding `jobs`, and its untake counter.
     fn hub_with(jobs: &[&str]) -> (Hub, Arc<AtomicU64>) {
-        let (feed, fetcher) = Feed::new(Prefetch::Fixed(jobs.len().max(1)));
+        let (hub, untaken, fetcher) = hub_fed_later(jobs.len());
         assert!(fetcher.deliver(jobs.iter().map(|task| job(task))));
+        (hub, untaken)
+    }
+
+    /// A hub over one empty fake source (room for `prefetch` jobs), and
+    /// the fetcher that delivers its jobs.
+    fn hub_fed_later(prefetch: usize) -> (Hub, Arc<AtomicU64>, Arc<Fetcher>) {
+        let (feed, fetcher) = Feed::new(Prefetch::Fixed(prefetch.max(1)));
+        let fetcher = Arc::new(fetcher);
         let untaken = Arc::new(AtomicU64::new(0));
-        let source = FakeSource { feed, fetcher, untaken: untaken.clone() };
-        (Hub::new(vec![Box::new(source)]), untaken)
+        let source = FakeSource { feed, fetcher: fetcher.clone(), untaken: untaken.clone() };
+        (Hub::new(vec![Box::new(source)]), untaken, fetcher)
     }
 
     fn take(hub: &Hub, lane: Option<usize>) -> NextJob {
@@ -462,6 +580,64 @@ mod tests {
         hub.complete(&j);
         hub.complete(&p);
         assert_eq!(hub.inflight(), 0);
+    }
+
+    /// A thread worker that finds a job handed to its lane and a later one
+    /// still in the source starts the handed one: it was claimed first.
+    /// (A select over both took either, at random: a real node started the
+    /// second of two jobs due together first, a priority inversion, when
+    /// its thread worker looked just after a Ractor worker had handed the
+    /// first over.)
+    #[test]
+    fn a_handed_job_starts_before_a_later_one_from_the_source() {
+        for round in 0..50 {
+            let (hub, _) = hub_with(&["First", "Second"]);
+            hub.open_lanes([2, 2]);
+            hub.assign_lane("First", THREAD_LANE);
+            hub.assign_lane("Second", THREAD_LANE);
+            let NextJob::Job(first) = take(&hub, None) else { panic!("expected a job") };
+            assert!(hub.hand_over(first, THREAD_LANE, false).is_ok());
+            let order: Vec<String> = (0..2)
+                .map(|_| match take(&hub, Some(THREAD_LANE)) {
+                    NextJob::Job(j) => j.envelope.task.clone(),
+                    _ => panic!("the thread worker gets both jobs"),
+                })
+                .collect();
+            assert_eq!(order, ["First", "Second"], "round {round}");
+        }
+    }
+
+    /// Two thread tasks claimed while a Ractor worker and a thread worker
+    /// both wait start in claim order.
+    #[test]
+    fn jobs_claimed_together_start_in_claim_order_across_lanes() {
+        for round in 0..100 {
+            let (hub, _, fetcher) = hub_fed_later(2);
+            hub.open_lanes([1, 1]);
+            hub.assign_lane("First", THREAD_LANE);
+            hub.assign_lane("Second", THREAD_LANE);
+            let hub = Arc::new(hub);
+            let ractor = {
+                let hub = hub.clone();
+                std::thread::spawn(move || hub.next_job_in(Some(RACTOR_LANE), Duration::from_millis(10), &Interrupt::new()))
+            };
+            let thread = {
+                let hub = hub.clone();
+                std::thread::spawn(move || {
+                    (0..2)
+                        .map(|_| match take(&hub, Some(THREAD_LANE)) {
+                            NextJob::Job(j) => j.envelope.task.clone(),
+                            _ => panic!("the thread worker gets both jobs"),
+                        })
+                        .collect::<Vec<String>>()
+                })
+            };
+            // Both workers are waiting when the claim delivers.
+            std::thread::sleep(Duration::from_millis(2));
+            assert!(fetcher.deliver([job("First"), job("Second")]));
+            assert_eq!(thread.join().unwrap(), ["First", "Second"], "round {round}");
+            assert!(matches!(ractor.join().unwrap(), NextJob::Empty), "the Ractor worker runs neither");
+        }
     }
 
     #[test]
