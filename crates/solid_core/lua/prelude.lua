@@ -146,34 +146,61 @@ local function flow_of(env)
   return f
 end
 
--- Moves the oldest job of `list` (a `blocked:<hex>` list of `route|env`
--- records, newest left) to the head of its ready list (RPUSH: the next
--- one popped), so it is claimable the moment a slot frees. A job
--- cancelled while it waited there (cancel.lua marks it, and counts no
--- cancelling: no claim meets it) is dropped here, and the next one is
--- taken, at most 1,000 per call (the claim's blocked budget). Returns
--- true when a ready list went from empty to non-empty (the caller rings
--- `ready` once).
-local function move_back(prefix, index, list)
-  for _ = 1, 1000 do
-    local rec = redis.call('RPOP', prefix .. list)
-    if not rec then return false end
-    local sep = string.find(rec, '|', 1, true)
-    if sep then
-      local route, env = string.sub(rec, 1, sep - 1), string.sub(rec, sep + 1)
-      local id = job_id(env)
-      if id and is_cancelled(redis.call('HGET', index, id)) then
-        release_lock(prefix, env, id)
-        redis.call('HDEL', index, id)
-        redis.call('HDEL', prefix .. 'attempts', id)
-        redis.call('INCR', prefix .. 'metric:cancelled')
+-- Moves the `n` oldest jobs of `list` (a `blocked:<hex>` or
+-- `throttled:<hex>` list of `route|env` records, newest left) back to the
+-- heads of their ready lists, keeping their order (RPUSH: the oldest is
+-- the next popped), so a blocked job is claimable the moment a slot frees
+-- and a throttled one when its rate has room. A job cancelled while it
+-- waited there (cancel.lua marks it, and counts no cancelling: no claim
+-- meets it) is dropped here and does not count against `n`, at most 1,000
+-- per call (the claim's blocked budget).
+--
+-- A dropped job of a concurrency-limited key may be the one a released
+-- slot moved back (the baton: it went on to be throttled), so when it
+-- leaves a throttled list its key's next blocked job is moved back in its
+-- place. Without that, the key's blocked jobs waited for a slot release
+-- that never came, with the slot free. An extra move back costs one look
+-- of a claim (which blocks the job again if no slot is free); a lost one
+-- stalls the key. (A blocked list passes the baton by taking the next job.)
+-- Returns true when a ready list went from empty to non-empty (the caller
+-- rings `ready` once).
+local function move_back_many(prefix, index, list, n)
+  local kept, rang, dropped = {}, false, 0
+  local throttled = string.sub(list, 1, 10) == 'throttled:'
+  while #kept < n and dropped < 1000 do
+    local recs = redis.call('RPOP', prefix .. list, n - #kept)
+    if not recs then break end
+    for _, rec in ipairs(recs) do
+      local sep = string.find(rec, '|', 1, true)
+      if sep then
+        local route, env = string.sub(rec, 1, sep - 1), string.sub(rec, sep + 1)
+        local id = job_id(env)
+        if id and is_cancelled(redis.call('HGET', index, id)) then
+          release_lock(prefix, env, id)
+          redis.call('HDEL', index, id)
+          redis.call('HDEL', prefix .. 'attempts', id)
+          redis.call('INCR', prefix .. 'metric:cancelled')
+          dropped = dropped + 1
+          local f = throttled and flow_of(env)
+          if f and f.c and move_back_many(prefix, index, 'blocked:' .. f.c, 1) then rang = true end
+        else
+          if id then redis.call('HSET', index, id, 'ready|' .. route) end
+          kept[#kept + 1] = { route, env }
+        end
       else
-        if id then redis.call('HSET', index, id, 'ready|' .. route) end
-        return redis.call('RPUSH', prefix .. 'channel:' .. route, env) == 1
+        dropped = dropped + 1
       end
     end
   end
-  return false
+  for k = #kept, 1, -1 do
+    if redis.call('RPUSH', prefix .. 'channel:' .. kept[k][1], kept[k][2]) == 1 then rang = true end
+  end
+  return rang
+end
+
+-- The oldest job of `list` (see move_back_many).
+local function move_back(prefix, index, list)
+  return move_back_many(prefix, index, list, 1)
 end
 
 -- Releases claim `token`'s slot of concurrency key `hex` and hands it on
@@ -194,43 +221,6 @@ local function release_slot_of(prefix, index, rec, token)
   return release_slot(prefix, index, f.c, token)
 end
 
--- >>> rate limits (decision 42)
--- Moves the `n` oldest jobs of `list` (a `throttled:<hex>` list, newest
--- left) back to the heads of their ready lists, keeping their order (the
--- oldest is the next popped); cancelled ones are dropped as move_back
--- drops them (up to 1,000 per call) and do not count against `n`.
--- Returns true when a ready list went from empty to non-empty.
-local function move_back_many(prefix, index, list, n)
-  local kept, rang, dropped = {}, false, 0
-  while #kept < n and dropped < 1000 do
-    local recs = redis.call('RPOP', prefix .. list, n - #kept)
-    if not recs then break end
-    for _, rec in ipairs(recs) do
-      local sep = string.find(rec, '|', 1, true)
-      if sep then
-        local route, env = string.sub(rec, 1, sep - 1), string.sub(rec, sep + 1)
-        local id = job_id(env)
-        if id and is_cancelled(redis.call('HGET', index, id)) then
-          release_lock(prefix, env, id)
-          redis.call('HDEL', index, id)
-          redis.call('HDEL', prefix .. 'attempts', id)
-          redis.call('INCR', prefix .. 'metric:cancelled')
-          dropped = dropped + 1
-        else
-          if id then redis.call('HSET', index, id, 'ready|' .. route) end
-          kept[#kept + 1] = { route, env }
-        end
-      else
-        dropped = dropped + 1
-      end
-    end
-  end
-  for k = #kept, 1, -1 do
-    if redis.call('RPUSH', prefix .. 'channel:' .. kept[k][1], kept[k][2]) == 1 then rang = true end
-  end
-  return rang
-end
--- <<< rate limits
 -- ------------------------------------------------------ end flow control
 
 -- Removes cancelled jobs from `envs` (forgetting them in the index and the

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use redis::Commands;
 use serde_json::{json, Map};
-use solid_core::flow::{meta_into, rate_hex, with_rate, FlowSpec, Limit};
+use solid_core::flow::{concurrency_hex, meta_into, rate_hex, with_rate, FlowSpec, Limit};
 use solid_core::redis::keyspace::Keyspace;
 use solid_core::redis::store::Store;
 use solid_core::{now_ms, ClaimedJob, Envelope};
@@ -149,16 +149,20 @@ fn admissions_never_exceed_the_limit_in_any_window_under_repeated_claims_and_wak
     assert!(log(&mut c, "b").len() <= 4);
 }
 
+/// A job of key "k" with a concurrency limit of 1 and a rate of `rate`
+/// per `window_ms`.
+fn both(rate: u64, window_ms: u64, n: i64) -> Envelope {
+    let c = Limit { hex: concurrency_hex("Api", &json!("k")), limit: 1 };
+    let spec = with_rate(FlowSpec { concurrency: Some(c), rate: None }, "Api", rate, window_ms, 50, &json!("k"));
+    let mut meta = Map::new();
+    meta_into(&mut meta, &spec, Some("k")).unwrap();
+    Envelope::build("Api", json!([n]), "default", 3, now_ms(), now_ms()).unwrap().with_meta(meta).unwrap()
+}
+
 #[test]
 fn a_concurrency_blocked_job_takes_no_rate_and_plain_jobs_flow_past_a_throttled_key() {
     let (_redis, mut c, store) = setup();
-    let both = |n| {
-        let c = Limit { hex: solid_core::flow::concurrency_hex("Api", &json!("k")), limit: 1 };
-        let spec = with_rate(FlowSpec { concurrency: Some(c), rate: None }, "Api", 2, 60_000, 50, &json!("k"));
-        let mut meta = Map::new();
-        meta_into(&mut meta, &spec, Some("k")).unwrap();
-        Envelope::build("Api", json!([n]), "default", 3, now_ms(), now_ms()).unwrap().with_meta(meta).unwrap()
-    };
+    let both = |n| both(2, 60_000, n);
     let envs = vec![both(0), both(1), plain(2), rated("x", 1, 60_000, 3), rated("x", 1, 60_000, 4), plain(5)];
     push(&store, &mut c, &envs);
     let jobs = claim(&store, &mut c, 10);
@@ -166,14 +170,14 @@ fn a_concurrency_blocked_job_takes_no_rate_and_plain_jobs_flow_past_a_throttled_
     let key: Vec<u64> = c.lrange(format!("solid_jobs:rate:{}", rate_hex("Api", &json!("k"))), 0, -1).unwrap();
     assert_eq!(key.len(), 1, "the blocked job consumed no rate");
     assert_eq!(
-        c.llen::<_, usize>(format!("solid_jobs:blocked:{}", solid_core::flow::concurrency_hex("Api", &json!("k"))))
+        c.llen::<_, usize>(format!("solid_jobs:blocked:{}", concurrency_hex("Api", &json!("k"))))
             .unwrap(),
         1
     );
     assert_eq!(throttled(&mut c, "x"), 1);
     // The admitted limited job holds its slot like any concurrency limited one.
     let slot: usize =
-        c.scard(format!("solid_jobs:slots:{}", solid_core::flow::concurrency_hex("Api", &json!("k")))).unwrap();
+        c.scard(format!("solid_jobs:slots:{}", concurrency_hex("Api", &json!("k")))).unwrap();
     assert_eq!(slot, 1);
 }
 
@@ -189,6 +193,32 @@ fn a_cancelled_throttled_job_is_dropped_when_its_key_wakes() {
     store.promote_waking(&mut c, 100, true).unwrap();
     assert_eq!(throttled(&mut c, "c"), 0);
     assert_eq!(c.hget::<_, _, Option<String>>("solid_jobs:jobs", &envs[1].id).unwrap(), None, "forgotten");
+    assert_eq!(ids(&claim(&store, &mut c, 10)), vec![envs[2].id.clone()]);
+}
+
+/// The baton: a released slot moves the key's oldest blocked job back;
+/// that job found the rate full and was throttled; cancelled there, it is
+/// dropped when the key wakes, and its key's next blocked job is moved back
+/// in its place. (Dropped without that, the key's other blocked jobs waited
+/// for a slot release that could never come: none of its jobs ran.)
+#[test]
+fn a_cancelled_throttled_job_passes_its_slot_on_to_the_next_blocked_job() {
+    let (_redis, mut c, store) = setup();
+    let envs: Vec<Envelope> = (0..3).map(|n| both(1, 1_000, n)).collect();
+    push(&store, &mut c, &envs);
+    let first = claim(&store, &mut c, 10);
+    assert_eq!(ids(&first), vec![envs[0].id.clone()], "one slot: the others are blocked");
+    let blocked = format!("solid_jobs:blocked:{}", concurrency_hex("Api", &json!("k")));
+    assert_eq!(c.llen::<_, usize>(&blocked).unwrap(), 2);
+    store.ack(&mut c, "n1", &[(first[0].token, first[0].envelope.id.clone())]).unwrap();
+    assert!(claim(&store, &mut c, 10).is_empty(), "the moved-back job finds the rate full");
+    assert_eq!(throttled(&mut c, "k"), 1);
+    assert_eq!(c.llen::<_, usize>(&blocked).unwrap(), 1);
+    assert!(store.cancel(&mut c, &envs[1].id).unwrap());
+    std::thread::sleep(Duration::from_millis(1_050));
+    store.promote_waking(&mut c, 100, true).unwrap();
+    assert_eq!(throttled(&mut c, "k"), 0);
+    assert_eq!(c.llen::<_, usize>(&blocked).unwrap(), 0, "the slot went on to the next blocked job");
     assert_eq!(ids(&claim(&store, &mut c, 10)), vec![envs[2].id.clone()]);
 }
 
