@@ -511,6 +511,12 @@ mod tests {
         fn complete(&self, _job: &ClaimedJob) {
             self.feed.settled();
         }
+        // Counted with the untakes: both give a job back unstarted.
+        fn hand_back(&self, _job: ClaimedJob) -> Option<ClaimedJob> {
+            self.untaken.fetch_add(1, Ordering::SeqCst);
+            self.feed.settled();
+            None
+        }
         fn record_failure(&self, _: &ClaimedJob, _: &str, _: &str) -> Result<FailureCount> {
             unimplemented!()
         }
@@ -605,6 +611,30 @@ mod tests {
                 .collect();
             assert_eq!(order, ["First", "Second"], "round {round}");
         }
+    }
+
+    /// A rate limited job past its start slack is handed back unstarted
+    /// whichever lane starts it: a thread task a Ractor worker handed over
+    /// too (the check once ran only on a job's first take, so a handed job
+    /// that waited in the thread lane started late, over the rate).
+    #[test]
+    fn a_handed_over_job_past_its_start_slack_is_handed_back_not_started() {
+        let (hub, given_back, fetcher) = hub_fed_later(1);
+        hub.open_lanes([1, 1]);
+        hub.assign_lane("Api", THREAD_LANE);
+        let mut late = job("Api");
+        let spec = crate::flow::with_rate(Default::default(), "Api", 5, 1_000, 50, &serde_json::json!("k"));
+        let mut meta = serde_json::Map::new();
+        crate::flow::meta_into(&mut meta, &spec, None).unwrap();
+        late.envelope.meta = Some(meta);
+        late.claimed_ms = crate::now_ms(); // within its slack when the Ractor worker takes it
+        assert!(fetcher.deliver([late]));
+        assert!(matches!(take(&hub, Some(RACTOR_LANE)), NextJob::Empty), "handed over");
+        assert_eq!(hub.lane_depths(), vec![0, 1]);
+        std::thread::sleep(Duration::from_millis(60)); // waiting in the lane past the slack
+        assert!(matches!(take(&hub, Some(THREAD_LANE)), NextJob::Empty), "not started");
+        assert_eq!(given_back.load(Ordering::SeqCst), 1);
+        assert_eq!(hub.inflight(), 0);
     }
 
     /// Two thread tasks claimed while a Ractor worker and a thread worker

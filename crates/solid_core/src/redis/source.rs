@@ -461,17 +461,16 @@ impl JobSource for RedisSource {
     /// One `requeue.lua` call (mode `tokens`) from the worker's thread: the
     /// claim goes back to the head of its list, its slot released, its
     /// admission kept (conservative: the rate never gains). On an error the
-    /// job runs rather than waits for recovery.
+    /// job is abandoned, still unstarted: it stays claimed in Redis, no
+    /// longer held, and the next heartbeat that reaches Redis hands it back
+    /// (recovery does, if the node dies first). Running it instead would
+    /// start it outside its admission's slack, over the rate.
     fn hand_back(&self, job: ClaimedJob) -> Option<ClaimedJob> {
         let s = &self.shared;
-        match s.pool.with(|c| s.store.hand_back(c, &s.cfg.node_id, &[job.token])) {
-            Ok(_) => {
-                s.holdings.release([job.token]);
-                s.feed.settled();
-                None
-            }
-            Err(_) => Some(job),
-        }
+        let _ = s.pool.with(|c| s.store.hand_back(c, &s.cfg.node_id, &[job.token]));
+        s.holdings.release([job.token]);
+        s.feed.settled();
+        None
     }
 
     /// The task returned: complete the claim (batched, asynchronous). The job
