@@ -70,6 +70,28 @@ class RedisAdapterApiTest < SolidJobsTest
     assert_raises(SolidJobs::StaleClaimError) { backend.ack(claim) }
     assert_equal id, backend.claim("default").job_id
   end
+
+  class LimitedToOne
+    include SolidJobs::Task
+    task_options concurrency: {limit: 1}
+
+    def execute_task(*) = nil
+  end
+
+  # A claim sets aside at most 1,000 jobs of saturated keys per call (the
+  # blocked budget) and then says `more`: the adapter's claim looks again
+  # rather than answering nil while a claimable job waits behind them.
+  def test_claim_looks_past_more_than_a_blocked_budget_of_saturated_jobs
+    running = LimitedToOne.enqueue
+    assert_equal running, backend.claim("default").job_id, "the key's one slot"
+    LimitedToOne.enqueue_many(Array.new(1_001) { [] })
+    plain = LedgerTask.enqueue("/dev/null", "behind")
+    claim = backend.claim("default")
+    refute_nil claim, "a claimable job waited behind 1,001 blocked ones"
+    assert_equal plain, claim.job_id
+    blocked = redis.keys(key("blocked:*"))
+    assert_equal [1_001], blocked.map { |k| redis.llen(k) }, "the saturated key's jobs wait, set aside"
+  end
 end
 
 class SolidEngineAdapterApiTest < SolidJobsTest

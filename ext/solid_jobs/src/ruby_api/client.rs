@@ -25,6 +25,10 @@ use crate::helpers::publisher_telemetry::PublisherTelemetry;
 use crate::helpers::raw_command::raw_call;
 use crate::helpers::settings::{from_hash, timeouts, PublisherTelemetrySettings};
 
+/// Claim calls one adapter `claim` makes at most while claims stop at
+/// their blocked budget: 100,000 blocked jobs set aside before it says nil.
+const ADAPTER_CLAIM_LOOKS: usize = 100;
+
 /// The channel of `route` (`name`, or `name:p` for priority p != 5), checked.
 fn channel_of(route: &str) -> Result<&str, Error> {
     let (channel, _) = split_route(route).map_err(err)?;
@@ -320,21 +324,33 @@ impl Client {
 
     /// claim(node_id, channel, ttl_ms) -> [token, envelope JSON] or nil:
     /// registers `node_id` for `ttl_ms` and claims one job (adapter API).
+    /// nil means the channel had no claimable job: a claim that stopped at
+    /// its blocked budget (1,000 jobs of saturated keys set aside, `more`)
+    /// or met a malformed entry (quarantined) looks again, up to
+    /// ADAPTER_CLAIM_LOOKS calls, as a node's fetcher does.
     fn claim(&self, node_id: String, channel: String, ttl_ms: u64) -> Result<Option<(u64, String)>, Error> {
-        let batch = without_gvl(|_| {
-            self.pool.with(|c| {
-                self.store.heartbeat(c, &node_id, ttl_ms, r#"{"adapter":true}"#, &[channel.as_str()], 0)?;
-                self.store.claim(c, &node_id, &[channel.as_str()], 1, now_ms())
-            })
-        })?
-        .map_err(err)?;
-        if let Some(m) = batch.malformed.first() {
-            let _ = without_gvl(|_| {
-                self.pool.with(|c| self.store.quarantine(c, &node_id, m.token, &m.channel, &m.raw, &m.reason))
-            });
-            return Ok(None);
+        for _ in 0..ADAPTER_CLAIM_LOOKS {
+            let batch = without_gvl(|_| {
+                self.pool.with(|c| {
+                    self.store.heartbeat(c, &node_id, ttl_ms, r#"{"adapter":true}"#, &[channel.as_str()], 0)?;
+                    self.store.claim(c, &node_id, &[channel.as_str()], 1, now_ms())
+                })
+            })?
+            .map_err(err)?;
+            if let Some(job) = batch.jobs.into_iter().next() {
+                return Ok(Some((job.token, job.raw)));
+            }
+            let quarantined = !batch.malformed.is_empty();
+            for m in &batch.malformed {
+                let _ = without_gvl(|_| {
+                    self.pool.with(|c| self.store.quarantine(c, &node_id, m.token, &m.channel, &m.raw, &m.reason))
+                });
+            }
+            if !(batch.more || quarantined) {
+                break;
+            }
         }
-        Ok(batch.jobs.into_iter().next().map(|j| (j.token, j.raw)))
+        Ok(None)
     }
 
     /// An adapter claim (from `claim`) as the store settles it.
