@@ -66,11 +66,12 @@ class CommandCountsTest < SolidJobsTest
     # Two jobs of one key, limit 1, in one push. claim: SCARD, the first is
     # claimed (TIME SET HSET SADD), the second blocked (LPUSH blocked:<hex>,
     # HSET its index state) and counted (INCRBY metric:blocked). ack: SREM,
-    # then the move back (RPOP, HGET its state, HSET ready, RPUSH to the
-    # list's head) and PUBLISH ready (the list was empty). The ring wakes the
+    # then the move back (RPOP, HGET its state, HSET ready, GET its
+    # channel's flow string: is it paused?, RPUSH to the list's head) and
+    # PUBLISH ready (the list was empty). The ring wakes the
     # fetcher: a claim as in limited_turn, and its ack (SREM, RPOP nil).
     # No round trip beyond two worker turns.
-    limited_blocked_turn: {commands: 4, lua: 45, round_trips: 4},
+    limited_blocked_turn: {commands: 4, lua: 46, round_trips: 4},
     # Priorities (docs/flow-control.md). enqueue.lua for the route `name:2`:
     # HSETNX LPUSH SADD, SETRANGE (level 2 in use in flow:<name>), PUBLISH.
     priority_enqueue: {commands: 1, lua: 5, round_trips: 1},
@@ -91,11 +92,12 @@ class CommandCountsTest < SolidJobsTest
     # The ring wakes the heartbeat thread: promote (not due yet; +ZRANGE
     # flow:wake for its next due time), then at the wake promote moves it
     # back (LINDEX the oldest throttled job, LLEN and LINDEX the log, RPOP,
-    # HGET its state, HSET ready, RPUSH to the list's head, EXISTS: none
+    # HGET its state, HSET ready, GET its channel's flow string: is it
+    # paused?, RPUSH to the list's head, EXISTS: none
     # left, PUBLISH ready). The fetcher claims it (LLEN: the log expired
     # with its window, RPUSH PEXPIRE). Two worker turns and two promotions;
     # nothing polls.
-    rate_throttled_turn: {commands: 6, lua: 66, round_trips: 6}
+    rate_throttled_turn: {commands: 6, lua: 67, round_trips: 6}
   }.freeze
   # Seconds without traffic that end an operation: far above any scheduling
   # delay of a runnable thread on a loaded host, so nothing late is missed.

@@ -162,13 +162,27 @@ end
 -- that never came, with the slot free. An extra move back costs one look
 -- of a claim (which blocks the job again if no slot is free); a lost one
 -- stalls the key. (A blocked list passes the baton by taking the next job.)
+-- At most 1,000 jobs dropped or passed over (paused) per call.
 -- Returns true when a ready list went from empty to non-empty (the caller
 -- rings `ready` once).
 local function move_back_many(prefix, index, list, n)
-  local kept, rang, dropped = {}, false, 0
+  local kept, rang, dropped, counted = {}, false, 0, 0
   local throttled = string.sub(list, 1, 10) == 'throttled:'
-  while #kept < n and dropped < 1000 do
-    local recs = redis.call('RPOP', prefix .. list, n - #kept)
+  -- A job of a paused channel goes back to its list (where it waits for
+  -- the resume like any ready job) but does not count against `n`: no
+  -- claim meets it, so the slot (or the rate's room) it was moved back
+  -- for goes on to the next job, maybe of another channel sharing the key.
+  local paused = {}
+  local function in_paused_channel(route)
+    local channel = string.match(route, '^[^:]+')
+    if paused[channel] == nil then
+      local flow = redis.call('GET', prefix .. 'flow:' .. channel)
+      paused[channel] = (flow and string.byte(flow, 1) == 80) or false -- 'P'
+    end
+    return paused[channel]
+  end
+  while counted < n and dropped < 1000 do
+    local recs = redis.call('RPOP', prefix .. list, n - counted)
     if not recs then break end
     for _, rec in ipairs(recs) do
       local sep = string.find(rec, '|', 1, true)
@@ -186,6 +200,7 @@ local function move_back_many(prefix, index, list, n)
         else
           if id then redis.call('HSET', index, id, 'ready|' .. route) end
           kept[#kept + 1] = { route, env }
+          if in_paused_channel(route) then dropped = dropped + 1 else counted = counted + 1 end
         end
       else
         dropped = dropped + 1

@@ -306,3 +306,37 @@ fn a_unique_limited_job_holds_its_lock_and_its_slot_and_releases_both() {
     let batch = store.claim(&mut c, "n1", &["default"], 10, now_ms()).unwrap();
     assert_eq!((batch.jobs.len(), batch.more), (2, false));
 }
+
+/// A released slot passes over a blocked job whose channel is paused: the
+/// job goes back to its (paused) list, and the slot to the key's next
+/// blocked job, here of another channel. (The baton once stopped at the
+/// paused job: the key's other channels waited for the resume with the
+/// slot free.)
+#[test]
+fn a_released_slot_passes_over_a_blocked_job_of_a_paused_channel() {
+    let (_redis, mut c, store) = setup();
+    store.heartbeat(&mut c, "n1", 60_000, "{}", &["a", "b"], 0).unwrap();
+    let job = |channel: &str, n: i64| {
+        let mut meta = Map::new();
+        meta_into(&mut meta, &FlowSpec { concurrency: Some(Limit { hex: hex("k"), limit: 1 }), rate: None }, Some("k"))
+            .unwrap();
+        Envelope::build("Sync", json!(["k", n]), channel, 3, now_ms(), now_ms()).unwrap().with_meta(meta).unwrap()
+    };
+    let (a0, a1, b1) = (job("a", 0), job("a", 1), job("b", 1));
+    store.enqueue(&mut c, "a", &[a0.encode()]).unwrap();
+    let running = store.claim(&mut c, "n1", &["a"], 1, now_ms()).unwrap().jobs;
+    assert_eq!(running.len(), 1);
+    store.enqueue(&mut c, "a", &[a1.encode()]).unwrap();
+    store.enqueue(&mut c, "b", &[b1.encode()]).unwrap();
+    assert!(store.claim(&mut c, "n1", &["a", "b"], 10, now_ms()).unwrap().jobs.is_empty(), "the one slot is held");
+    assert_eq!(blocked(&mut c, "k"), 2);
+    assert!(store.pause_channel(&mut c, "a", None).unwrap());
+    store.ack(&mut c, "n1", &acks(&running)).unwrap();
+    assert_eq!(blocked(&mut c, "k"), 0, "the paused channel's job was passed over");
+    assert_eq!(state(&mut c, &a1.id).as_deref(), Some("ready|a"), "waiting in its paused list");
+    let b = store.claim(&mut c, "n1", &["a", "b"], 10, now_ms()).unwrap().jobs;
+    assert_eq!(b.iter().map(|j| j.envelope.id.clone()).collect::<Vec<_>>(), vec![b1.id.clone()]);
+    assert!(store.resume_channel(&mut c, "a").unwrap());
+    assert!(store.claim(&mut c, "n1", &["a"], 10, now_ms()).unwrap().jobs.is_empty(), "resumed, a1 finds the slot held");
+    assert_eq!(blocked(&mut c, "k"), 1);
+}
