@@ -135,7 +135,8 @@ module Bench
       limited_blocked_turn: "two jobs of one key at limit 1 in one push. The claim takes the first and sets the second " \
                             "aside (LPUSH `blocked:<hex>`, HSET its index state, INCRBY `metric:blocked`); the first's " \
                             "ack frees the slot and moves the second to the head of its channel (RPOP, HGET, HSET, " \
-                            "GET: is its channel paused?, RPUSH) and rings `ready` (PUBLISH); the fetcher claims and acks it as in the row above. " \
+                            "GET: is its channel paused?, RPUSH) and rings `ready` (PUBLISH); the fetcher claims and " \
+                            "acks it as in the row above. " \
                             "No round trip beyond two worker turns.",
       priority_enqueue: "`enqueue.lua` for the route `name:2` (docs/flow-control.md, \"Priorities\"): a plain enqueue " \
                         "into the level's list, plus SETRANGE marking level 2 in use in the channel's flow string.",
