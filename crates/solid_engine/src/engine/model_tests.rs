@@ -339,10 +339,10 @@ impl Durable {
         self.compactions += 1;
     }
 
-    /// Stops the storage (as a clean shutdown does) and recovers a new
-    /// engine from the data directory.
+    /// Stops the storage and recovers a new engine from the data directory.
+    /// (No fsync: every record was written with write(), which is all a
+    /// process restart needs; it keeps the test fast.)
     fn restart(&mut self, cfg: &EngineConfig, live: &Engine) -> Engine {
-        self.storage.as_ref().unwrap().sync_all().unwrap();
         self.storage = None;
         let s = live.stats();
         let t = &mut self.totals;
@@ -512,7 +512,8 @@ fn engine_matches_a_naive_model() {
 /// expired leases and releases, and the history goes on matching the model.
 #[test]
 fn restarts_in_random_histories_keep_the_live_order() {
-    for seed in 1..=40u64 {
+    // Fewer seeds than the in-memory variant: each one writes real files.
+    for seed in 1..=20u64 {
         run(seed.wrapping_mul(0xD1B5_4A32_D192_ED03) | 1, 2_000, true);
     }
 }

@@ -36,6 +36,7 @@ use parking_lot::{Condvar, Mutex};
 
 pub use listener::{bind_all, Listener, ShutdownHandle};
 
+use crate::clock::Clock;
 use crate::command::Reply;
 use crate::config::Config;
 use crate::engine::Engine;
@@ -112,6 +113,8 @@ pub(crate) struct Shared {
     pub(crate) notifier: Notifier,
     pub(crate) tracker: Tracker,
     pub(crate) started: Instant,
+    /// The engine's time: lease deadlines, due times, retention.
+    pub(crate) clock: Clock,
     /// Worker nodes' announcements (`NODE`/`NODES`): not job state, so not
     /// under the engine lock and never logged.
     pub(crate) presence: Mutex<Presence>,
@@ -129,7 +132,14 @@ impl Server {
 
     /// A server over a recovered engine and its storage.
     pub fn with_storage(config: Config, engine: Engine, storage: Option<Storage>) -> Server {
+        Server::with_clock(config, engine, storage, Clock::new())
+    }
+
+    /// A server whose engine runs on `clock` (the one recovery was judged
+    /// by: the anchor is taken once per start).
+    pub fn with_clock(config: Config, engine: Engine, storage: Option<Storage>, clock: Clock) -> Server {
         let shared = Shared {
+            clock,
             engine: Mutex::new(engine),
             storage,
             config,
@@ -155,13 +165,22 @@ impl Server {
     /// stepped backwards defeats this; keep the host's clock monotonic.)
     pub fn open(config: Config) -> Result<Server> {
         let mut engine = Engine::new(config.engine());
+        // Wall time: the floor must exceed every earlier run's fences.
         let clock_floor = crate::now_ms().saturating_mul(1024);
+        // Re-anchored to the wall clock at every start (crate::clock).
+        let clock = Clock::new();
         let storage = match (config.durability, &config.data_dir) {
             (Durability::Memory, _) => None,
             (durability, Some(dir)) => {
                 let started = Instant::now();
                 let (storage, report) = Storage::open(dir, durability, config.compact_threshold_bytes, &mut engine)?;
                 let requeued = engine.finish_recovery();
+                // The requeues are journaled: write them before serving, so
+                // a second restart replays them (engine::finish_recovery).
+                let mut events = Vec::new();
+                engine.take_events(&mut events);
+                storage.append(&events);
+                storage.sync_all()?;
                 engine.raise_fence_floor(report.next_fence.saturating_add(1));
                 let truncated = match report.truncated {
                     Some((bytes, at)) => format!("{bytes} bytes at offset {at} (torn tail)"),
@@ -184,7 +203,7 @@ impl Server {
             (_, None) => return Err(Error::Config("durable modes require data_dir".into())),
         };
         engine.raise_fence_floor(clock_floor);
-        Ok(Server::with_storage(config, engine, storage))
+        Ok(Server::with_clock(config, engine, storage, clock))
     }
 
     /// Serves until `shutdown` is triggered, then shuts down gracefully.
@@ -312,8 +331,22 @@ fn accept_loop(shared: &Arc<Shared>, listener: &Listener, shutdown: &ShutdownHan
 /// promised interval.
 fn housekeeping(shared: &Arc<Shared>, shutdown: &ShutdownHandle) {
     let mut compaction: Option<thread::JoinHandle<()>> = None;
+    let mut events = Vec::new();
     while !shutdown.wait_timeout(HOUSEKEEPING_INTERVAL) {
-        let tick = shared.engine.lock().tick(crate::now_ms());
+        let tick = {
+            let mut engine = shared.engine.lock();
+            let tick = engine.tick(shared.clock.now_ms());
+            // Promotions and expiries are journaled (they decide queue
+            // order after a restart); queued under the lock, like a
+            // command's records. Nothing waits on them: a later command's
+            // records come after them in the log.
+            if let Some(storage) = &shared.storage {
+                engine.take_events(&mut events);
+                storage.append(&events);
+                events.clear();
+            }
+            tick
+        };
         if tick.made_ready() {
             shared.notifier.notify();
         }
