@@ -183,7 +183,10 @@ impl Server {
                 storage.sync_all()?;
                 engine.raise_fence_floor(report.next_fence.saturating_add(1));
                 let truncated = match report.truncated {
-                    Some((bytes, at)) => format!("{bytes} bytes at offset {at} (torn tail)"),
+                    Some((bytes, at)) => format!(
+                        "{bytes} bytes at offset {at} (torn tail: {})",
+                        report.torn.as_deref().unwrap_or("unknown")
+                    ),
                     None => "none".into(),
                 };
                 crate::log(format_args!(
