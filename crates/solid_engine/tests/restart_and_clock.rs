@@ -187,8 +187,8 @@ fn restart_keeps_fifo_order(durability: &str, crash: bool) {
     assert_eq!(c.call(&["RETRY", &b, &got[0].1, "100"]), ok());
     thread::sleep(Duration::from_millis(250)); // b fell due: a, d, s, e, b
     assert_eq!(c.call(&["PUSH", "1", &x, "p"]), Frame::Integer(1)); // a, d, s, e, b, x
-    // a leaves with a short lease that expires back to the head; d stays
-    // held until the restart, which requeues it at the head too.
+                                                                    // a leaves with a short lease that expires back to the head; d stays
+                                                                    // held until the restart, which requeues it at the head too.
     let got = c.fetch(1, 100, "1");
     assert_eq!(got[0].0, a);
     let held = c.fetch(1, 60_000, "1");
@@ -204,7 +204,9 @@ fn restart_keeps_fifo_order(durability: &str, crash: bool) {
     let order: Vec<String> = c.fetch(10, 0, "1").into_iter().map(|r| r.0).collect();
     let names = |ids: &[String]| -> Vec<&str> {
         ids.iter()
-            .map(|id| ["a", "b", "s", "d", "e", "x", "h"][[&a, &b, &s, &d, &e, &x, &h].iter().position(|k| *k == id).unwrap()])
+            .map(|id| {
+                ["a", "b", "s", "d", "e", "x", "h"][[&a, &b, &s, &d, &e, &x, &h].iter().position(|k| *k == id).unwrap()]
+            })
             .collect()
     };
     assert_eq!(names(&order), ["d", "a", "s", "e", "b", "x", "h"], "{durability} crash={crash}");

@@ -15,6 +15,10 @@ use super::*;
 use crate::storage::{Durability, Storage};
 use crate::testutil::TempDir;
 
+/// Ready jobs per channel in FIFO order; scheduled (due, id) in the order
+/// they become ready.
+type Order = (Vec<(u32, Vec<u128>)>, Vec<(u64, u128)>);
+
 #[derive(Clone, Debug)]
 struct MJob {
     channel: u32,
@@ -251,7 +255,7 @@ impl Model {
 
     /// Ready jobs per channel in FIFO order, and scheduled jobs in the
     /// order they will become ready.
-    fn order(&self) -> (Vec<(u32, Vec<u128>)>, Vec<(u64, u128)>) {
+    fn order(&self) -> Order {
         let mut ready: Vec<(u32, Vec<u128>)> =
             self.queues.iter().filter(|(_, q)| !q.is_empty()).map(|(c, q)| (*c, q.iter().copied().collect())).collect();
         ready.sort();
@@ -292,7 +296,7 @@ impl Rng {
 /// The engine's queues in the model's terms: ready jobs per channel in FIFO
 /// order (from `export`, which lists them in queue order), scheduled jobs
 /// in the order they become ready.
-fn engine_order(engine: &Engine) -> (Vec<(u32, Vec<u128>)>, Vec<(u64, u128)>) {
+fn engine_order(engine: &Engine) -> Order {
     let images = engine.export();
     let mut ready: Vec<(u32, Vec<u128>)> = Vec::new();
     for image in images.iter().filter(|i| i.state == State::Ready) {

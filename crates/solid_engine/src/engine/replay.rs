@@ -40,10 +40,8 @@ impl Engine {
             Event::Cancelled { id, at_ms } if self.jobs.contains_key(&id) => {
                 self.make_finished(id, State::Cancelled, at_ms);
             }
-            Event::Promoted { id } => {
-                if self.jobs.get(&id).is_some_and(|j| j.state == State::Scheduled) {
-                    self.make_ready(id);
-                }
+            Event::Promoted { id } if self.jobs.get(&id).is_some_and(|j| j.state == State::Scheduled) => {
+                self.make_ready(id);
             }
             // No fence check: the event says the reservation current at that
             // point of the log expired (and snapshots before this format

@@ -139,9 +139,7 @@ fn torn_tail(rest: &[u8], error: &FrameError) -> Option<String> {
             let nonzero = rest[..end].iter().filter(|&&b| b != 0).count();
             Some(match after.len() {
                 0 => format!("a last record of {end} bytes failing its checksum"),
-                n => format!(
-                    "a record of {end} bytes failing its checksum ({nonzero} non-zero), then {n} zero bytes"
-                ),
+                n => format!("a record of {end} bytes failing its checksum ({nonzero} non-zero), then {n} zero bytes"),
             })
         }
     }
@@ -223,7 +221,11 @@ pub fn recover(dir: &Path, engine: &mut Engine) -> Result<RecoveryReport> {
             // Only the newest log is being appended to: damage anywhere else,
             // or damage with data after it, is corruption.
             let Some(torn) = damage.torn.filter(|_| is_last) else {
-                return Err(corrupt(&path, damage.offset, format!("{} (see solid-engine-server --repair)", damage.reason)));
+                return Err(corrupt(
+                    &path,
+                    damage.offset,
+                    format!("{} (see solid-engine-server --repair)", damage.reason),
+                ));
             };
             let full = fs::metadata(&path)?.len();
             let keep = scan.valid_len;

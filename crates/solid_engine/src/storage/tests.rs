@@ -405,7 +405,8 @@ fn two_good_records(dir: &Path) -> (PathBuf, u64) {
 
 fn record_bytes(n: u128, body: &str) -> Vec<u8> {
     let mut record = Vec::new();
-    let event = crate::engine::Event::Pushed { id: JobId(n), channel: 1, due_ms: 0, payload: Payload::from(body.as_bytes()) };
+    let event =
+        crate::engine::Event::Pushed { id: JobId(n), channel: 1, due_ms: 0, payload: Payload::from(body.as_bytes()) };
     encode_event(&mut record, &event);
     record
 }
@@ -419,7 +420,8 @@ fn append_bytes(path: &Path, bytes: &[u8]) {
 /// ends in zeros after the last good record and must be truncated there.
 #[test]
 fn torn_tails_ending_in_zeros_are_truncated() {
-    let variants: Vec<(&str, Box<dyn Fn(&[u8]) -> Vec<u8>>)> = vec![
+    type Tail = Box<dyn Fn(&[u8]) -> Vec<u8>>;
+    let variants: Vec<(&str, Tail)> = vec![
         // A record cut short, the rest of its block zeros.
         ("partial record then zeros", Box::new(|r: &[u8]| [&r[..r.len() - 5], &[0u8; 4000][..]].concat())),
         // The header reached the disk, the body did not.
@@ -500,7 +502,10 @@ fn repair_truncates_at_the_first_bad_record_once_confirmed() {
     let second = LOG_HEADER + record_bytes(1, "job1").len();
     data[second + 12] ^= 0x01; // inside the second record: mid-log corruption
     fs::write(&path, &data).unwrap();
-    assert!(matches!(Storage::open(dir.path(), Durability::Strict, u64::MAX, &mut engine()), Err(Error::Corrupt { .. })));
+    assert!(matches!(
+        Storage::open(dir.path(), Durability::Strict, u64::MAX, &mut engine()),
+        Err(Error::Corrupt { .. })
+    ));
 
     // Declined: nothing changes.
     let plan = repair(dir.path(), |_| false).unwrap();
