@@ -132,14 +132,9 @@ impl Server {
 
     /// A server over a recovered engine and its storage.
     pub fn with_storage(config: Config, engine: Engine, storage: Option<Storage>) -> Server {
-        Server::with_clock(config, engine, storage, Clock::new())
-    }
-
-    /// A server whose engine runs on `clock` (the one recovery was judged
-    /// by: the anchor is taken once per start).
-    pub fn with_clock(config: Config, engine: Engine, storage: Option<Storage>, clock: Clock) -> Server {
         let shared = Shared {
-            clock,
+            // Anchored to the wall clock once per start (crate::clock).
+            clock: Clock::new(),
             engine: Mutex::new(engine),
             storage,
             config,
@@ -167,8 +162,6 @@ impl Server {
         let mut engine = Engine::new(config.engine());
         // Wall time: the floor must exceed every earlier run's fences.
         let clock_floor = crate::now_ms().saturating_mul(1024);
-        // Re-anchored to the wall clock at every start (crate::clock).
-        let clock = Clock::new();
         let storage = match (config.durability, &config.data_dir) {
             (Durability::Memory, _) => None,
             (durability, Some(dir)) => {
@@ -206,7 +199,7 @@ impl Server {
             (_, None) => return Err(Error::Config("durable modes require data_dir".into())),
         };
         engine.raise_fence_floor(clock_floor);
-        Ok(Server::with_clock(config, engine, storage, clock))
+        Ok(Server::with_storage(config, engine, storage))
     }
 
     /// Serves until `shutdown` is triggered, then shuts down gracefully.

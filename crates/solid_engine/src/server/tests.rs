@@ -636,4 +636,15 @@ fn out_of_range_delays_saturate_instead_of_wrapping() {
         assert_eq!(job[5], Frame::Integer(i64::MAX), "due time of {id}");
     }
     assert_eq!(items(c.call(&["FETCH", "3", "0", "0", "9"])).len(), 0, "none of them is due");
+    // A time or delay a RESP integer cannot carry is refused outright.
+    for args in [
+        &["PUSH", "9", &new_id(), "x", "AT", "9223372036854775808"][..],
+        &["PUSH", "9", &new_id(), "x", "IN", "18446744073709551616"],
+        &["RETRY", &retried, "1", "9223372036854775808"],
+    ] {
+        match c.call(args) {
+            Frame::Error(text) => assert!(text.starts_with(b"ERR"), "{args:?}: {}", String::from_utf8_lossy(&text)),
+            other => panic!("{args:?}: {other:?}"),
+        }
+    }
 }
