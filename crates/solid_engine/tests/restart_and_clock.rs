@@ -189,11 +189,12 @@ fn restart_keeps_fifo_order(durability: &str, crash: bool) {
     assert_eq!(c.call(&["PUSH", "1", &x, "p"]), Frame::Integer(1)); // a, d, s, e, b, x
                                                                     // a leaves with a short lease that expires back to the head; d stays
                                                                     // held until the restart, which requeues it at the head too.
-    let got = c.fetch(1, 100, "1");
+    // (The lease is long enough that a slow host still fetches d next.)
+    let got = c.fetch(1, 1_000, "1");
     assert_eq!(got[0].0, a);
     let held = c.fetch(1, 60_000, "1");
     assert_eq!(held[0].0, d);
-    thread::sleep(Duration::from_millis(250)); // a expired: a, s, e, b, x
+    thread::sleep(Duration::from_millis(1_300)); // a expired: a, s, e, b, x
     assert_eq!(c.call(&["PUSH", "1", &h, "p"]), Frame::Integer(1)); // a, s, e, b, x, h
     if crash {
         server.kill();
