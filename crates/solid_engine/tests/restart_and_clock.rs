@@ -186,8 +186,8 @@ fn restart_keeps_fifo_order(durability: &str, crash: bool) {
     assert_eq!(got[0].0, b);
     assert_eq!(c.call(&["RETRY", &b, &got[0].1, "100"]), ok());
     thread::sleep(Duration::from_millis(250)); // b fell due: a, d, s, e, b
-    // After this push: a, d, s, e, b, x.
-    assert_eq!(c.call(&["PUSH", "1", &x, "p"]), Frame::Integer(1));
+    assert_eq!(c.call(&["PUSH", "1", &x, "p"]), Frame::Integer(1)); // a, d, s, e, b, x
+
     // a leaves with a short lease that expires back to the head (long
     // enough that a slow host still fetches d next); d stays held until
     // the restart, which requeues it at the head too.
