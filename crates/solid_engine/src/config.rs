@@ -115,6 +115,12 @@ impl Config {
 #[derive(Debug, PartialEq, Eq)]
 pub enum Cli {
     Run(Config),
+    /// `--repair`: cut the data directory's log at its first bad record
+    /// (after confirmation on stdin, or at once with `--yes`), then exit.
+    Repair {
+        data_dir: PathBuf,
+        yes: bool,
+    },
     Help,
     Version,
 }
@@ -136,6 +142,9 @@ OPTIONS:
   --dead-max N                   keep this many dead jobs (default 10000)
   --compact-threshold-bytes N    compact the log past this size (default 64 MiB)
   --config FILE                  TOML file with the same keys (flags win)
+  --repair                       truncate the log of --data-dir at its first
+                                 bad record (asks first), then exit
+  --yes                          with --repair: do not ask
   --help, --version
 ";
 
@@ -167,6 +176,7 @@ pub fn from_args<I: IntoIterator<Item = String>>(args: I) -> Result<Cli> {
     let mut flags = FileConfig::default();
     let mut config_file: Option<PathBuf> = None;
     let mut listen: Vec<String> = Vec::new();
+    let (mut repair, mut yes) = (false, false);
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
         let (flag, inline) = match arg.split_once('=') {
@@ -176,6 +186,14 @@ pub fn from_args<I: IntoIterator<Item = String>>(args: I) -> Result<Cli> {
         match flag.as_str() {
             "--help" | "-h" => return Ok(Cli::Help),
             "--version" | "-V" => return Ok(Cli::Version),
+            "--repair" if inline.is_none() => {
+                repair = true;
+                continue;
+            }
+            "--yes" if inline.is_none() => {
+                yes = true;
+                continue;
+            }
             _ => {}
         }
         let mut value =
@@ -205,7 +223,15 @@ pub fn from_args<I: IntoIterator<Item = String>>(args: I) -> Result<Cli> {
         }
         None => FileConfig::default(),
     };
-    Ok(Cli::Run(merge(flags, file)?))
+    let config = merge(flags, file)?;
+    if repair {
+        let data_dir = config.data_dir.ok_or_else(|| Error::Config("--repair needs --data-dir".into()))?;
+        return Ok(Cli::Repair { data_dir, yes });
+    }
+    if yes {
+        return Err(Error::Config("--yes only goes with --repair".into()));
+    }
+    Ok(Cli::Run(config))
 }
 
 fn parse_toml(text: &str) -> std::result::Result<FileConfig, String> {
@@ -299,6 +325,12 @@ mod tests {
             assert!(matches!(args(bad), Err(Error::Config(_))), "{bad:?}");
         }
         assert_eq!(args(&["--help"]).unwrap(), Cli::Help);
+        assert!(matches!(args(&["--repair"]), Err(Error::Config(_))), "--repair needs a data dir");
+        assert!(matches!(args(&["--yes"]), Err(Error::Config(_))));
+        assert_eq!(
+            args(&["--repair", "--data-dir", "/d", "--yes"]).unwrap(),
+            Cli::Repair { data_dir: PathBuf::from("/d"), yes: true }
+        );
         assert_eq!(args(&["--version"]).unwrap(), Cli::Version);
     }
 

@@ -5,6 +5,7 @@
 //! - [`error`]: the crate's one error enum and its protocol error codes.
 //! - [`resp`]: RESP2 framing (incremental decoder, encoder).
 //! - [`engine`]: the job state machine (pure, clock passed in).
+//! - [`clock`]: the server's clock (wall time at start + monotonic).
 //! - [`presence`]: which worker nodes announced themselves (not job
 //!   state: never logged).
 //! - [`command`]: frames to typed commands, typed results to replies.
@@ -15,6 +16,7 @@
 //! [`fuzzing`] holds the protocol property check shared by the cargo-fuzz
 //! target and the stable-Rust fallback fuzzer.
 
+pub mod clock;
 pub mod command;
 pub mod config;
 pub mod engine;
@@ -35,7 +37,8 @@ pub fn log(message: std::fmt::Arguments<'_>) {
     eprintln!("solid-engine ts={now} {message}");
 }
 
-/// Milliseconds since the Unix epoch: the engine's clock in the server.
+/// Milliseconds since the Unix epoch, from the wall clock. The server's
+/// engine runs on [`clock::Clock`] instead (anchored to this at start).
 pub fn now_ms() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }

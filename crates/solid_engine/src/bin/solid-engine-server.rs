@@ -2,7 +2,13 @@
 //! listeners, recovers the data directory, serves until SIGTERM/SIGINT.
 //! Exit codes: 0 after a clean shutdown, 2 for bad flags or configuration,
 //! 1 for any other failure (bind, recovery, storage).
+//!
+//! `--repair` instead cuts the log at its first bad record once the
+//! operator confirms (or at once with `--yes`): 0 when repaired or nothing
+//! was wrong, 1 when declined or the repair failed.
 
+use std::io::{BufRead, Write};
+use std::path::Path;
 use std::process::ExitCode;
 
 use signal_hook::consts::{SIGINT, SIGTERM};
@@ -22,6 +28,7 @@ fn main() -> ExitCode {
             println!("solid-engine-server {}", env!("CARGO_PKG_VERSION"));
             return ExitCode::SUCCESS;
         }
+        Ok(Cli::Repair { data_dir, yes }) => return repair(&data_dir, yes),
         Err(e) => {
             eprintln!("solid-engine-server: {}", e.message());
             eprintln!("try 'solid-engine-server --help'");
@@ -61,4 +68,38 @@ fn run(config: config::Config) -> solid_engine::Result<()> {
     let result = server.run(listeners, shutdown);
     signal_handle.close();
     result
+}
+
+/// Asks on stdin unless `yes`; anything but "y"/"yes" (or end of input)
+/// declines, so a script that forgot `--yes` changes nothing.
+fn repair(data_dir: &Path, yes: bool) -> ExitCode {
+    let result = solid_engine::storage::repair(data_dir, |plan| {
+        println!("{}", plan.describe());
+        if yes {
+            return true;
+        }
+        print!("Truncate there? Everything after it is lost. [y/N] ");
+        let _ = std::io::stdout().flush();
+        let mut answer = String::new();
+        let _ = std::io::stdin().lock().read_line(&mut answer);
+        matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes")
+    });
+    match result {
+        Ok(None) => {
+            println!("{}: every log reads cleanly, nothing to repair", data_dir.display());
+            ExitCode::SUCCESS
+        }
+        Ok(Some(plan)) if plan.applied => {
+            println!("repaired: {} truncated to {} bytes", plan.file.display(), plan.offset);
+            ExitCode::SUCCESS
+        }
+        Ok(Some(_)) => {
+            println!("not repaired: nothing was changed");
+            ExitCode::from(1)
+        }
+        Err(e) => {
+            eprintln!("solid-engine-server: repair failed: {}", e.message());
+            ExitCode::from(1)
+        }
+    }
 }

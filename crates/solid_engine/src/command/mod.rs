@@ -40,7 +40,7 @@ impl Due {
     pub fn at(self, now_ms: u64) -> u64 {
         match self {
             Due::At(ms) => ms,
-            Due::In(delay) => now_ms.saturating_add(delay),
+            Due::In(delay) => crate::engine::time_after(now_ms, delay),
         }
     }
 }

@@ -49,6 +49,17 @@ use crate::error::Error;
 /// the log is much larger than the live state.
 const JOB_OVERHEAD_BYTES: u64 = 96;
 
+/// The latest time the engine keeps (due times, lease deadlines): the
+/// largest the protocol can show (a RESP integer is an i64). Times past
+/// it (a delay of i64::MAX added to now) saturate to it, "never" in
+/// practice, instead of wrapping to a negative time that is already past.
+pub const MAX_TIME_MS: u64 = i64::MAX as u64;
+
+/// `now + delay`, saturated at [`MAX_TIME_MS`].
+pub fn time_after(now_ms: u64, delay_ms: u64) -> u64 {
+    now_ms.saturating_add(delay_ms).min(MAX_TIME_MS)
+}
+
 /// ACKMANY's answer per pair (docs/protocol.md).
 pub const NOT_ACKED: i64 = 0;
 pub const ACKED: i64 = 1;
@@ -236,9 +247,11 @@ impl Engine {
                 }
             }
         }
-        // The earliest expired lease ends up first in its channel.
+        // The earliest expired lease ends up first in its channel; journaled
+        // in `requeue_front` order so replay builds the same queue.
         for id in expired.into_iter().rev() {
             self.requeue_front(id);
+            self.record(|| Event::Expired { id });
             tick.expired += 1;
         }
         self.stats.expired_leases_total += tick.expired as u64;
@@ -250,6 +263,7 @@ impl Engine {
             self.scheduled.pop();
             if self.jobs.get(&id).is_some_and(|j| j.state == State::Scheduled && j.seq == seq) {
                 self.make_ready(id);
+                self.record(|| Event::Promoted { id });
                 tick.promoted += 1;
             }
         }
@@ -417,7 +431,7 @@ impl Engine {
         if self.jobs.contains_key(&id) {
             return false;
         }
-        let due_ms = if due_ms > now_ms { due_ms } else { 0 };
+        let due_ms = if due_ms > now_ms { due_ms.min(MAX_TIME_MS) } else { 0 };
         self.insert(id, channel, payload.clone());
         if due_ms > 0 {
             self.make_scheduled(id, due_ms);
@@ -434,7 +448,7 @@ impl Engine {
     pub fn fetch(&mut self, now_ms: u64, count: usize, lease_ms: u64, channels: &[u32], out: &mut Vec<Reservation>) {
         self.tick(now_ms);
         let lease_ms = if lease_ms == 0 { self.config.lease_ms } else { lease_ms };
-        let deadline = now_ms.saturating_add(lease_ms);
+        let deadline = time_after(now_ms, lease_ms);
         let target = out.len() + count;
         for channel in channels {
             if out.len() >= target {
@@ -507,7 +521,7 @@ impl Engine {
     pub fn retry(&mut self, now_ms: u64, id: JobId, fence: u64, delay_ms: u64) -> Result<(), Error> {
         self.tick(now_ms);
         self.reserved_mut(id, fence)?;
-        let due_ms = now_ms.saturating_add(delay_ms);
+        let due_ms = time_after(now_ms, delay_ms);
         self.make_scheduled(id, due_ms);
         self.stats.retried_total += 1;
         self.record(|| Event::Retried { id, due_ms });
@@ -582,7 +596,7 @@ impl Engine {
     pub fn extend(&mut self, now_ms: u64, id: JobId, fence: u64, lease_ms: u64) -> Result<(), Error> {
         self.tick(now_ms);
         let lease_ms = if lease_ms == 0 { self.config.lease_ms } else { lease_ms };
-        let deadline = now_ms.saturating_add(lease_ms);
+        let deadline = time_after(now_ms, lease_ms);
         let job = self.reserved_mut(id, fence)?;
         job.time_ms = deadline;
         self.leases.push(Reverse((deadline, fence, id)));

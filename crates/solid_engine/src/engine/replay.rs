@@ -40,6 +40,18 @@ impl Engine {
             Event::Cancelled { id, at_ms } if self.jobs.contains_key(&id) => {
                 self.make_finished(id, State::Cancelled, at_ms);
             }
+            Event::Promoted { id } if self.jobs.get(&id).is_some_and(|j| j.state == State::Scheduled) => {
+                self.make_ready(id);
+            }
+            // No fence check: the event says the reservation current at that
+            // point of the log expired (and snapshots before this format
+            // did not keep reserved jobs' fences).
+            Event::Expired { id } => {
+                if let Some(job) = self.jobs.get_mut(&id).filter(|j| j.state == State::Reserved) {
+                    set_state(&mut self.stats, job, State::Ready);
+                    self.requeue_front(id);
+                }
+            }
             Event::Released { id } => {
                 if let Some(job) = self.jobs.get_mut(&id) {
                     set_state(&mut self.stats, job, State::Ready);
@@ -64,6 +76,7 @@ impl Engine {
             State::Reserved => {
                 let job = self.jobs.get_mut(&id).expect("inserted");
                 set_state(&mut self.stats, job, State::Reserved);
+                job.fence = time_ms;
             }
             State::Completed | State::Cancelled => self.make_finished(id, state, time_ms),
             State::Dead => self.make_dead(id, time_ms, reason),
@@ -74,6 +87,11 @@ impl Engine {
     /// their lease any more), so every reserved job becomes ready at the head
     /// of its channel, attempts kept, oldest reservation first. Returns how
     /// many were requeued.
+    ///
+    /// Each requeue is journaled as an `Expired` event (when the journal is
+    /// on): the caller must write them before serving, or a second restart
+    /// would replay these jobs as still reserved and requeue them at the
+    /// head again, ahead of jobs released or expired after this restart.
     pub fn finish_recovery(&mut self) -> usize {
         let mut reserved: Vec<(u64, JobId)> =
             self.jobs.iter().filter(|(_, j)| j.state == State::Reserved).map(|(id, j)| (j.fence, *id)).collect();
@@ -82,13 +100,16 @@ impl Engine {
             let job = self.jobs.get_mut(&id).expect("job exists");
             set_state(&mut self.stats, job, State::Ready);
             self.requeue_front(id);
+            self.record(|| Event::Expired { id });
         }
         reserved.len()
     }
 
     /// Every retained job, in an order that [`Engine::import`] turns back
     /// into the same queues: ready jobs channel by channel in queue order,
-    /// then scheduled and reserved, then finished and dead in list order.
+    /// then scheduled jobs in the order they become ready (due time, then
+    /// scheduling order), then reserved jobs oldest reservation first, then
+    /// finished and dead in list order.
     pub fn export(&self) -> Vec<JobImage> {
         let image = |id: JobId, job: &Job| JobImage {
             id,
@@ -96,7 +117,8 @@ impl Engine {
             state: job.state,
             attempts: job.attempts,
             time_ms: match job.state {
-                State::Ready | State::Reserved => 0,
+                State::Ready => 0,
+                State::Reserved => job.fence,
                 _ => job.time_ms,
             },
             reason: job.reason.clone().unwrap_or_else(|| Payload::from(&b""[..])),
@@ -114,11 +136,19 @@ impl Engine {
                 }
             }
         }
+        let mut scheduled: Vec<(u64, u64, JobId)> = Vec::with_capacity(self.stats.scheduled as usize);
+        let mut reserved: Vec<(u64, JobId)> = Vec::with_capacity(self.stats.reserved as usize);
         for (id, job) in &self.jobs {
-            if matches!(job.state, State::Scheduled | State::Reserved) {
-                out.push(image(*id, job));
+            match job.state {
+                State::Scheduled => scheduled.push((job.time_ms, job.seq, *id)),
+                State::Reserved => reserved.push((job.fence, *id)),
+                _ => {}
             }
         }
+        scheduled.sort_unstable();
+        reserved.sort_unstable();
+        out.extend(scheduled.into_iter().map(|(_, _, id)| image(id, &self.jobs[&id])));
+        out.extend(reserved.into_iter().map(|(_, id)| image(id, &self.jobs[&id])));
         for &(_, seq, id) in &self.finished {
             if let Some(job) = self.jobs.get(&id) {
                 if job.seq == seq && matches!(job.state, State::Completed | State::Cancelled) {

@@ -476,3 +476,17 @@ fn cancelling_ready_jobs_does_not_grow_the_queue() {
     assert!(e.push(0, 7, id(5000), p("y"), None));
     assert_eq!(fetch(&mut e, 0, 10, &[7]).len(), 1);
 }
+
+#[test]
+fn due_times_and_deadlines_saturate_at_max_time() {
+    let mut e = engine();
+    let now = 1_700_000_000_000;
+    e.push(now, 1, id(1), p("a"), None);
+    let r = fetch(&mut e, now, 1, &[1]);
+    e.extend(now, id(1), r[0].fence, u64::MAX).unwrap();
+    e.retry(now, id(1), r[0].fence, i64::MAX as u64).unwrap();
+    assert_eq!(e.get(now, id(1)).unwrap().due_ms, Some(MAX_TIME_MS));
+    e.push(now, 1, id(2), p("b"), Some(u64::MAX));
+    assert_eq!(e.get(now, id(2)).unwrap().due_ms, Some(MAX_TIME_MS));
+    assert!(fetch(&mut e, now + 1_000_000, 2, &[1]).is_empty(), "never due");
+}

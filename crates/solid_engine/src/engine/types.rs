@@ -91,10 +91,17 @@ pub struct Stats {
 }
 
 /// A state change that must be made durable. The engine journals one per
-/// confirmed change; replaying them in order with [`super::Engine::apply`]
-/// rebuilds the same jobs (reservations excepted, see `finish_recovery`).
-/// Derived changes (lease expiry, promotion of due jobs, retention pruning)
-/// are not journaled: replay re-derives them from times in the events.
+/// change; replaying them in order with [`super::Engine::apply`] rebuilds
+/// the same jobs in the same queue order (reservations excepted, see
+/// `finish_recovery`).
+///
+/// Order guarantee: every insertion into a ready queue is journaled, in the
+/// order it happened: at the back `Pushed` (ready) and `Promoted`, at the
+/// head `Released` and `Expired`. Replay therefore performs the same queue
+/// operations in the same order and needs no clock. (Promotion and expiry
+/// are derived changes that used to be re-derived after replay: a RETRYed
+/// or `PUSH AT` job then went behind every later push.) Retention pruning
+/// is still derived: it decides nothing about order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
     /// A job was created; `due_ms == 0` means ready at once.
@@ -131,6 +138,15 @@ pub enum Event {
     Released {
         id: JobId,
     },
+    /// A scheduled job fell due and went to the back of its channel.
+    Promoted {
+        id: JobId,
+    },
+    /// A lease ran out: the job is ready at the head of its channel,
+    /// attempts kept.
+    Expired {
+        id: JobId,
+    },
 }
 
 /// The full state of one job, as written to a snapshot.
@@ -140,8 +156,9 @@ pub struct JobImage {
     pub channel: u32,
     pub state: State,
     pub attempts: u32,
-    /// Due time (scheduled) or finish time (completed, dead, cancelled);
-    /// 0 otherwise.
+    /// Due time (scheduled), finish time (completed, dead, cancelled), the
+    /// fence (reserved: restart requeues the oldest reservation first); 0
+    /// for ready jobs.
     pub time_ms: u64,
     pub reason: Payload,
     pub payload: Payload,

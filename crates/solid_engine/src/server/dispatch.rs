@@ -41,7 +41,7 @@ fn with_engine<T>(shared: &Shared, session: &mut Session, op: impl FnOnce(&mut E
     let mut engine = shared.engine.lock();
     // Read under the lock, so a command that waited for it is judged at the
     // time it runs (lease deadlines).
-    let now = crate::now_ms();
+    let now = shared.clock.now_ms();
     let out = op(&mut engine, now);
     if let Some(storage) = &shared.storage {
         engine.take_events(&mut session.events);
@@ -151,9 +151,9 @@ pub(crate) fn execute(
         // Under its own lock, not the engine's: presence is not job state
         // and is never logged (crate::presence).
         Command::Node { node_id, ttl_ms, description } => {
-            unit(shared.presence.lock().announce(crate::now_ms(), node_id, ttl_ms, description))
+            unit(shared.presence.lock().announce(shared.clock.now_ms(), node_id, ttl_ms, description))
         }
-        Command::Nodes => Reply::Nodes(shared.presence.lock().list(crate::now_ms())),
+        Command::Nodes => Reply::Nodes(shared.presence.lock().list(shared.clock.now_ms())),
         #[cfg(test)]
         Command::DebugPanic => panic!("DEBUG PANIC: injected by a test"),
     };

@@ -36,6 +36,7 @@ use parking_lot::{Condvar, Mutex};
 
 pub use listener::{bind_all, Listener, ShutdownHandle};
 
+use crate::clock::Clock;
 use crate::command::Reply;
 use crate::config::Config;
 use crate::engine::Engine;
@@ -112,6 +113,8 @@ pub(crate) struct Shared {
     pub(crate) notifier: Notifier,
     pub(crate) tracker: Tracker,
     pub(crate) started: Instant,
+    /// The engine's time: lease deadlines, due times, retention.
+    pub(crate) clock: Clock,
     /// Worker nodes' announcements (`NODE`/`NODES`): not job state, so not
     /// under the engine lock and never logged.
     pub(crate) presence: Mutex<Presence>,
@@ -130,6 +133,8 @@ impl Server {
     /// A server over a recovered engine and its storage.
     pub fn with_storage(config: Config, engine: Engine, storage: Option<Storage>) -> Server {
         let shared = Shared {
+            // Anchored to the wall clock once per start (crate::clock).
+            clock: Clock::new(),
             engine: Mutex::new(engine),
             storage,
             config,
@@ -155,6 +160,7 @@ impl Server {
     /// stepped backwards defeats this; keep the host's clock monotonic.)
     pub fn open(config: Config) -> Result<Server> {
         let mut engine = Engine::new(config.engine());
+        // Wall time: the floor must exceed every earlier run's fences.
         let clock_floor = crate::now_ms().saturating_mul(1024);
         let storage = match (config.durability, &config.data_dir) {
             (Durability::Memory, _) => None,
@@ -162,9 +168,18 @@ impl Server {
                 let started = Instant::now();
                 let (storage, report) = Storage::open(dir, durability, config.compact_threshold_bytes, &mut engine)?;
                 let requeued = engine.finish_recovery();
+                // The requeues are journaled: write them before serving, so
+                // a second restart replays them (engine::finish_recovery).
+                let mut events = Vec::new();
+                engine.take_events(&mut events);
+                storage.append(&events);
+                storage.sync_all()?;
                 engine.raise_fence_floor(report.next_fence.saturating_add(1));
                 let truncated = match report.truncated {
-                    Some((bytes, at)) => format!("{bytes} bytes at offset {at} (torn tail)"),
+                    Some((bytes, at)) => format!(
+                        "{bytes} bytes at offset {at} (torn tail: {})",
+                        report.torn.as_deref().unwrap_or("unknown")
+                    ),
                     None => "none".into(),
                 };
                 crate::log(format_args!(
@@ -312,8 +327,22 @@ fn accept_loop(shared: &Arc<Shared>, listener: &Listener, shutdown: &ShutdownHan
 /// promised interval.
 fn housekeeping(shared: &Arc<Shared>, shutdown: &ShutdownHandle) {
     let mut compaction: Option<thread::JoinHandle<()>> = None;
+    let mut events = Vec::new();
     while !shutdown.wait_timeout(HOUSEKEEPING_INTERVAL) {
-        let tick = shared.engine.lock().tick(crate::now_ms());
+        let tick = {
+            let mut engine = shared.engine.lock();
+            let tick = engine.tick(shared.clock.now_ms());
+            // Promotions and expiries are journaled (they decide queue
+            // order after a restart); queued under the lock, like a
+            // command's records. Nothing waits on them: a later command's
+            // records come after them in the log.
+            if let Some(storage) = &shared.storage {
+                engine.take_events(&mut events);
+                storage.append(&events);
+                events.clear();
+            }
+            tick
+        };
         if tick.made_ready() {
             shared.notifier.notify();
         }

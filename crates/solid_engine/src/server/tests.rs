@@ -609,3 +609,42 @@ fn nodes_announce_themselves_and_leave_and_a_job_command_never_sees_them() {
     let stats = text(&c.call(&["STATS"]));
     assert!(stats.contains("ready:0\r\n") && stats.contains("pushed_total:0\r\n"), "presence is not job state");
 }
+
+/// Issue 18 item 15: a delay that runs past i64::MAX milliseconds is
+/// saturated to the largest due time the protocol can show (never in
+/// practice), not wrapped to a negative due time that is already past.
+#[test]
+fn out_of_range_delays_saturate_instead_of_wrapping() {
+    let server = TestServer::memory();
+    let mut c = server.tcp();
+    let max = i64::MAX.to_string();
+    let (retried, pushed, many) = (new_id(), new_id(), new_id());
+    assert_eq!(c.call(&["PUSH", "9", &retried, "r"]), Frame::Integer(1));
+    let fence = match &items(c.call(&["FETCH", "1", "0", "0", "9"]))[..] {
+        [Frame::Array(r)] => match r[2] {
+            Frame::Integer(f) => f.to_string(),
+            ref other => panic!("{other:?}"),
+        },
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(c.call(&["RETRY", &retried, &fence, &max]), simple("OK"));
+    assert_eq!(c.call(&["PUSH", "9", &pushed, "p", "IN", &max]), Frame::Integer(1));
+    assert_eq!(c.call(&["PUSHMANY", "9", "IN", &max, &many, "m"]), Frame::Integer(1));
+    for id in [&retried, &pushed, &many] {
+        let job = items(c.call(&["GET", id]));
+        assert_eq!(text(&job[2]), "scheduled", "{id}");
+        assert_eq!(job[5], Frame::Integer(i64::MAX), "due time of {id}");
+    }
+    assert_eq!(items(c.call(&["FETCH", "3", "0", "0", "9"])).len(), 0, "none of them is due");
+    // A time or delay a RESP integer cannot carry is refused outright.
+    for args in [
+        &["PUSH", "9", &new_id(), "x", "AT", "9223372036854775808"][..],
+        &["PUSH", "9", &new_id(), "x", "IN", "18446744073709551616"],
+        &["RETRY", &retried, "1", "9223372036854775808"],
+    ] {
+        match c.call(args) {
+            Frame::Error(text) => assert!(text.starts_with(b"ERR"), "{args:?}: {}", String::from_utf8_lossy(&text)),
+            other => panic!("{args:?}: {other:?}"),
+        }
+    }
+}

@@ -25,7 +25,7 @@ use std::fs::{self, File, OpenOptions, TryLockError};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use recovery::RecoveryReport;
+pub use recovery::{RecoveryReport, RepairPlan};
 
 use crate::engine::{Engine, Event, JobImage};
 use crate::error::{Error, Result};
@@ -72,6 +72,30 @@ pub struct CompactionReport {
     pub new_gen: u64,
 }
 
+/// Holds `dir/LOCK` (flock) for as long as the returned file lives.
+fn lock_dir(dir: &Path) -> Result<File> {
+    let lock = OpenOptions::new().create(true).truncate(false).write(true).open(dir.join("LOCK"))?;
+    match lock.try_lock() {
+        Ok(()) => Ok(lock),
+        Err(TryLockError::WouldBlock) => {
+            Err(Error::Config(format!("data_dir {} is in use by another server", dir.display())))
+        }
+        Err(TryLockError::Error(e)) => Err(e.into()),
+    }
+}
+
+/// `solid-engine-server --repair`: finds the first bad record in `dir`'s
+/// logs and, if `confirm` agrees, truncates there (see
+/// [`recovery::repair`]). Holds the directory lock, so it never runs under
+/// a live server. `None`: nothing to repair.
+pub fn repair(dir: &Path, confirm: impl FnOnce(&RepairPlan) -> bool) -> Result<Option<RepairPlan>> {
+    if !dir.is_dir() {
+        return Err(Error::Config(format!("data_dir {} does not exist", dir.display())));
+    }
+    let _lock = lock_dir(dir)?;
+    recovery::repair(dir, confirm)
+}
+
 pub struct Storage {
     dir: PathBuf,
     durability: Durability,
@@ -91,14 +115,7 @@ impl Storage {
     ) -> Result<(Storage, RecoveryReport)> {
         assert!(durability != Durability::Memory, "memory durability has no storage");
         fs::create_dir_all(dir)?;
-        let lock = OpenOptions::new().create(true).truncate(false).write(true).open(dir.join("LOCK"))?;
-        match lock.try_lock() {
-            Ok(()) => {}
-            Err(TryLockError::WouldBlock) => {
-                return Err(Error::Config(format!("data_dir {} is in use by another server", dir.display())))
-            }
-            Err(TryLockError::Error(e)) => return Err(e.into()),
-        }
+        let lock = lock_dir(dir)?;
         let report = recovery::recover(dir, engine)?;
         let size = if report.log_size == 0 {
             LogWriter::create(dir, report.log_gen)?;

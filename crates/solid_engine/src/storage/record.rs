@@ -21,6 +21,8 @@ const RETRY: u8 = 4;
 const FAIL: u8 = 5;
 const CANCEL: u8 = 6;
 const RELEASE: u8 = 7;
+const PROMOTE: u8 = 8;
+const EXPIRE: u8 = 9;
 const SNAP_META: u8 = 10;
 const SNAP_JOB: u8 = 11;
 const SNAP_END: u8 = 12;
@@ -96,6 +98,8 @@ pub fn encode_event(out: &mut Vec<u8>, event: &Event) {
             put_u64(o, *at_ms);
         }),
         Event::Released { id } => frame(out, RELEASE, |o| put_id(o, *id)),
+        Event::Promoted { id } => frame(out, PROMOTE, |o| put_id(o, *id)),
+        Event::Expired { id } => frame(out, EXPIRE, |o| put_id(o, *id)),
     }
 }
 
@@ -202,6 +206,8 @@ fn decode_body(body: &[u8]) -> Option<Record> {
         }
         CANCEL => Record::Event(Event::Cancelled { id: r.id()?, at_ms: r.u64()? }),
         RELEASE => Record::Event(Event::Released { id: r.id()? }),
+        PROMOTE => Record::Event(Event::Promoted { id: r.id()? }),
+        EXPIRE => Record::Event(Event::Expired { id: r.id()? }),
         SNAP_META => Record::Meta { next_fence: r.u64()?, log_gen: r.u64()? },
         SNAP_JOB => {
             let id = r.id()?;

@@ -5,10 +5,13 @@
 //!   either absent or complete; any damage in it is corruption (an error).
 //! - Logs older than the snapshot's generation are already contained in it
 //!   and are deleted.
-//! - In the newest log, a damaged *last* record (partial write, or CRC
-//!   mismatch on the record that ends the file, or a zero-filled tail) is a
-//!   write that never completed: it is truncated away and reported. Damage
-//!   followed by more data is corruption: an error naming file and offset.
+//! - In the newest log, a torn tail is a write that never completed: the
+//!   file ends inside the last record, or a damaged record (cut short, or
+//!   failing its checksum) is followed by nothing but zeros, as power loss
+//!   leaves zero-filled blocks. It is truncated away and reported (what was
+//!   dropped, and where). Damage followed by more data is corruption: an
+//!   error naming file and offset; `solid-engine-server --repair` cuts
+//!   there once an operator confirms.
 
 use std::fs::{self, OpenOptions};
 use std::path::{Path, PathBuf};
@@ -26,6 +29,8 @@ pub struct RecoveryReport {
     pub logs_replayed: usize,
     /// Bytes cut from the tail of the newest log, and where the cut was.
     pub truncated: Option<(u64, u64)>,
+    /// What the cut dropped (a partial record, zeros, ...), for the log.
+    pub torn: Option<String>,
     /// The generation and valid size of the log to continue.
     pub log_gen: u64,
     pub log_size: u64,
@@ -88,52 +93,115 @@ fn load_snapshot(dir: &Path, engine: &mut Engine) -> Result<(u64, u64, u64)> {
     }
 }
 
+/// Where and how a log is damaged.
+#[derive(Debug)]
+struct Damage {
+    offset: u64,
+    /// `Some(what was dropped)` when the damage is a torn tail: a write
+    /// that never completed, followed by nothing but zeros.
+    torn: Option<String>,
+    reason: String,
+}
+
 /// Outcome of scanning one log file.
 struct Scan {
     records: u64,
     valid_len: u64,
-    torn: bool,
+    damage: Option<Damage>,
 }
 
-fn replay_log(path: &Path, gen: u64, is_last: bool, engine: &mut Engine) -> Result<Scan> {
-    let data = fs::read(path)?;
-    if data.len() < LOG_HEADER {
-        if is_last {
-            // Created but the header never fully reached the disk.
-            return Ok(Scan { records: 0, valid_len: 0, torn: true });
+/// Whether `rest`, which starts with a frame that failed with `error`, is a
+/// torn tail, and a description of it for the log. A torn tail is what an
+/// interrupted append leaves: the file ends inside the record, or the
+/// record's bytes (cut short or wrong) are followed by nothing but zeros,
+/// as power loss leaves blocks whose size reached the disk and whose data
+/// did not. A record whose checksum matches but does not decode is never
+/// torn (it was written whole), and neither is damage with data after it:
+/// that is corruption in the middle, which recovery must not guess about.
+fn torn_tail(rest: &[u8], error: &FrameError) -> Option<String> {
+    let zeros = |b: &[u8]| b.iter().all(|&x| x == 0);
+    let claimed = || u32::from_le_bytes(rest[0..4].try_into().expect("4 bytes")) as usize;
+    match error {
+        FrameError::Incomplete if rest.len() < FRAME_HEADER => {
+            Some(format!("a partial record header of {} bytes", rest.len()))
         }
-        return Err(corrupt(path, 0, "log header missing"));
+        FrameError::Incomplete => {
+            Some(format!("a partial record: {} of {} bytes", rest.len(), FRAME_HEADER + claimed()))
+        }
+        FrameError::BadLength if zeros(rest) => Some(format!("{} zero bytes", rest.len())),
+        FrameError::BadLength | FrameError::BadBody => None,
+        FrameError::Checksum => {
+            let end = FRAME_HEADER + claimed();
+            let after = &rest[end..];
+            if !zeros(after) {
+                return None;
+            }
+            let nonzero = rest[..end].iter().filter(|&&b| b != 0).count();
+            Some(match after.len() {
+                0 => format!("a last record of {end} bytes failing its checksum"),
+                n => format!("a record of {end} bytes failing its checksum ({nonzero} non-zero), then {n} zero bytes"),
+            })
+        }
+    }
+}
+
+/// Scans one log, applying every good record to `engine`, up to the first
+/// damaged one.
+fn scan_log(path: &Path, gen: u64, engine: &mut Engine) -> Result<Scan> {
+    let data = fs::read(path)?;
+    let damaged = |offset: usize, torn: Option<String>, reason: &str| Damage {
+        offset: offset as u64,
+        torn,
+        reason: reason.to_string(),
+    };
+    if data.len() < LOG_HEADER {
+        // Created but the header never fully reached the disk.
+        let torn = Some(format!("a partial log header of {} bytes", data.len()));
+        return Ok(Scan { records: 0, valid_len: 0, damage: Some(damaged(0, torn, "log header missing")) });
     }
     let header_gen = u64::from_le_bytes(data[12..20].try_into().expect("8 bytes"));
     if &data[..8] != LOG_MAGIC || header_gen != gen {
-        return Err(corrupt(path, 0, "bad log header"));
+        return Ok(Scan { records: 0, valid_len: 0, damage: Some(damaged(0, None, "bad log header")) });
     }
     let mut pos = LOG_HEADER;
     let mut records = 0;
     while pos < data.len() {
         let rest = &data[pos..];
-        let tail = match read_frame(rest) {
+        match read_frame(rest) {
             Ok((Record::Event(event), used)) => {
                 engine.apply(event);
                 records += 1;
                 pos += used;
-                continue;
             }
-            Ok((other, _)) => return Err(corrupt(path, pos as u64, format!("unexpected record {other:?}"))),
-            Err(FrameError::Incomplete) => true,
-            Err(FrameError::BadLength) => rest.iter().all(|&b| b == 0),
-            Err(FrameError::Checksum) => {
-                let len = u32::from_le_bytes(rest[0..4].try_into().expect("4 bytes")) as usize;
-                FRAME_HEADER + len == rest.len()
+            Ok((other, _)) => {
+                let reason = format!("unexpected record {other:?}");
+                return Ok(Scan { records, valid_len: pos as u64, damage: Some(damaged(pos, None, &reason)) });
             }
-            Err(FrameError::BadBody) => false,
-        };
-        if !tail || !is_last {
-            return Err(corrupt(path, pos as u64, "damaged record followed by more data"));
+            Err(error) => {
+                let torn = torn_tail(rest, &error);
+                let reason = match torn {
+                    Some(_) => format!("{error:?} (torn tail)"),
+                    None => format!("{error:?}: damaged record followed by more data"),
+                };
+                return Ok(Scan { records, valid_len: pos as u64, damage: Some(damaged(pos, torn, &reason)) });
+            }
         }
-        return Ok(Scan { records, valid_len: pos as u64, torn: true });
     }
-    Ok(Scan { records, valid_len: data.len() as u64, torn: false })
+    Ok(Scan { records, valid_len: data.len() as u64, damage: None })
+}
+
+/// The log generations recovery reads (those at or after the snapshot's),
+/// after deleting the ones the snapshot supersedes.
+fn live_logs(dir: &Path, snapshot_gen: u64) -> Result<Vec<u64>> {
+    let mut live = Vec::new();
+    for gen in log_generations(dir)? {
+        if gen < snapshot_gen {
+            fs::remove_file(log_path(dir, gen))?;
+        } else {
+            live.push(gen);
+        }
+    }
+    Ok(live)
 }
 
 /// Rebuilds `engine` from `dir`; truncates a torn tail; deletes logs the
@@ -142,24 +210,26 @@ pub fn recover(dir: &Path, engine: &mut Engine) -> Result<RecoveryReport> {
     let (snapshot_gen, next_fence, snapshot_jobs) = load_snapshot(dir, engine)?;
     engine.raise_fence_floor(next_fence);
     let mut report = RecoveryReport { snapshot_jobs, log_gen: snapshot_gen, ..Default::default() };
-    let gens = log_generations(dir)?;
-    let mut live: Vec<u64> = Vec::new();
-    for gen in gens {
-        if gen < snapshot_gen {
-            fs::remove_file(log_path(dir, gen))?;
-        } else {
-            live.push(gen);
-        }
-    }
+    let live = live_logs(dir, snapshot_gen)?;
     for (i, &gen) in live.iter().enumerate() {
         let path: PathBuf = log_path(dir, gen);
         let is_last = i + 1 == live.len();
-        let scan = replay_log(&path, gen, is_last, engine)?;
+        let scan = scan_log(&path, gen, engine)?;
         report.log_records += scan.records;
         report.logs_replayed += 1;
-        if scan.torn {
+        if let Some(damage) = scan.damage {
+            // Only the newest log is being appended to: damage anywhere else,
+            // or damage with data after it, is corruption.
+            let Some(torn) = damage.torn.filter(|_| is_last) else {
+                return Err(corrupt(
+                    &path,
+                    damage.offset,
+                    format!("{} (see solid-engine-server --repair)", damage.reason),
+                ));
+            };
             let full = fs::metadata(&path)?.len();
             let keep = scan.valid_len;
+            report.torn = Some(torn);
             if keep < LOG_HEADER as u64 {
                 fs::remove_file(&path)?;
                 report.truncated = Some((full, 0));
@@ -175,4 +245,83 @@ pub fn recover(dir: &Path, engine: &mut Engine) -> Result<RecoveryReport> {
     }
     report.next_fence = engine.next_fence();
     Ok(report)
+}
+
+/// What `--repair` would do: cut `file` at `offset` (the first bad record)
+/// and delete the later generations, whose records continue a state that
+/// no longer exists.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RepairPlan {
+    pub file: PathBuf,
+    pub offset: u64,
+    pub file_len: u64,
+    pub reason: String,
+    /// Good records before the cut (in every log read).
+    pub records_kept: u64,
+    pub later_logs: Vec<PathBuf>,
+    /// Whether the plan was carried out (the caller confirmed it).
+    pub applied: bool,
+}
+
+impl RepairPlan {
+    pub fn describe(&self) -> String {
+        let mut text = format!(
+            "{}: first bad record at offset {} ({}); cutting there drops {} bytes; {} good records are kept",
+            self.file.display(),
+            self.offset,
+            self.reason,
+            self.file_len - self.offset,
+            self.records_kept
+        );
+        for later in &self.later_logs {
+            text.push_str(&format!("; deletes the later log {}", later.display()));
+        }
+        text
+    }
+}
+
+/// Finds the first bad record in the logs of `dir` (already locked by the
+/// caller); `None` when every log reads cleanly. When `confirm(&plan)`
+/// agrees, truncates there and deletes later logs. A damaged snapshot is
+/// an error: it is written whole or not at all, so damage in it is not
+/// something a cut can fix.
+pub fn repair(dir: &Path, confirm: impl FnOnce(&RepairPlan) -> bool) -> Result<Option<RepairPlan>> {
+    let mut engine = Engine::new(crate::engine::EngineConfig::default());
+    let (snapshot_gen, _, _) = load_snapshot(dir, &mut engine)?;
+    let live = live_logs(dir, snapshot_gen)?;
+    let mut records_kept = 0;
+    for (i, &gen) in live.iter().enumerate() {
+        let path = log_path(dir, gen);
+        let scan = scan_log(&path, gen, &mut engine)?;
+        records_kept += scan.records;
+        let Some(damage) = scan.damage else { continue };
+        let mut plan = RepairPlan {
+            file: path.clone(),
+            offset: damage.offset,
+            file_len: fs::metadata(&path)?.len(),
+            reason: damage.torn.unwrap_or(damage.reason),
+            records_kept,
+            later_logs: live[i + 1..].iter().map(|&g| log_path(dir, g)).collect(),
+            applied: false,
+        };
+        if !confirm(&plan) {
+            return Ok(Some(plan));
+        }
+        for later in &plan.later_logs {
+            fs::remove_file(later)?;
+        }
+        if plan.offset < LOG_HEADER as u64 {
+            // Not even a header left: recovery continues from the previous
+            // generation or creates this one afresh.
+            fs::remove_file(&path)?;
+        } else {
+            let file = OpenOptions::new().write(true).open(&path)?;
+            file.set_len(plan.offset)?;
+            file.sync_all()?;
+        }
+        super::log::sync_dir(dir)?;
+        plan.applied = true;
+        return Ok(Some(plan));
+    }
+    Ok(None)
 }
