@@ -267,7 +267,10 @@ fn a_public_address_without_a_password_refuses_to_start() {
     // Loopback and Unix sockets need neither.
     let dir = TempDir::new("unix-ok");
     let sock = format!("unix://{}", dir.0.join("s.sock").display());
-    let local = Server::start("loopback", &["--listen", &sock, "--listen", "tcp://127.0.0.2:0", "--listen", "tcp://localhost:0"]);
+    let local = Server::start(
+        "loopback",
+        &["--listen", &sock, "--listen", "tcp://127.0.0.2:0", "--listen", "tcp://localhost:0"],
+    );
     assert_eq!(local.connect().call(&["PING"]), simple("PONG"));
 }
 
@@ -303,7 +306,8 @@ fn the_password_comes_from_a_file_or_the_environment_and_stays_secret() {
     let (status, stderr) = run_briefly(&["--password-file", "/nonexistent/pw", "--listen", &listen]);
     assert_eq!(status, Some(2), "{stderr}");
     assert!(stderr.contains("/nonexistent/pw"), "{stderr}");
-    let (status, stderr) = run_briefly(&["--password", "x", "--password-file", file.to_str().unwrap(), "--listen", &listen]);
+    let (status, stderr) =
+        run_briefly(&["--password", "x", "--password-file", file.to_str().unwrap(), "--listen", &listen]);
     assert_eq!(status, Some(2), "two sources of the password are ambiguous: {stderr}");
     assert!(!stderr.contains(secret), "{stderr}");
 }

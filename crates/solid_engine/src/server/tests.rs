@@ -243,6 +243,8 @@ fn password_is_required_when_configured() {
     assert_eq!(error_code(&c.call(&["STATS"])), "NOAUTH");
     assert_eq!(error_code(&c.call(&["GET", &new_id()])), "NOAUTH");
     assert_eq!(error_code(&c.call(&["AUTH", "wrong"])), "WRONGPASS");
+    assert_eq!(c.read(), None, "a failed AUTH closes the connection");
+    let mut c = server.tcp();
     assert_eq!(c.call(&["AUTH", "s3cret"]), simple("OK"));
     assert!(matches!(c.call(&["STATS"]), Frame::Bulk(_)));
 
@@ -251,6 +253,24 @@ fn password_is_required_when_configured() {
     let _: String = redis::cmd("STATS").query(&mut con).unwrap();
     let bad = format!("redis://:nope@{}/", server.tcp);
     assert!(redis::Client::open(bad.as_str()).unwrap().get_connection().is_err());
+}
+
+/// docs/protocol.md: a bare CLIENT is an arity error, and top-level input
+/// that does not start with `*` is an inline command even when it looks
+/// like another RESP type; neither closes the connection.
+#[test]
+fn bare_client_and_top_level_non_arrays_are_as_documented() {
+    let server = TestServer::memory();
+    let mut c = server.tcp();
+    assert_eq!(error_code(&c.call(&["CLIENT"])), "ERR");
+    assert_eq!(c.call(&["CLIENT", "SETNAME", "x"]), simple("OK"));
+    c.send_raw(b"$4\r\nPING\r\n");
+    assert_eq!(c.read().unwrap(), Frame::Error(b"UNKNOWN unknown command $4".to_vec()));
+    assert_eq!(c.read().unwrap(), simple("PONG"), "the bulk's content ran as an inline PING");
+    c.send_raw(b":1\r\n+PING\r\n");
+    assert_eq!(error_code(&c.read().unwrap()), "UNKNOWN");
+    assert_eq!(error_code(&c.read().unwrap()), "UNKNOWN");
+    assert_eq!(c.call(&["PING"]), simple("PONG"));
 }
 
 #[test]
