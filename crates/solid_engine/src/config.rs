@@ -12,6 +12,45 @@ use crate::error::{Error, Result};
 use crate::storage::Durability;
 
 pub const DEFAULT_LISTEN: &str = "tcp://127.0.0.1:7777";
+/// The environment variable the password may come from (kept off the
+/// command line, which any local user can read in /proc/<pid>/cmdline).
+pub const PASSWORD_ENV: &str = "SOLID_ENGINE_PASSWORD";
+
+/// The password: never printed. `Debug` is redacted, so a configuration
+/// dumped into a log or an error message cannot carry it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn as_bytes(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
+}
+
+impl std::ops::Deref for Secret {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&str> for Secret {
+    fn from(text: &str) -> Secret {
+        Secret(text.to_string())
+    }
+}
+
+impl From<String> for Secret {
+    fn from(text: String) -> Secret {
+        Secret(text)
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ListenAddr {
@@ -43,6 +82,16 @@ impl ListenAddr {
         let host = if host.is_empty() { "127.0.0.1" } else { host };
         Ok(ListenAddr::Tcp(format!("{host}:{port}")))
     }
+
+    /// Whether only this host can reach the address: a Unix socket (mode
+    /// 0600), `localhost`, or a loopback IP. A host name is not resolved
+    /// here: any other name counts as public.
+    pub fn is_local(&self) -> bool {
+        let ListenAddr::Tcp(host_port) = self else { return true };
+        let host = host_port.rsplit_once(':').map_or(host_port.as_str(), |(h, _)| h);
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+    }
 }
 
 impl std::fmt::Display for ListenAddr {
@@ -60,8 +109,24 @@ pub struct Config {
     pub durability: Durability,
     pub data_dir: Option<PathBuf>,
     pub lease_ms: u64,
-    pub password: Option<String>,
+    pub password: Option<Secret>,
+    /// Allows a public listen address without a password.
+    pub insecure: bool,
+    /// Authenticated connections (or, without a password, connections past
+    /// their first request).
     pub max_connections: usize,
+    /// Connections still in their handshake: not yet authenticated (or,
+    /// without a password, no complete request yet). Counted apart from
+    /// `max_connections`, so they can never lock an authenticated client out.
+    pub max_unauthenticated: usize,
+    /// How long a connection may stay in its handshake before it is closed.
+    pub handshake_timeout_ms: u64,
+    /// How long an authenticated connection may send nothing before it is
+    /// closed; 0 = never (pooled worker connections idle legitimately).
+    pub idle_timeout_ms: u64,
+    /// How long a wrong password waits for its reply (the connection is then
+    /// closed).
+    pub auth_failure_delay_ms: u64,
     pub completed_retention_ms: u64,
     pub dead_max: usize,
     pub compact_threshold_bytes: u64,
@@ -76,7 +141,12 @@ impl Default for Config {
             data_dir: None,
             lease_ms: engine.lease_ms,
             password: None,
+            insecure: false,
             max_connections: 1024,
+            max_unauthenticated: 64,
+            handshake_timeout_ms: 10_000,
+            idle_timeout_ms: 0,
+            auth_failure_delay_ms: 200,
             completed_retention_ms: engine.completed_retention_ms,
             dead_max: engine.dead_max,
             compact_threshold_bytes: 64 << 20,
@@ -107,6 +177,20 @@ impl Config {
         if self.listen.is_empty() {
             return Err(Error::Config("at least one listen address is required".into()));
         }
+        if self.max_unauthenticated == 0 {
+            return Err(Error::Config("max_unauthenticated must be at least 1".into()));
+        }
+        if self.handshake_timeout_ms == 0 {
+            return Err(Error::Config("handshake_timeout_ms must be at least 1".into()));
+        }
+        if self.password.is_none() && !self.insecure {
+            if let Some(public) = self.listen.iter().find(|l| !l.is_local()) {
+                return Err(Error::Config(format!(
+                    "refusing to listen on {public} without a password: set one with --password-file or \
+                     {PASSWORD_ENV} (or listen on 127.0.0.1 / a Unix socket), or pass --insecure"
+                )));
+            }
+        }
         Ok(())
     }
 }
@@ -136,8 +220,23 @@ OPTIONS:
   --durability MODE              memory (default), balanced or strict
   --data-dir DIR                 required for balanced and strict
   --lease-ms MS                  default lease for FETCH (default 30000)
-  --password SECRET              require AUTH
-  --max-connections N            default 1024
+  --password-file FILE           require AUTH with the password in FILE (one
+                                 trailing newline is dropped); or set
+                                 SOLID_ENGINE_PASSWORD
+  --password SECRET              the same, but visible to every local user
+                                 in /proc/<pid>/cmdline
+  --insecure                     allow a non-loopback --listen without a
+                                 password
+  --max-connections N            authenticated connections (default 1024)
+  --max-unauthenticated N        connections still in their handshake
+                                 (default 64; when full, a new one closes
+                                 the oldest)
+  --handshake-timeout-ms MS      authenticate (or, without a password, send
+                                 a first request) within MS (default 10000)
+  --idle-timeout-ms MS           close authenticated connections idle this
+                                 long (default 0: never)
+  --auth-failure-delay-ms MS     a wrong password is answered after MS, then
+                                 the connection is closed (default 200)
   --completed-retention-ms MS    keep completed jobs this long (default 60000)
   --dead-max N                   keep this many dead jobs (default 10000)
   --compact-threshold-bytes N    compact the log past this size (default 64 MiB)
@@ -156,7 +255,13 @@ struct FileConfig {
     data_dir: Option<PathBuf>,
     lease_ms: Option<u64>,
     password: Option<String>,
+    password_file: Option<PathBuf>,
+    insecure: Option<bool>,
     max_connections: Option<usize>,
+    max_unauthenticated: Option<usize>,
+    handshake_timeout_ms: Option<u64>,
+    idle_timeout_ms: Option<u64>,
+    auth_failure_delay_ms: Option<u64>,
     completed_retention_ms: Option<u64>,
     dead_max: Option<usize>,
     compact_threshold_bytes: Option<u64>,
@@ -194,6 +299,10 @@ pub fn from_args<I: IntoIterator<Item = String>>(args: I) -> Result<Cli> {
                 yes = true;
                 continue;
             }
+            "--insecure" if inline.is_none() => {
+                flags.insecure = Some(true);
+                continue;
+            }
             _ => {}
         }
         let mut value =
@@ -204,7 +313,12 @@ pub fn from_args<I: IntoIterator<Item = String>>(args: I) -> Result<Cli> {
             "--data-dir" => flags.data_dir = Some(PathBuf::from(value()?)),
             "--lease-ms" => flags.lease_ms = Some(number(&flag, &value()?)?),
             "--password" => flags.password = Some(value()?),
+            "--password-file" => flags.password_file = Some(PathBuf::from(value()?)),
             "--max-connections" => flags.max_connections = Some(number(&flag, &value()?)?),
+            "--max-unauthenticated" => flags.max_unauthenticated = Some(number(&flag, &value()?)?),
+            "--handshake-timeout-ms" => flags.handshake_timeout_ms = Some(number(&flag, &value()?)?),
+            "--idle-timeout-ms" => flags.idle_timeout_ms = Some(number(&flag, &value()?)?),
+            "--auth-failure-delay-ms" => flags.auth_failure_delay_ms = Some(number(&flag, &value()?)?),
             "--completed-retention-ms" => flags.completed_retention_ms = Some(number(&flag, &value()?)?),
             "--dead-max" => flags.dead_max = Some(number(&flag, &value()?)?),
             "--compact-threshold-bytes" => flags.compact_threshold_bytes = Some(number(&flag, &value()?)?),
@@ -223,7 +337,8 @@ pub fn from_args<I: IntoIterator<Item = String>>(args: I) -> Result<Cli> {
         }
         None => FileConfig::default(),
     };
-    let config = merge(flags, file)?;
+    let env = std::env::var(PASSWORD_ENV).ok().filter(|p| !p.is_empty());
+    let config = merge(flags, file, env)?;
     if repair {
         let data_dir = config.data_dir.ok_or_else(|| Error::Config("--repair needs --data-dir".into()))?;
         return Ok(Cli::Repair { data_dir, yes });
@@ -234,16 +349,39 @@ pub fn from_args<I: IntoIterator<Item = String>>(args: I) -> Result<Cli> {
     Ok(Cli::Run(config))
 }
 
+/// The password of one layer (flags, or the file): `password` or
+/// `password_file`, not both. Errors name the file, never its content.
+fn layer_password(password: Option<String>, file: Option<PathBuf>, layer: &str) -> Result<Option<Secret>> {
+    match (password, file) {
+        (Some(_), Some(_)) => Err(Error::Config(format!("{layer}: give a password or a password file, not both"))),
+        (Some(p), None) => Ok(Some(Secret(p))),
+        (None, Some(path)) => {
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| Error::Config(format!("cannot read password file {}: {e}", path.display())))?;
+            // Files written by `echo` or an editor end with a newline that is
+            // not part of the password.
+            let text = text.strip_suffix('\n').map_or(text.as_str(), |t| t.strip_suffix('\r').unwrap_or(t));
+            if text.is_empty() {
+                return Err(Error::Config(format!("password file {} is empty", path.display())));
+            }
+            Ok(Some(Secret(text.to_string())))
+        }
+        (None, None) => Ok(None),
+    }
+}
+
 fn parse_toml(text: &str) -> std::result::Result<FileConfig, String> {
     toml::from_str(text).map_err(|e| e.message().to_string())
 }
 
 /// Parses a TOML configuration alone (flags absent).
 pub fn from_toml(text: &str) -> Result<Config> {
-    merge(FileConfig::default(), parse_toml(text).map_err(Error::Config)?)
+    merge(FileConfig::default(), parse_toml(text).map_err(Error::Config)?, None)
 }
 
-fn merge(flags: FileConfig, file: FileConfig) -> Result<Config> {
+/// Flags win over the file, the file over the environment's password, all
+/// of them over the defaults.
+fn merge(flags: FileConfig, file: FileConfig, env_password: Option<String>) -> Result<Config> {
     let d = Config::default();
     let listen = match flags.listen.or(file.listen) {
         Some(list) => list.iter().map(|l| ListenAddr::parse(l)).collect::<Result<Vec<_>>>()?,
@@ -258,8 +396,21 @@ fn merge(flags: FileConfig, file: FileConfig) -> Result<Config> {
         durability,
         data_dir: flags.data_dir.or(file.data_dir),
         lease_ms: flags.lease_ms.or(file.lease_ms).unwrap_or(d.lease_ms),
-        password: flags.password.or(file.password).filter(|p| !p.is_empty()),
+        password: layer_password(flags.password.filter(|p| !p.is_empty()), flags.password_file, "flags")?
+            .or(layer_password(file.password.filter(|p| !p.is_empty()), file.password_file, "config file")?)
+            .or(env_password.map(Secret)),
+        insecure: flags.insecure.or(file.insecure).unwrap_or(d.insecure),
         max_connections: flags.max_connections.or(file.max_connections).unwrap_or(d.max_connections),
+        max_unauthenticated: flags.max_unauthenticated.or(file.max_unauthenticated).unwrap_or(d.max_unauthenticated),
+        handshake_timeout_ms: flags
+            .handshake_timeout_ms
+            .or(file.handshake_timeout_ms)
+            .unwrap_or(d.handshake_timeout_ms),
+        idle_timeout_ms: flags.idle_timeout_ms.or(file.idle_timeout_ms).unwrap_or(d.idle_timeout_ms),
+        auth_failure_delay_ms: flags
+            .auth_failure_delay_ms
+            .or(file.auth_failure_delay_ms)
+            .unwrap_or(d.auth_failure_delay_ms),
         completed_retention_ms: flags
             .completed_retention_ms
             .or(file.completed_retention_ms)
@@ -298,7 +449,14 @@ mod tests {
 
     #[test]
     fn listen_forms() {
-        let c = run(&["--listen", "unix:///tmp/x.sock", "--listen=tcp://:9000", "--listen", "tcp://0.0.0.0:1"]);
+        let c = run(&[
+            "--listen",
+            "unix:///tmp/x.sock",
+            "--listen=tcp://:9000",
+            "--listen",
+            "tcp://0.0.0.0:1",
+            "--insecure",
+        ]);
         assert_eq!(
             c.listen,
             vec![
@@ -313,6 +471,42 @@ mod tests {
     }
 
     #[test]
+    fn a_public_address_needs_a_password_or_insecure() {
+        for local in ["tcp://127.0.0.1:1", "tcp://127.9.9.9:1", "tcp://localhost:1", "tcp://[::1]:1", "unix:///x"] {
+            assert!(ListenAddr::parse(local).unwrap().is_local(), "{local}");
+        }
+        for public in ["tcp://0.0.0.0:1", "tcp://[::]:1", "tcp://10.0.0.1:1", "tcp://example.org:1"] {
+            assert!(!ListenAddr::parse(public).unwrap().is_local(), "{public}");
+            let err = args(&["--listen", public]).unwrap_err().message();
+            assert!(err.contains("--insecure") && err.contains("without a password"), "{err}");
+            assert!(matches!(args(&["--listen", public, "--insecure"]), Ok(Cli::Run(_))));
+            assert!(matches!(args(&["--listen", public, "--password", "pw"]), Ok(Cli::Run(_))));
+        }
+        assert!(from_toml("listen = [\"tcp://0.0.0.0:1\"]").is_err());
+        assert!(from_toml("listen = [\"tcp://0.0.0.0:1\"]\ninsecure = true").unwrap().insecure);
+    }
+
+    #[test]
+    fn the_password_is_never_printed_and_may_come_from_a_file() {
+        let dir = crate::testutil::TempDir::new("pwfile");
+        let path = dir.path().join("pw");
+        std::fs::write(&path, "top-secret\r\n").unwrap();
+        let c = run(&["--password-file", path.to_str().unwrap()]);
+        assert_eq!(c.password.as_deref(), Some("top-secret"));
+        assert!(!format!("{c:?}").contains("top-secret"), "Debug redacts the password");
+        // Flags win over the file's password; the environment comes last.
+        let toml = dir.path().join("c.toml");
+        std::fs::write(&toml, format!("password_file = {:?}\n", path.to_str().unwrap())).unwrap();
+        let c = run(&["--config", toml.to_str().unwrap(), "--password", "from-flag"]);
+        assert_eq!(c.password.as_deref(), Some("from-flag"));
+        let merged = merge(FileConfig::default(), FileConfig::default(), Some("from-env".into())).unwrap();
+        assert_eq!(merged.password.as_deref(), Some("from-env"));
+        std::fs::write(&path, "\n").unwrap();
+        let err = args(&["--password-file", path.to_str().unwrap()]).unwrap_err().message();
+        assert!(err.contains("empty"), "{err}");
+    }
+
+    #[test]
     fn bad_flags_are_config_errors() {
         for bad in [
             &["--durability", "fast"][..],
@@ -321,6 +515,9 @@ mod tests {
             &["--frobnicate"],
             &["--listen"],
             &["--lease-ms", "0"],
+            &["--max-unauthenticated", "0"],
+            &["--handshake-timeout-ms", "0"],
+            &["--insecure=yes"],
         ] {
             assert!(matches!(args(bad), Err(Error::Config(_))), "{bad:?}");
         }

@@ -33,6 +33,15 @@ pub enum Error {
     Busy(JobId),
     /// The connection limit is reached; the new connection is closed.
     MaxConn(usize),
+    /// Every slot for connections still in their handshake is taken by one
+    /// that cannot be closed early (a failed AUTH serving its delay).
+    MaxUnauthenticated(usize),
+    /// HELLO asked for a protocol version other than 2 or 3.
+    NoProto,
+    /// An HTTP request line or header reached the RESP port: the connection
+    /// is closed without a reply, as Redis does, so that a browser or curl
+    /// cannot smuggle commands in a request body.
+    CrossProtocol,
     /// The durable log could not be written; the change is not confirmed.
     Storage(String),
     /// A data file is corrupt at a known position (not at the tail).
@@ -60,7 +69,9 @@ impl Error {
             Error::Stale { .. } => "STALE",
             Error::NotFound(_) => "NOTFOUND",
             Error::Busy(_) => "BUSY",
-            Error::MaxConn(_) => "MAXCONN",
+            Error::MaxConn(_) | Error::MaxUnauthenticated(_) => "MAXCONN",
+            Error::NoProto => "NOPROTO",
+            Error::CrossProtocol => "PROTO",
             Error::Storage(_) | Error::Corrupt { .. } | Error::Config(_) | Error::Io(_) => "ERR",
         }
     }
@@ -79,6 +90,9 @@ impl Error {
             Error::NotFound(id) => format!("no job {id}"),
             Error::Busy(id) => format!("job {id} is reserved"),
             Error::MaxConn(max) => format!("max number of connections ({max}) reached"),
+            Error::MaxUnauthenticated(max) => format!("max number of unauthenticated connections ({max}) reached"),
+            Error::NoProto => "unsupported protocol version".into(),
+            Error::CrossProtocol => "HTTP request on the RESP port".into(),
             Error::Storage(r) => format!("storage failure: {r}"),
             Error::Corrupt { file, offset, reason } => {
                 format!("corrupt record in {file} at offset {offset}: {reason}")

@@ -23,8 +23,11 @@ class EngineServer < ChildProcess
     @socket = File.join(@dir, "engine.sock")
     args = ["--listen", url, "--durability", durability, "--lease-ms", lease_ms.to_s, *extra]
     args += ["--data-dir", File.join(@dir, "data")] unless durability == "memory"
-    args += ["--password", password] if password
-    super([BINARY, *args], log: File.join(@dir, "server.log"), children: children)
+    # The password through the environment, as docs/protocol.md advises:
+    # `--password` would show it in /proc/<pid>/cmdline.
+    # nil unsets a value the test process itself may have.
+    env = {"SOLID_ENGINE_PASSWORD" => password}
+    super([BINARY, *args], log: File.join(@dir, "server.log"), env: env, children: children)
   end
 
   def url = "unix://#{@socket}"

@@ -53,6 +53,13 @@ pub enum Command {
     Client,
     /// `SELECT 0`: the only database.
     Select,
+    /// `HELLO [2|3] [AUTH <username> <password>] [SETNAME <name>]`: the
+    /// handshake of RESP3-era clients; the protocol version for the rest of
+    /// the connection (None: unchanged), and a password to authenticate with.
+    Hello {
+        proto: Option<u8>,
+        auth: Option<Vec<u8>>,
+    },
     Quit,
     Push {
         channel: u32,
@@ -117,7 +124,15 @@ pub enum Command {
 impl Command {
     /// Commands allowed before AUTH when a password is configured.
     pub fn allowed_without_auth(&self) -> bool {
-        matches!(self, Command::Auth(_) | Command::Ping(_) | Command::Client | Command::Select | Command::Quit)
+        matches!(
+            self,
+            Command::Auth(_)
+                | Command::Hello { .. }
+                | Command::Ping(_)
+                | Command::Client
+                | Command::Select
+                | Command::Quit
+        )
     }
 }
 
@@ -203,9 +218,23 @@ fn printable(raw: &[u8]) -> String {
     text
 }
 
+/// HTTP methods that are no command here: a request line starting with one
+/// is a browser or curl talking to the wrong port.
+const HTTP_METHODS: &[&str] = &["POST", "PUT", "HEAD", "DELETE", "OPTIONS", "PATCH", "CONNECT", "TRACE"];
+
+/// An HTTP request line (`POST ...`, `GET /path HTTP/1.1`) or a `Host:`
+/// header, the lines Redis also refuses. Closing at the first of them is
+/// what keeps a request body (`curl -X POST --data 'PUSH ...'`) from being
+/// run: commands execute in order, and the body comes after both.
+fn is_http(name: &[u8], args: &[Vec<u8>]) -> bool {
+    name.eq_ignore_ascii_case(b"HOST:")
+        || HTTP_METHODS.iter().any(|m| m.as_bytes().eq_ignore_ascii_case(name))
+        || (name.eq_ignore_ascii_case(b"GET") && args.last().is_some_and(|a| a.starts_with(b"HTTP/")))
+}
+
 #[rustfmt::skip]
 const NAMES: &[&str] = &[
-    "PING", "AUTH", "CLIENT", "SELECT", "QUIT", "PUSH", "PUSHMANY", "FETCH", "ACK", "ACKMANY", "RETRY", "FAIL",
+    "PING", "AUTH", "HELLO", "CLIENT", "SELECT", "QUIT", "PUSH", "PUSHMANY", "FETCH", "ACK", "ACKMANY", "RETRY", "FAIL",
     "EXTEND", "RELEASE", "RELEASEMANY", "GET", "CANCEL", "DEAD", "STATS", "INFO", "NODE", "NODES",
     "DEBUG",
 ];
@@ -221,6 +250,9 @@ pub fn parse(frame: Frame) -> Result<Command, Error> {
             Frame::Bulk(bytes) => raw.push(bytes),
             _ => return Err(Error::Proto("expected an array of bulk strings".into())),
         }
+    }
+    if raw.first().is_some_and(|name| is_http(name, &raw[1..])) {
+        return Err(Error::CrossProtocol);
     }
     let mut iter = raw.into_iter();
     let Some(name_raw) = iter.next() else { return Err(Error::Invalid("empty command".into())) };
@@ -243,6 +275,32 @@ pub fn parse(frame: Frame) -> Result<Command, Error> {
             }
             _ => return Err(arity(name)),
         },
+        "HELLO" => {
+            let proto = match a.remaining() {
+                0 => None,
+                _ => {
+                    let raw = a.next()?;
+                    match parse_uint(&raw) {
+                        Some(v @ 2..=3) => Some(v as u8),
+                        Some(_) => return Err(Error::NoProto),
+                        None => return Err(Error::Invalid("protocol version is not an integer".into())),
+                    }
+                }
+            };
+            let mut auth = None;
+            while a.remaining() > 0 {
+                let option = a.next()?;
+                if option.eq_ignore_ascii_case(b"AUTH") {
+                    a.next()?; // the username: there is only one user
+                    auth = Some(a.next()?);
+                } else if option.eq_ignore_ascii_case(b"SETNAME") {
+                    a.next()?; // names are not kept
+                } else {
+                    return Err(Error::Invalid(format!("syntax error in HELLO option '{}'", printable(&option))));
+                }
+            }
+            Command::Hello { proto, auth }
+        }
         "CLIENT" => {
             a.next()?;
             return Ok(Command::Client);

@@ -19,6 +19,12 @@ pub enum Reply {
     Job(JobInfo),
     Dead(Vec<DeadJob>),
     Nodes(Vec<NodeEntry>),
+    /// HELLO's answer: the fields clients read (`proto` above all), as a
+    /// RESP3 map or, in RESP2, a flat array of pairs.
+    Hello {
+        resp3: bool,
+        id: u64,
+    },
 }
 
 impl From<Error> for Reply {
@@ -28,6 +34,16 @@ impl From<Error> for Reply {
 }
 
 impl Reply {
+    /// Encodes for a connection in RESP3 (`resp3`) or RESP2. Every reply of
+    /// this server is valid RESP3 as it is, except the null: `$-1` is RESP2
+    /// only, RESP3 spells it `_`.
+    pub fn encode_for(&self, out: &mut Vec<u8>, resp3: bool) {
+        match self {
+            Reply::Nil if resp3 => out.extend_from_slice(b"_\r\n"),
+            _ => self.encode(out),
+        }
+    }
+
     pub fn encode(&self, out: &mut Vec<u8>) {
         match self {
             Reply::Ok => write_simple(out, "OK"),
@@ -35,6 +51,27 @@ impl Reply {
             Reply::Int(n) => write_int(out, *n),
             Reply::Bulk(b) => write_bulk(out, b),
             Reply::Nil => out.extend_from_slice(b"$-1\r\n"),
+            Reply::Hello { resp3, id } => {
+                if *resp3 {
+                    out.extend_from_slice(b"%7\r\n");
+                } else {
+                    write_array_header(out, 14);
+                }
+                for (key, value) in [("server", "solid-engine"), ("version", env!("CARGO_PKG_VERSION"))] {
+                    write_bulk(out, key.as_bytes());
+                    write_bulk(out, value.as_bytes());
+                }
+                write_bulk(out, b"proto");
+                write_int(out, if *resp3 { 3 } else { 2 });
+                write_bulk(out, b"id");
+                write_int(out, *id as i64);
+                for (key, value) in [("mode", "standalone"), ("role", "master")] {
+                    write_bulk(out, key.as_bytes());
+                    write_bulk(out, value.as_bytes());
+                }
+                write_bulk(out, b"modules");
+                write_array_header(out, 0);
+            }
             Reply::Error(e) => write_error(out, &e.reply_line()),
             Reply::Reservations(list) => {
                 write_array_header(out, list.len());

@@ -12,20 +12,38 @@ use crate::error::Error;
 /// Per-connection state that commands read or change.
 pub(crate) struct Session {
     pub authed: bool,
+    /// Replies in RESP3 (after `HELLO 3`).
+    pub resp3: bool,
+    /// The connection's id (HELLO reports it).
+    pub id: u64,
     /// Highest log ticket of this connection's unconfirmed changes.
     pub ticket: u64,
     events: Vec<Event>,
 }
 
 impl Session {
-    pub(crate) fn new(authed: bool) -> Self {
-        Session { authed, ticket: 0, events: Vec::new() }
+    pub(crate) fn new(authed: bool, id: u64) -> Self {
+        Session { authed, resp3: false, id, ticket: 0, events: Vec::new() }
     }
 }
 
 pub(crate) enum Flow {
     Continue,
     Close,
+    /// A wrong password: the connection answers after the failure delay
+    /// and closes, so each guess costs a connection and the delay.
+    AuthFailed,
+}
+
+/// AUTH (or HELLO AUTH): whether `password` opens the session.
+fn authenticate(shared: &Shared, session: &mut Session, password: &[u8]) -> bool {
+    match &shared.config.password {
+        Some(expected) if !constant_time_eq(expected.as_bytes(), password) => false,
+        _ => {
+            session.authed = true;
+            true
+        }
+    }
 }
 
 /// Runs `op` under the engine lock with the current time, and queues the
@@ -75,13 +93,28 @@ pub(crate) fn execute(
     let reply = match command {
         Command::Ping(None) => Reply::Pong,
         Command::Ping(Some(message)) => Reply::Bulk(message),
-        Command::Auth(password) => match &shared.config.password {
-            Some(expected) if !constant_time_eq(expected.as_bytes(), &password) => Reply::Error(Error::WrongPass),
-            _ => {
-                session.authed = true;
-                Reply::Ok
+        Command::Auth(password) => {
+            if !authenticate(shared, session, &password) {
+                return (Reply::Error(Error::WrongPass), Flow::AuthFailed);
             }
-        },
+            Reply::Ok
+        }
+        Command::Hello { proto, auth } => {
+            if let Some(password) = auth {
+                if !authenticate(shared, session, &password) {
+                    return (Reply::Error(Error::WrongPass), Flow::AuthFailed);
+                }
+            }
+            // As in Redis: the handshake reveals nothing before the client
+            // has proven it knows the password.
+            if !session.authed {
+                return (Reply::Error(Error::NoAuth), Flow::Continue);
+            }
+            if let Some(proto) = proto {
+                session.resp3 = proto == 3;
+            }
+            Reply::Hello { resp3: session.resp3, id: session.id }
+        }
         Command::Client | Command::Select => Reply::Ok,
         Command::Quit => return (Reply::Ok, Flow::Close),
         Command::Push { channel, id, payload, due } => {

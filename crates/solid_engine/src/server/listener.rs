@@ -155,6 +155,22 @@ impl Stream {
         })
     }
 
+    pub(crate) fn set_nonblocking(&self) {
+        let _ = match self {
+            Stream::Tcp(s) => s.set_nonblocking(true),
+            Stream::Unix(s) => s.set_nonblocking(true),
+        };
+    }
+
+    /// SO_RCVTIMEO: a read waiting longer fails with WouldBlock/TimedOut.
+    /// Shared by every handle of the socket; writes are not affected.
+    pub(crate) fn set_read_timeout(&self, timeout: Option<std::time::Duration>) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.set_read_timeout(timeout),
+            Stream::Unix(s) => s.set_read_timeout(timeout),
+        }
+    }
+
     pub(crate) fn shutdown(&self, how: Shutdown) {
         let _ = match self {
             Stream::Tcp(s) => s.shutdown(how),

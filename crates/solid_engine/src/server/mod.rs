@@ -12,7 +12,10 @@
 //!   half-applied; the engine is kept panic-free by its tests and the
 //!   protocol fuzzer, which drives it with every parsed command.)
 //! - Over `max_connections`, a new connection gets `-MAXCONN ...` and is
-//!   closed; the others are unaffected.
+//!   closed; the others are unaffected. Connections still in their
+//!   handshake have a cap of their own (`max_unauthenticated`) and a
+//!   deadline (`handshake_timeout_ms`), so idle or unauthenticated sockets
+//!   never take an authenticated client's slot.
 //! - Housekeeping (lease expiry, promotion, pruning, balanced-mode fsync,
 //!   compaction) runs on one thread every [`HOUSEKEEPING_INTERVAL`]; the
 //!   engine also applies expiry and promotion lazily on every operation.
@@ -50,45 +53,103 @@ pub const HOUSEKEEPING_INTERVAL: Duration = Duration::from_millis(10);
 /// How long shutdown waits for connections to finish their request.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Live connections: how many, and a handle to close each one's read side
-/// at shutdown.
+/// Live connections, in two classes: those still in their handshake
+/// (`pending`, oldest first) and established ones. The classes have their
+/// own caps, so connections that never authenticate cannot use up the slots
+/// of those that did: a full pending class makes room by closing its oldest
+/// member (a real client finishes its handshake in a round trip; what is
+/// still pending after many newer connections arrived is the likeliest to
+/// be idle). Each connection's stream handle is kept to close it at
+/// shutdown or eviction.
 #[derive(Default)]
 pub(crate) struct Tracker {
-    state: Mutex<(usize, u64, HashMap<u64, Stream>)>,
+    state: Mutex<Connections>,
     drained: Condvar,
+}
+
+#[derive(Default)]
+struct Connections {
+    next_id: u64,
+    /// Threads serving a connection (evicted ones included, until they end).
+    live: usize,
+    established: usize,
+    /// id -> evictable. A connection serving its AUTH failure delay is not
+    /// evictable: closing it would let a guesser skip the delay.
+    pending: std::collections::BTreeMap<u64, bool>,
+    streams: HashMap<u64, Stream>,
 }
 
 impl Tracker {
     pub(crate) fn count(&self) -> usize {
-        self.state.lock().0
+        self.state.lock().live
     }
 
-    /// Registers a connection unless the limit is reached.
-    fn admit(&self, stream: &Stream, max: usize) -> Option<u64> {
+    /// Registers a new connection as pending, unless the established class
+    /// is full (`MaxConn`) or every pending slot is held by an unevictable
+    /// connection (`MaxUnauthenticated`).
+    fn admit(&self, stream: &Stream, config: &Config) -> Result<u64> {
         let mut state = self.state.lock();
-        if state.0 >= max {
-            return None;
+        if state.established >= config.max_connections {
+            return Err(Error::MaxConn(config.max_connections));
         }
-        state.0 += 1;
-        state.1 += 1;
-        let id = state.1;
+        if state.pending.len() >= config.max_unauthenticated {
+            let Some(oldest) = state.pending.iter().find(|(_, &evictable)| evictable).map(|(&id, _)| id) else {
+                return Err(Error::MaxUnauthenticated(config.max_unauthenticated));
+            };
+            state.pending.remove(&oldest);
+            // Its thread sees the end of input and leaves on its own.
+            if let Some(stream) = state.streams.get(&oldest) {
+                stream.shutdown(Shutdown::Both);
+            }
+        }
+        state.next_id += 1;
+        let id = state.next_id;
+        state.live += 1;
+        state.pending.insert(id, true);
         if let Ok(handle) = stream.try_clone() {
-            state.2.insert(id, handle);
+            state.streams.insert(id, handle);
         }
-        Some(id)
+        Ok(id)
     }
 
-    fn leave(&self, id: u64) {
+    /// Moves a pending connection to the established class. Fails when that
+    /// class is full, or when the connection was evicted meanwhile.
+    pub(crate) fn establish(&self, id: u64, max: usize) -> Result<()> {
         let mut state = self.state.lock();
-        state.0 -= 1;
-        state.2.remove(&id);
-        if state.0 == 0 {
+        if !state.pending.contains_key(&id) {
+            return Err(Error::MaxUnauthenticated(state.pending.len()));
+        }
+        if state.established >= max {
+            return Err(Error::MaxConn(max));
+        }
+        state.pending.remove(&id);
+        state.established += 1;
+        Ok(())
+    }
+
+    /// Keeps a pending connection from being evicted (it closes itself).
+    pub(crate) fn pin(&self, id: u64) {
+        if let Some(evictable) = self.state.lock().pending.get_mut(&id) {
+            *evictable = false;
+        }
+    }
+
+    fn leave(&self, id: u64, established: bool) {
+        let mut state = self.state.lock();
+        state.live -= 1;
+        if established {
+            state.established -= 1;
+        } else {
+            state.pending.remove(&id);
+        }
+        state.streams.remove(&id);
+        if state.live == 0 {
             self.drained.notify_all();
         }
     }
 
     fn shutdown_all(&self, how: Shutdown) {
-        for stream in self.state.lock().2.values() {
+        for stream in self.state.lock().streams.values() {
             stream.shutdown(how);
         }
     }
@@ -97,9 +158,9 @@ impl Tracker {
     fn wait_drained(&self, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
         let mut state = self.state.lock();
-        while state.0 > 0 {
+        while state.live > 0 {
             if self.drained.wait_until(&mut state, deadline).timed_out() {
-                return state.0 == 0;
+                return state.live == 0;
             }
         }
         true
@@ -210,13 +271,20 @@ impl Server {
         {
             let engine = shared.engine.lock();
             crate::log(format_args!(
-                "start version={} listen=[{}] durability={} data_dir={} jobs_recovered={} max_connections={}",
+                "start version={} listen=[{}] durability={} data_dir={} jobs_recovered={} max_connections={} \
+                 max_unauthenticated={} auth={}",
                 env!("CARGO_PKG_VERSION"),
                 names.join(","),
                 shared.config.durability.name(),
                 shared.config.data_dir.as_ref().map_or("-".into(), |d| d.display().to_string()),
                 engine.job_count(),
-                shared.config.max_connections
+                shared.config.max_connections,
+                shared.config.max_unauthenticated,
+                match (&shared.config.password, shared.config.insecure) {
+                    (Some(_), _) => "password",
+                    (None, true) => "none-insecure",
+                    (None, false) => "none",
+                }
             ));
         }
 
@@ -298,24 +366,30 @@ fn accept_loop(shared: &Arc<Shared>, listener: &Listener, shutdown: &ShutdownHan
                 continue;
             }
         };
-        let max = shared.config.max_connections;
-        let Some(id) = shared.tracker.admit(&stream, max) else {
-            let mut reply = Vec::new();
-            Reply::Error(Error::MaxConn(max)).encode(&mut reply);
-            let _ = std::io::Write::write_all(&mut stream, &reply);
-            continue;
+        let id = match shared.tracker.admit(&stream, &shared.config) {
+            Ok(id) => id,
+            Err(e) => {
+                // Non-blocking, so a client that does not read cannot stall
+                // the accept loop; the reply is a few dozen bytes.
+                stream.set_nonblocking();
+                let mut reply = Vec::new();
+                Reply::Error(e).encode(&mut reply);
+                let _ = std::io::Write::write_all(&mut stream, &reply);
+                continue;
+            }
         };
         let conn_shared = shared.clone();
         let spawned = thread::Builder::new().name("conn".into()).spawn(move || {
             let shared = conn_shared;
-            if catch_unwind(AssertUnwindSafe(|| conn::serve(&shared, stream))).is_err() {
+            let mut established = false;
+            if catch_unwind(AssertUnwindSafe(|| conn::serve(&shared, stream, id, &mut established))).is_err() {
                 crate::log(format_args!("connection {id} panicked; closed it, the server goes on"));
             }
-            shared.tracker.leave(id);
+            shared.tracker.leave(id, established);
         });
         if let Err(e) = spawned {
             crate::log(format_args!("cannot start a connection thread: {e}"));
-            shared.tracker.leave(id);
+            shared.tracker.leave(id, false);
         }
     }
 }

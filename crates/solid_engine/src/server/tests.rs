@@ -243,6 +243,8 @@ fn password_is_required_when_configured() {
     assert_eq!(error_code(&c.call(&["STATS"])), "NOAUTH");
     assert_eq!(error_code(&c.call(&["GET", &new_id()])), "NOAUTH");
     assert_eq!(error_code(&c.call(&["AUTH", "wrong"])), "WRONGPASS");
+    assert_eq!(c.read(), None, "a failed AUTH closes the connection");
+    let mut c = server.tcp();
     assert_eq!(c.call(&["AUTH", "s3cret"]), simple("OK"));
     assert!(matches!(c.call(&["STATS"]), Frame::Bulk(_)));
 
@@ -251,6 +253,81 @@ fn password_is_required_when_configured() {
     let _: String = redis::cmd("STATS").query(&mut con).unwrap();
     let bad = format!("redis://:nope@{}/", server.tcp);
     assert!(redis::Client::open(bad.as_str()).unwrap().get_connection().is_err());
+}
+
+/// The idle timeout closes an authenticated connection that sends nothing,
+/// but never cuts a blocked FETCH (nothing is read while it waits).
+#[test]
+fn idle_timeout_closes_silent_connections_but_not_blocked_fetches() {
+    let server = TestServer::start(Config { idle_timeout_ms: 300, ..Config::default() });
+    let mut c = server.tcp();
+    assert_eq!(c.call(&["PING"]), simple("PONG"));
+    assert_eq!(
+        c.call(&["FETCH", "1", "0", "600", "1"]),
+        Frame::Array(vec![]),
+        "a 600 ms FETCH outlives a 300 ms idle timeout"
+    );
+    let started = Instant::now();
+    assert_eq!(error_code(&c.read().unwrap()), "ERR");
+    assert_eq!(c.read(), None);
+    assert!(started.elapsed() >= Duration::from_millis(250), "{:?}", started.elapsed());
+}
+
+/// Connections serving an AUTH failure delay keep their handshake slots:
+/// a new connection cannot evict them (which would let a guesser skip the
+/// delay), so it is refused while they all wait; an authenticated
+/// connection is unaffected.
+#[test]
+fn connections_serving_an_auth_delay_are_not_evicted() {
+    let server = TestServer::start(Config {
+        password: Some("pw".into()),
+        max_unauthenticated: 2,
+        auth_failure_delay_ms: 800,
+        ..Config::default()
+    });
+    let mut worker = server.tcp();
+    assert_eq!(worker.call(&["AUTH", "pw"]), simple("OK"));
+    let mut guessers: Vec<Client> = (0..2).map(|_| server.tcp()).collect();
+    for g in &mut guessers {
+        g.send_raw(b"AUTH guess\r\n");
+    }
+    thread::sleep(Duration::from_millis(200));
+    let mut refused = server.tcp();
+    assert_eq!(error_code(&refused.read().unwrap()), "MAXCONN");
+    assert_eq!(worker.call(&["PING"]), simple("PONG"));
+    for g in &mut guessers {
+        assert_eq!(error_code(&g.read().unwrap()), "WRONGPASS");
+        assert_eq!(g.read(), None);
+    }
+    // The delays over, the slots are free again.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let mut c = server.tcp();
+        c.send_raw(b"AUTH pw\r\n");
+        match c.read() {
+            Some(f) if f == simple("OK") => break,
+            _ if Instant::now() < deadline => thread::sleep(Duration::from_millis(20)),
+            other => panic!("slots never freed: {other:?}"),
+        }
+    }
+}
+
+/// docs/protocol.md: a bare CLIENT is an arity error, and top-level input
+/// that does not start with `*` is an inline command even when it looks
+/// like another RESP type; neither closes the connection.
+#[test]
+fn bare_client_and_top_level_non_arrays_are_as_documented() {
+    let server = TestServer::memory();
+    let mut c = server.tcp();
+    assert_eq!(error_code(&c.call(&["CLIENT"])), "ERR");
+    assert_eq!(c.call(&["CLIENT", "SETNAME", "x"]), simple("OK"));
+    c.send_raw(b"$4\r\nPING\r\n");
+    assert_eq!(c.read().unwrap(), Frame::Error(b"UNKNOWN unknown command $4".to_vec()));
+    assert_eq!(c.read().unwrap(), simple("PONG"), "the bulk's content ran as an inline PING");
+    c.send_raw(b":1\r\n+PING\r\n");
+    assert_eq!(error_code(&c.read().unwrap()), "UNKNOWN");
+    assert_eq!(error_code(&c.read().unwrap()), "UNKNOWN");
+    assert_eq!(c.call(&["PING"]), simple("PONG"));
 }
 
 #[test]
