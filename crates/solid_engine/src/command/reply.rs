@@ -29,6 +29,17 @@ impl From<Error> for Reply {
 
 impl Reply {
     pub fn encode(&self, out: &mut Vec<u8>) {
+        self.encode_bounded(out, usize::MAX, &mut |_| true);
+    }
+
+    /// Encodes into `out`, handing it to `drain` (which writes it out and
+    /// empties it) between the elements of a list reply whenever it holds
+    /// `bound` bytes or more: a FETCH or DEAD reply of many large payloads
+    /// never sits whole in memory. `out` then holds at most `bound` plus
+    /// one element. Returns false, leaving the rest unencoded, once `drain`
+    /// fails (the connection is going away).
+    pub fn encode_bounded(&self, out: &mut Vec<u8>, bound: usize, drain: &mut dyn FnMut(&mut Vec<u8>) -> bool) -> bool {
+        let mut spill = |out: &mut Vec<u8>| out.len() < bound || drain(out);
         match self {
             Reply::Ok => write_simple(out, "OK"),
             Reply::Pong => write_simple(out, "PONG"),
@@ -45,6 +56,9 @@ impl Reply {
                     write_int(out, r.fence as i64);
                     write_int(out, i64::from(r.attempts));
                     write_bulk(out, &r.payload);
+                    if !spill(out) {
+                        return false;
+                    }
                 }
             }
             Reply::Ints(list) => {
@@ -71,6 +85,9 @@ impl Reply {
                     write_int(out, i64::from(d.attempts));
                     write_bulk(out, &d.reason);
                     write_bulk(out, &d.payload);
+                    if !spill(out) {
+                        return false;
+                    }
                 }
             }
             Reply::Nodes(list) => {
@@ -84,6 +101,7 @@ impl Reply {
                 }
             }
         }
+        spill(out)
     }
 }
 

@@ -128,7 +128,8 @@ impl Server {
     }
 
     /// A server over a recovered engine and its storage.
-    pub fn with_storage(config: Config, engine: Engine, storage: Option<Storage>) -> Server {
+    pub fn with_storage(config: Config, mut engine: Engine, storage: Option<Storage>) -> Server {
+        engine.track_readied();
         let shared = Shared {
             engine: Mutex::new(engine),
             storage,
@@ -312,10 +313,16 @@ fn accept_loop(shared: &Arc<Shared>, listener: &Listener, shutdown: &ShutdownHan
 /// promised interval.
 fn housekeeping(shared: &Arc<Shared>, shutdown: &ShutdownHandle) {
     let mut compaction: Option<thread::JoinHandle<()>> = None;
+    let mut readied = Vec::new();
     while !shutdown.wait_timeout(HOUSEKEEPING_INTERVAL) {
-        let tick = shared.engine.lock().tick(crate::now_ms());
-        if tick.made_ready() {
-            shared.notifier.notify();
+        {
+            let mut engine = shared.engine.lock();
+            engine.tick(crate::now_ms());
+            engine.take_readied(&mut readied);
+        }
+        if !readied.is_empty() {
+            shared.notifier.notify(&readied);
+            readied.clear();
         }
         let Some(storage) = &shared.storage else { continue };
         if storage.durability() == Durability::Balanced {
