@@ -366,6 +366,27 @@ fn a_blocked_fetch_whose_client_hung_up_reserves_nothing() {
     }
 }
 
+/// Item 12 over TCP: a worker killed while its FETCH is blocked leaves a
+/// FIN behind; the job pushed afterwards is not reserved for it.
+#[test]
+fn a_blocked_fetch_over_tcp_whose_client_hung_up_reserves_nothing() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let server = Server::start("hangup-tcp", None, &["--listen", &format!("tcp://127.0.0.1:{port}")]);
+    let mut admin = server.client();
+    let mut dead = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let mut request = Vec::new();
+    resp::write_command(&mut request, &["FETCH", "1", "0", "30000", "5"]);
+    dead.write_all(&request).unwrap();
+    thread::sleep(Duration::from_millis(100));
+    drop(dead);
+    let id = JobId::random().to_string();
+    assert_eq!(admin.call(&["PUSH", "5", &id, "one"]).unwrap(), Frame::Integer(1));
+    thread::sleep(Duration::from_millis(100));
+    let got = reservations(admin.call(&["FETCH", "1", "0", "1000", "5"]).unwrap());
+    assert_eq!(got.len(), 1, "the job was left ready for a live worker");
+    assert_eq!(got[0][3], Frame::Integer(1), "first attempt");
+}
+
 /// Raises this process's open-file limit (and so the server's, inherited)
 /// to what 1,000 connections on both ends need.
 fn raise_nofile(want: u64) {
