@@ -226,13 +226,19 @@ fn fetch(
         let slot = with_engine(shared, session, |e, now| {
             e.fetch(now, count, lease_ms, channels, &mut reserved);
             // Registered under the engine lock: see the module doc of `wait`.
-            (reserved.is_empty() && block).then(|| shared.notifier.register(channels, count))
+            (reserved.is_empty() && block && flushed).then(|| shared.notifier.register(channels, count))
         });
-        let Some(slot) = slot else { return (Reply::Reservations(reserved), Flow::Continue) };
-        if !flushed {
+        if !reserved.is_empty() || !block {
+            return (Reply::Reservations(reserved), Flow::Continue);
+        }
+        let Some(slot) = slot else {
+            // Replies before this FETCH go out first, and before it queues:
+            // a waiter stuck writing to a client that does not read would
+            // take a job's wake-up from a waiter that is ready for it.
             before_block(session);
             flushed = true;
-        }
+            continue;
+        };
         loop {
             match shared.notifier.wait(&slot, give_up.min(Instant::now() + HANGUP_POLL)) {
                 Wake::Shutdown => break,

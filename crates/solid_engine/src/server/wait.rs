@@ -70,6 +70,27 @@ impl Notifier {
     /// Wakes waiters for `readied` (channel, jobs) pairs, oldest first.
     pub(crate) fn notify(&self, readied: &[(u32, usize)]) {
         let mut state = self.state.lock();
+        if state.queue.is_empty() {
+            return;
+        }
+        // A tick that expired leases across channels reports a pair per
+        // run of one channel; one scan of the queue per channel is enough.
+        let merged;
+        let readied = if readied.len() > 4 {
+            let mut list = readied.to_vec();
+            list.sort_unstable_by_key(|&(channel, _)| channel);
+            list.dedup_by(|later, kept| {
+                let same = later.0 == kept.0;
+                if same {
+                    kept.1 += later.1;
+                }
+                same
+            });
+            merged = list;
+            &merged[..]
+        } else {
+            readied
+        };
         for &(channel, jobs) in readied {
             let mut left = jobs;
             let mut i = 0;
@@ -181,6 +202,12 @@ mod tests {
         let raced = n.register(&[7], 1);
         n.notify(&[(7, 1)]);
         assert_eq!(n.cancel(&raced), Some(7));
+        // Many pairs (a tick over many channels) are merged per channel.
+        let slots: Vec<_> = (0..4).map(|_| n.register(&[8], 1)).collect();
+        let spare = n.register(&[9], 1);
+        n.notify(&[(8, 1), (10, 1), (8, 1), (10, 1), (8, 1), (11, 1)]);
+        assert_eq!(slots.iter().map(|s| woken(&n, s)).collect::<Vec<_>>(), [Some(8), Some(8), Some(8), None]);
+        assert_eq!(woken(&n, &spare), None);
     }
 
     #[test]
