@@ -649,7 +649,9 @@ mod tests {
             let hub = Arc::new(hub);
             let ractor = {
                 let hub = hub.clone();
-                std::thread::spawn(move || hub.next_job_in(Some(RACTOR_LANE), Duration::from_millis(10), &Interrupt::new()))
+                std::thread::spawn(move || {
+                    hub.next_job_in(Some(RACTOR_LANE), Duration::from_millis(10), &Interrupt::new())
+                })
             };
             let thread = {
                 let hub = hub.clone();

@@ -337,6 +337,9 @@ fn a_released_slot_passes_over_a_blocked_job_of_a_paused_channel() {
     let b = store.claim(&mut c, "n1", &["a", "b"], 10, now_ms()).unwrap().jobs;
     assert_eq!(b.iter().map(|j| j.envelope.id.clone()).collect::<Vec<_>>(), vec![b1.id.clone()]);
     assert!(store.resume_channel(&mut c, "a").unwrap());
-    assert!(store.claim(&mut c, "n1", &["a"], 10, now_ms()).unwrap().jobs.is_empty(), "resumed, a1 finds the slot held");
+    assert!(
+        store.claim(&mut c, "n1", &["a"], 10, now_ms()).unwrap().jobs.is_empty(),
+        "resumed, a1 finds the slot held"
+    );
     assert_eq!(blocked(&mut c, "k"), 1);
 }

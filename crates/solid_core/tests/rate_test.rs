@@ -169,15 +169,10 @@ fn a_concurrency_blocked_job_takes_no_rate_and_plain_jobs_flow_past_a_throttled_
     assert_eq!(ids(&jobs), vec![envs[0].id.clone(), envs[2].id.clone(), envs[3].id.clone(), envs[5].id.clone()]);
     let key: Vec<u64> = c.lrange(format!("solid_jobs:rate:{}", rate_hex("Api", &json!("k"))), 0, -1).unwrap();
     assert_eq!(key.len(), 1, "the blocked job consumed no rate");
-    assert_eq!(
-        c.llen::<_, usize>(format!("solid_jobs:blocked:{}", concurrency_hex("Api", &json!("k"))))
-            .unwrap(),
-        1
-    );
+    assert_eq!(c.llen::<_, usize>(format!("solid_jobs:blocked:{}", concurrency_hex("Api", &json!("k")))).unwrap(), 1);
     assert_eq!(throttled(&mut c, "x"), 1);
     // The admitted limited job holds its slot like any concurrency limited one.
-    let slot: usize =
-        c.scard(format!("solid_jobs:slots:{}", concurrency_hex("Api", &json!("k")))).unwrap();
+    let slot: usize = c.scard(format!("solid_jobs:slots:{}", concurrency_hex("Api", &json!("k")))).unwrap();
     assert_eq!(slot, 1);
 }
 

@@ -130,7 +130,20 @@ pub struct Config {
     pub completed_retention_ms: u64,
     pub dead_max: usize,
     pub compact_threshold_bytes: u64,
+    /// Largest bulk string (job payload, FAIL reason) a request may carry.
+    pub max_payload_bytes: usize,
+    /// Most input one connection may have received and not yet executed:
+    /// the request being read, plus requests pipelined behind it.
+    pub max_request_bytes: usize,
+    /// Unsent replies a connection may have before the server writes them
+    /// out and stops reading that connection until they are taken.
+    pub output_buffer_bytes: usize,
 }
+
+/// Defaults of the per-connection memory limits (docs/reliability.md).
+pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = crate::resp::MAX_BULK_LEN;
+pub const DEFAULT_MAX_REQUEST_BYTES: usize = 128 << 20;
+pub const DEFAULT_OUTPUT_BUFFER_BYTES: usize = 1 << 20;
 
 impl Default for Config {
     fn default() -> Self {
@@ -150,6 +163,9 @@ impl Default for Config {
             completed_retention_ms: engine.completed_retention_ms,
             dead_max: engine.dead_max,
             compact_threshold_bytes: 64 << 20,
+            max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
+            max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
+            output_buffer_bytes: DEFAULT_OUTPUT_BUFFER_BYTES,
         }
     }
 }
@@ -173,6 +189,16 @@ impl Config {
         }
         if self.max_connections == 0 {
             return Err(Error::Config("max_connections must be at least 1".into()));
+        }
+        if self.max_payload_bytes == 0 || self.max_payload_bytes > crate::resp::MAX_BULK_LEN {
+            return Err(Error::Config(format!("max_payload_bytes must be 1..={}", crate::resp::MAX_BULK_LEN)));
+        }
+        // A request carrying one payload at the cap must fit.
+        if self.max_request_bytes < self.max_payload_bytes.saturating_add(1024) {
+            return Err(Error::Config("max_request_bytes must be at least max_payload_bytes + 1024".into()));
+        }
+        if self.output_buffer_bytes == 0 {
+            return Err(Error::Config("output_buffer_bytes must be at least 1".into()));
         }
         if self.listen.is_empty() {
             return Err(Error::Config("at least one listen address is required".into()));
@@ -240,6 +266,10 @@ OPTIONS:
   --completed-retention-ms MS    keep completed jobs this long (default 60000)
   --dead-max N                   keep this many dead jobs (default 10000)
   --compact-threshold-bytes N    compact the log past this size (default 64 MiB)
+  --max-payload-bytes N          largest payload in a request (default 64 MiB)
+  --max-request-bytes N          unexecuted input per connection (default 128 MiB)
+  --output-buffer-bytes N        unsent replies per connection before the server
+                                 stops reading it (default 1 MiB)
   --config FILE                  TOML file with the same keys (flags win)
   --repair                       truncate the log of --data-dir at its first
                                  bad record (asks first), then exit
@@ -265,6 +295,9 @@ struct FileConfig {
     completed_retention_ms: Option<u64>,
     dead_max: Option<usize>,
     compact_threshold_bytes: Option<u64>,
+    max_payload_bytes: Option<usize>,
+    max_request_bytes: Option<usize>,
+    output_buffer_bytes: Option<usize>,
 }
 
 fn number<T: std::str::FromStr>(flag: &str, value: &str) -> Result<T> {
@@ -322,6 +355,9 @@ pub fn from_args<I: IntoIterator<Item = String>>(args: I) -> Result<Cli> {
             "--completed-retention-ms" => flags.completed_retention_ms = Some(number(&flag, &value()?)?),
             "--dead-max" => flags.dead_max = Some(number(&flag, &value()?)?),
             "--compact-threshold-bytes" => flags.compact_threshold_bytes = Some(number(&flag, &value()?)?),
+            "--max-payload-bytes" => flags.max_payload_bytes = Some(number(&flag, &value()?)?),
+            "--max-request-bytes" => flags.max_request_bytes = Some(number(&flag, &value()?)?),
+            "--output-buffer-bytes" => flags.output_buffer_bytes = Some(number(&flag, &value()?)?),
             "--config" => config_file = Some(PathBuf::from(value()?)),
             other => return Err(Error::Config(format!("unknown option '{other}' (see --help)"))),
         }
@@ -420,6 +456,9 @@ fn merge(flags: FileConfig, file: FileConfig, env_password: Option<String>) -> R
             .compact_threshold_bytes
             .or(file.compact_threshold_bytes)
             .unwrap_or(d.compact_threshold_bytes),
+        max_payload_bytes: flags.max_payload_bytes.or(file.max_payload_bytes).unwrap_or(d.max_payload_bytes),
+        max_request_bytes: flags.max_request_bytes.or(file.max_request_bytes).unwrap_or(d.max_request_bytes),
+        output_buffer_bytes: flags.output_buffer_bytes.or(file.output_buffer_bytes).unwrap_or(d.output_buffer_bytes),
     };
     config.validate()?;
     Ok(config)
@@ -445,6 +484,23 @@ mod tests {
         let c = run(&[]);
         assert_eq!(c.listen, vec![ListenAddr::Tcp("127.0.0.1:7777".into())]);
         assert_eq!((c.durability, c.lease_ms, c.max_connections), (Durability::Memory, 30_000, 1024));
+        assert_eq!((c.max_payload_bytes, c.max_request_bytes, c.output_buffer_bytes), (64 << 20, 128 << 20, 1 << 20));
+    }
+
+    #[test]
+    fn memory_limits() {
+        let c = run(&["--max-payload-bytes", "1000", "--max-request-bytes=5000", "--output-buffer-bytes", "77"]);
+        assert_eq!((c.max_payload_bytes, c.max_request_bytes, c.output_buffer_bytes), (1000, 5000, 77));
+        let c = from_toml("max_payload_bytes = 10\nmax_request_bytes = 2000\noutput_buffer_bytes = 3\n").unwrap();
+        assert_eq!((c.max_payload_bytes, c.max_request_bytes, c.output_buffer_bytes), (10, 2000, 3));
+        for bad in [
+            &["--max-payload-bytes", "0"][..],
+            &["--max-payload-bytes", "67108865"],
+            &["--max-payload-bytes", "1000", "--max-request-bytes", "1500"],
+            &["--output-buffer-bytes", "0"],
+        ] {
+            assert!(matches!(args(bad), Err(Error::Config(_))), "{bad:?}");
+        }
     }
 
     #[test]

@@ -53,6 +53,12 @@ pub struct Decoder {
     mode: Mode,
     /// Arrays being filled: elements still missing, elements so far.
     stack: Vec<(usize, Vec<Frame>)>,
+    /// Largest bulk string accepted (at most [`MAX_BULK_LEN`]).
+    max_bulk: usize,
+    /// What the arrays being filled hold: the bytes consumed into them plus
+    /// one `Frame` per element, so a request of many tiny elements counts
+    /// for the memory it takes, not only for its bytes on the wire.
+    held: usize,
 }
 
 /// One element: a finished frame or the header of an array to fill.
@@ -65,7 +71,19 @@ enum Element {
 
 impl Decoder {
     pub fn new(mode: Mode) -> Self {
-        Decoder { mode, stack: Vec::new() }
+        Decoder::with_max_bulk(mode, MAX_BULK_LEN)
+    }
+
+    /// A decoder that refuses bulk strings longer than `max_bulk` (capped
+    /// at [`MAX_BULK_LEN`]) from their header, before their bytes arrive.
+    pub fn with_max_bulk(mode: Mode, max_bulk: usize) -> Self {
+        Decoder { mode, stack: Vec::new(), max_bulk: max_bulk.min(MAX_BULK_LEN), held: 0 }
+    }
+
+    /// Memory held by the request being decoded (see `held`); 0 between
+    /// requests. The server caps it with the unconsumed input.
+    pub fn held_bytes(&self) -> usize {
+        self.held
     }
 
     /// Decodes from `buf`, which must start right after the bytes consumed by
@@ -80,14 +98,17 @@ impl Decoder {
             let parsed = if self.stack.is_empty() && self.mode == Mode::Request {
                 match rest.first() {
                     None => None,
-                    Some(b'*') => parse_element(rest)?,
+                    Some(b'*') => parse_element(rest, self.max_bulk)?,
                     Some(_) => parse_inline(rest)?,
                 }
             } else {
-                parse_element(rest)?
+                parse_element(rest, self.max_bulk)?
             };
             let Some((element, used)) = parsed else { return Ok((pos, None)) };
             pos += used;
+            if !self.stack.is_empty() || matches!(element, Element::ArrayHeader(n) if n > 0) {
+                self.held = self.held.saturating_add(used + std::mem::size_of::<Frame>());
+            }
             let mut frame = match element {
                 Element::Nothing => continue,
                 Element::Frame(f) => f,
@@ -104,7 +125,10 @@ impl Decoder {
             // A frame is complete: fold it into the enclosing arrays.
             loop {
                 match self.stack.last_mut() {
-                    None => return Ok((pos, Some(frame))),
+                    None => {
+                        self.held = 0;
+                        return Ok((pos, Some(frame)));
+                    }
                     Some((missing, items)) => {
                         items.push(frame);
                         *missing -= 1;
@@ -165,7 +189,7 @@ fn parse_int(digits: &[u8]) -> Result<i64, Error> {
     Ok(value)
 }
 
-fn parse_element(buf: &[u8]) -> Result<Option<(Element, usize)>, Error> {
+fn parse_element(buf: &[u8], max_bulk: usize) -> Result<Option<(Element, usize)>, Error> {
     let Some(&kind) = buf.first() else { return Ok(None) };
     match kind {
         b'+' | b'-' => {
@@ -184,8 +208,11 @@ fn parse_element(buf: &[u8]) -> Result<Option<(Element, usize)>, Error> {
             if len == -1 {
                 return Ok(Some((Element::Frame(Frame::Null), header)));
             }
-            if len < 0 || len as u64 > MAX_BULK_LEN as u64 {
+            if len < 0 {
                 return Err(Error::Proto(format!("invalid bulk length {len}")));
+            }
+            if len as u64 > max_bulk as u64 {
+                return Err(Error::Proto(format!("bulk length {len} over max_payload_bytes ({max_bulk})")));
             }
             let len = len as usize;
             let end = header + len;

@@ -38,13 +38,38 @@ impl Reply {
     /// this server is valid RESP3 as it is, except the null: `$-1` is RESP2
     /// only, RESP3 spells it `_`.
     pub fn encode_for(&self, out: &mut Vec<u8>, resp3: bool) {
+        self.encode_bounded_for(out, resp3, usize::MAX, &mut |_| true);
+    }
+
+    /// `encode_bounded` (see there) for a connection in RESP3 or RESP2.
+    pub fn encode_bounded_for(
+        &self,
+        out: &mut Vec<u8>,
+        resp3: bool,
+        bound: usize,
+        drain: &mut dyn FnMut(&mut Vec<u8>) -> bool,
+    ) -> bool {
         match self {
-            Reply::Nil if resp3 => out.extend_from_slice(b"_\r\n"),
-            _ => self.encode(out),
+            Reply::Nil if resp3 => {
+                out.extend_from_slice(b"_\r\n");
+                true
+            }
+            _ => self.encode_bounded(out, bound, drain),
         }
     }
 
     pub fn encode(&self, out: &mut Vec<u8>) {
+        self.encode_bounded(out, usize::MAX, &mut |_| true);
+    }
+
+    /// Encodes into `out`, handing it to `drain` (which writes it out and
+    /// empties it) between the elements of a list reply whenever it holds
+    /// `bound` bytes or more: a FETCH or DEAD reply of many large payloads
+    /// never sits whole in memory. `out` then holds at most `bound` plus
+    /// one element. Returns false, leaving the rest unencoded, once `drain`
+    /// fails (the connection is going away).
+    pub fn encode_bounded(&self, out: &mut Vec<u8>, bound: usize, drain: &mut dyn FnMut(&mut Vec<u8>) -> bool) -> bool {
+        let mut spill = |out: &mut Vec<u8>| out.len() < bound || drain(out);
         match self {
             Reply::Ok => write_simple(out, "OK"),
             Reply::Pong => write_simple(out, "PONG"),
@@ -82,6 +107,9 @@ impl Reply {
                     write_int(out, r.fence as i64);
                     write_int(out, i64::from(r.attempts));
                     write_bulk(out, &r.payload);
+                    if !spill(out) {
+                        return false;
+                    }
                 }
             }
             Reply::Ints(list) => {
@@ -108,6 +136,9 @@ impl Reply {
                     write_int(out, i64::from(d.attempts));
                     write_bulk(out, &d.reason);
                     write_bulk(out, &d.payload);
+                    if !spill(out) {
+                        return false;
+                    }
                 }
             }
             Reply::Nodes(list) => {
@@ -121,6 +152,7 @@ impl Reply {
                 }
             }
         }
+        spill(out)
     }
 }
 

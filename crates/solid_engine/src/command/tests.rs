@@ -209,3 +209,39 @@ fn node_and_nodes_parsing() {
     .encode(&mut out);
     assert_eq!(String::from_utf8(out).unwrap(), "*1\r\n*4\r\n$1\r\nn\r\n:3\r\n:9\r\n$2\r\n{}\r\n");
 }
+
+/// Issue 18 item 1: a list reply is handed out in pieces of about `bound`
+/// bytes (never more than `bound` plus one element), and the pieces are
+/// exactly the whole encoding; a failing drain stops the encoding.
+#[test]
+fn list_replies_stream_in_bounded_pieces() {
+    let payload: crate::engine::Payload = vec![b'x'; 10_000].into();
+    let list: Vec<Reservation> = (0..50)
+        .map(|n| Reservation { id: id(), channel: 1, fence: n, attempts: 1, payload: payload.clone() })
+        .collect();
+    let reply = Reply::Reservations(list);
+    let mut whole = Vec::new();
+    reply.encode(&mut whole);
+    let (mut pieces, mut largest, mut streamed) = (0, 0, Vec::new());
+    let mut buf = Vec::new();
+    let done = reply.encode_bounded(&mut buf, 25_000, &mut |b| {
+        pieces += 1;
+        largest = largest.max(b.len());
+        streamed.extend_from_slice(b);
+        b.clear();
+        true
+    });
+    assert!(done);
+    assert!(buf.len() < 25_000, "what is left under the bound waits for the batch's write");
+    streamed.extend_from_slice(&buf);
+    assert_eq!(streamed, whole);
+    assert!(pieces >= 15, "{pieces} pieces");
+    assert!(largest < 25_000 + 10_100, "{largest}");
+    let mut calls = 0;
+    let mut buf = Vec::new();
+    assert!(!reply.encode_bounded(&mut buf, 25_000, &mut |_| {
+        calls += 1;
+        false
+    }));
+    assert_eq!(calls, 1, "nothing more is encoded once the drain failed");
+}

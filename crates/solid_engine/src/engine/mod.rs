@@ -129,6 +129,10 @@ pub struct Engine {
     live_bytes: u64,
     /// `Some` when durability is on: the events not yet taken by storage.
     journal: Option<Vec<Event>>,
+    /// `Some` in a server: how many jobs became ready on which channel
+    /// since the server last took them, so it wakes that many blocked
+    /// FETCHes of those channels and no others.
+    readied: Option<Vec<(u32, usize)>>,
 }
 
 fn gauge(stats: &mut Stats, state: State) -> &mut u64 {
@@ -163,6 +167,31 @@ impl Engine {
             stats: Stats::default(),
             live_bytes: 0,
             journal: None,
+            readied: None,
+        }
+    }
+
+    /// Starts counting the jobs that become ready, per channel (see
+    /// [`Engine::take_readied`]); recovery runs without it.
+    pub fn track_readied(&mut self) {
+        self.readied.get_or_insert_with(Vec::new);
+    }
+
+    /// (channel, jobs) that became ready since the last call, in order.
+    /// Every way a job becomes ready counts: push, retry, release, lease
+    /// expiry, a due job promoted by any operation's tick.
+    pub fn take_readied(&mut self, out: &mut Vec<(u32, usize)>) {
+        if let Some(readied) = self.readied.as_mut() {
+            out.append(readied);
+        }
+    }
+
+    fn note_ready(&mut self, channel: u32) {
+        if let Some(readied) = self.readied.as_mut() {
+            match readied.last_mut() {
+                Some((c, n)) if *c == channel => *n += 1,
+                _ => readied.push((channel, 1)),
+            }
         }
     }
 
@@ -331,7 +360,9 @@ impl Engine {
         let job = self.jobs.get_mut(&id).expect("job exists");
         set_state(&mut self.stats, job, State::Ready);
         job.seq = seq;
-        self.ready.entry(job.channel).or_default().push_back((id, seq));
+        let channel = job.channel;
+        self.ready.entry(channel).or_default().push_back((id, seq));
+        self.note_ready(channel);
     }
 
     /// Puts an already-`Ready` job at the head of its channel.
@@ -339,7 +370,9 @@ impl Engine {
         let seq = self.seq();
         let job = self.jobs.get_mut(&id).expect("job exists");
         job.seq = seq;
-        self.ready.entry(job.channel).or_default().push_front((id, seq));
+        let channel = job.channel;
+        self.ready.entry(channel).or_default().push_front((id, seq));
+        self.note_ready(channel);
     }
 
     fn make_scheduled(&mut self, id: JobId, due_ms: u64) {

@@ -490,3 +490,33 @@ fn due_times_and_deadlines_saturate_at_max_time() {
     assert_eq!(e.get(now, id(2)).unwrap().due_ms, Some(MAX_TIME_MS));
     assert!(fetch(&mut e, now + 1_000_000, 2, &[1]).is_empty(), "never due");
 }
+
+/// Issue 18 item 13: the engine reports which channels got how many ready
+/// jobs, whatever made them ready, so the server wakes only their waiters.
+#[test]
+fn readied_jobs_are_reported_per_channel() {
+    let mut e = engine();
+    let mut out = Vec::new();
+    e.push(0, 1, id(1), p("a"), None);
+    e.take_readied(&mut out);
+    assert!(out.is_empty(), "not tracked until asked");
+    e.track_readied();
+    e.push(0, 1, id(2), p("b"), None);
+    e.push_many(0, 2, 0, vec![(id(3), p("c")), (id(4), p("d"))]);
+    e.push(0, 3, id(5), p("e"), Some(100));
+    e.take_readied(&mut out);
+    assert_eq!(out, vec![(1, 1), (2, 2)], "a scheduled job is not ready");
+    out.clear();
+    let r = fetch(&mut e, 0, 2, &[2]);
+    e.release(0, r[0].id, r[0].fence).unwrap();
+    e.retry(0, r[1].id, r[1].fence, 0).unwrap();
+    e.ack(200, id(1), 999).unwrap_err(); // any operation's tick promotes the due job
+    e.take_readied(&mut out);
+    assert_eq!(out, vec![(2, 2), (3, 1)]);
+    out.clear();
+    let r = fetch(&mut e, 200, 1, &[1]);
+    assert_eq!(r.len(), 1);
+    e.tick(200 + 1_000);
+    e.take_readied(&mut out);
+    assert_eq!(out, vec![(1, 1)], "an expired lease");
+}

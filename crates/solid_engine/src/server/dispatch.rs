@@ -2,8 +2,10 @@
 //! the engine; auth is checked here, durability tickets are collected here
 //! (the connection confirms them before replies are written).
 
+use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
+use super::wait::Wake;
 use super::Shared;
 use crate::command::{stats_text, Command, Reply};
 use crate::engine::{Engine, Event};
@@ -19,11 +21,57 @@ pub(crate) struct Session {
     /// Highest log ticket of this connection's unconfirmed changes.
     pub ticket: u64,
     events: Vec<Event>,
+    /// (channel, jobs) made ready by this session's last engine call.
+    readied: Vec<(u32, usize)>,
+    /// The client's socket, polled for hang-up while a FETCH is blocked.
+    peer: Option<RawFd>,
 }
 
 impl Session {
     pub(crate) fn new(authed: bool, id: u64) -> Self {
-        Session { authed, resp3: false, id, ticket: 0, events: Vec::new() }
+        Session { authed, resp3: false, id, ticket: 0, events: Vec::new(), readied: Vec::new(), peer: None }
+    }
+
+    /// Blocked FETCHes of this session watch `fd` for the client hanging up.
+    pub(crate) fn watch(&mut self, fd: RawFd) {
+        self.peer = Some(fd);
+    }
+
+    fn hung_up(&self) -> bool {
+        self.peer.is_some_and(hung_up)
+    }
+}
+
+/// How often a blocked FETCH looks at its socket for a hang-up when no job
+/// wakes it: frees a dead client's connection and thread within this long.
+const HANGUP_POLL: Duration = Duration::from_secs(1);
+
+/// Whether the peer closed the connection (or at least its sending side:
+/// a client that will send nothing more is gone for a FETCH). Linux reports
+/// it with POLLRDHUP even when unread requests are queued; elsewhere an
+/// end of input with nothing queued before it is what can be seen.
+fn hung_up(fd: RawFd) -> bool {
+    #[cfg(target_os = "linux")]
+    let events = libc::POLLRDHUP;
+    #[cfg(not(target_os = "linux"))]
+    let events = libc::POLLIN;
+    let mut pfd = libc::pollfd { fd, events, revents: 0 };
+    // SAFETY: one valid pollfd, zero timeout; `fd` stays open for the
+    // session's life (the connection owns it).
+    if unsafe { libc::poll(&mut pfd, 1, 0) } != 1 {
+        return false;
+    }
+    if pfd.revents & (libc::POLLHUP | libc::POLLERR) != 0 {
+        return true;
+    }
+    #[cfg(target_os = "linux")]
+    return pfd.revents & libc::POLLRDHUP != 0;
+    #[cfg(not(target_os = "linux"))]
+    {
+        let mut byte = 0u8;
+        // SAFETY: a one-byte buffer we own; MSG_PEEK leaves the data queued.
+        let n = unsafe { libc::recv(fd, (&mut byte as *mut u8).cast(), 1, libc::MSG_PEEK | libc::MSG_DONTWAIT) };
+        n == 0
     }
 }
 
@@ -55,6 +103,9 @@ fn authenticate(shared: &Shared, session: &mut Session, password: &[u8]) -> bool
 /// nothing (a duplicate PUSH's `:0`, `CANCEL`'s `:0`, GET) still reports
 /// state that another connection's unconfirmed record created, and must not
 /// be sent before that record is as durable as the mode promises.
+///
+/// Jobs the operation made ready (its own, or due ones its tick promoted)
+/// wake blocked FETCHes of their channels once the lock is released.
 fn with_engine<T>(shared: &Shared, session: &mut Session, op: impl FnOnce(&mut Engine, u64) -> T) -> T {
     let mut engine = shared.engine.lock();
     // Read under the lock, so a command that waited for it is judged at the
@@ -68,6 +119,12 @@ fn with_engine<T>(shared: &Shared, session: &mut Session, op: impl FnOnce(&mut E
             session.events.clear();
         }
         session.ticket = session.ticket.max(storage.appended_end());
+    }
+    engine.take_readied(&mut session.readied);
+    drop(engine);
+    if !session.readied.is_empty() {
+        shared.notifier.notify(&session.readied);
+        session.readied.clear();
     }
     out
 }
@@ -120,20 +177,14 @@ pub(crate) fn execute(
         Command::Push { channel, id, payload, due } => {
             let created =
                 with_engine(shared, session, |e, now| e.push(now, channel, id, payload, due.map(|d| d.at(now))));
-            if created {
-                shared.notifier.notify();
-            }
             Reply::Int(i64::from(created))
         }
         Command::PushMany { channel, due, jobs } => {
             let created = with_engine(shared, session, |e, now| e.push_many(now, channel, due.at(now), jobs));
-            if created > 0 {
-                shared.notifier.notify();
-            }
             Reply::Int(created as i64)
         }
         Command::Fetch { count, lease_ms, block_ms, channels } => {
-            fetch(shared, session, count, lease_ms, block_ms, &channels, before_block)
+            return fetch(shared, session, count, lease_ms, block_ms, &channels, before_block);
         }
         Command::Ack { id, fence } => unit(with_engine(shared, session, |e, now| e.ack(now, id, fence))),
         Command::AckMany(pairs) => {
@@ -141,11 +192,7 @@ pub(crate) fn execute(
             Reply::Ints(acked)
         }
         Command::Retry { id, fence, delay_ms } => {
-            let result = with_engine(shared, session, |e, now| e.retry(now, id, fence, delay_ms));
-            if result.is_ok() {
-                shared.notifier.notify();
-            }
-            unit(result)
+            unit(with_engine(shared, session, |e, now| e.retry(now, id, fence, delay_ms)))
         }
         Command::Fail { id, fence, reason } => {
             unit(with_engine(shared, session, |e, now| e.fail(now, id, fence, reason)))
@@ -153,18 +200,9 @@ pub(crate) fn execute(
         Command::Extend { id, fence, lease_ms } => {
             unit(with_engine(shared, session, |e, now| e.extend(now, id, fence, lease_ms)))
         }
-        Command::Release { id, fence } => {
-            let result = with_engine(shared, session, |e, now| e.release(now, id, fence));
-            if result.is_ok() {
-                shared.notifier.notify();
-            }
-            unit(result)
-        }
+        Command::Release { id, fence } => unit(with_engine(shared, session, |e, now| e.release(now, id, fence))),
         Command::ReleaseMany(pairs) => {
             let released = with_engine(shared, session, |e, now| e.release_many(now, &pairs));
-            if released.contains(&true) {
-                shared.notifier.notify();
-            }
             Reply::Ints(released.into_iter().map(i64::from).collect())
         }
         Command::Get(id) => match with_engine(shared, session, |e, now| e.get(now, id)) {
@@ -193,8 +231,17 @@ pub(crate) fn execute(
     (reply, Flow::Continue)
 }
 
-/// FETCH: reserve at once, or wait (without any lock) for a push, a lease
-/// expiry or a due job, up to `block_ms`; shutdown ends the wait.
+/// FETCH: reserve at once, or wait (without the engine lock) until a job
+/// of `channels` is made ready for this waiter, up to `block_ms`; shutdown
+/// ends the wait.
+///
+/// A due job or an expired lease is made ready by the next engine
+/// operation or housekeeping tick (every `HOUSEKEEPING_INTERVAL`), which
+/// wakes a waiter the same way a PUSH does.
+///
+/// A client that hung up while blocked reserves nothing: the socket is
+/// checked when a job wakes the waiter (the wake-up then goes to the next
+/// waiter) and every [`HANGUP_POLL`] meanwhile; the connection is closed.
 fn fetch(
     shared: &Shared,
     session: &mut Session,
@@ -203,29 +250,55 @@ fn fetch(
     block_ms: u64,
     channels: &[u32],
     before_block: &mut dyn FnMut(&mut Session),
-) -> Reply {
+) -> (Reply, Flow) {
     let give_up = Instant::now() + Duration::from_millis(block_ms);
     let mut flushed = false;
     loop {
         let mut reserved = Vec::new();
-        let (seen, next_due) = with_engine(shared, session, |e, now| {
+        let block = block_ms > 0 && Instant::now() < give_up && !shared.notifier.is_shutdown();
+        let slot = with_engine(shared, session, |e, now| {
             e.fetch(now, count, lease_ms, channels, &mut reserved);
-            // Read under the engine lock: see the module doc of `wait`.
-            (shared.notifier.generation(), e.next_deadline().map(|t| t.saturating_sub(now)))
+            // Registered under the engine lock: see the module doc of `wait`.
+            (reserved.is_empty() && block && flushed).then(|| shared.notifier.register(channels, count))
         });
-        let now = Instant::now();
-        if !reserved.is_empty() || block_ms == 0 || now >= give_up || shared.notifier.is_shutdown() {
-            return Reply::Reservations(reserved);
+        if !reserved.is_empty() || !block {
+            return (Reply::Reservations(reserved), Flow::Continue);
         }
-        if !flushed {
+        let Some(slot) = slot else {
+            // Replies before this FETCH go out first, and before it queues:
+            // a waiter stuck writing to a client that does not read would
+            // take a job's wake-up from a waiter that is ready for it.
             before_block(session);
             flushed = true;
-        }
-        let until = match next_due {
-            Some(ms) => give_up.min(now + Duration::from_millis(ms.max(1))),
-            None => give_up,
+            continue;
         };
-        shared.notifier.wait(seen, until);
+        loop {
+            match shared.notifier.wait(&slot, give_up.min(Instant::now() + HANGUP_POLL)) {
+                Wake::Shutdown => break,
+                Wake::Woken(channel) => {
+                    if session.hung_up() {
+                        shared.notifier.pass_on(&slot, channel);
+                        return (Reply::Reservations(Vec::new()), Flow::Close);
+                    }
+                    break;
+                }
+                Wake::TimedOut => {
+                    let gone = session.hung_up();
+                    if !gone && Instant::now() < give_up {
+                        continue;
+                    }
+                    let woken = shared.notifier.cancel(&slot);
+                    if gone {
+                        if let Some(channel) = woken {
+                            shared.notifier.pass_on(&slot, channel);
+                        }
+                        return (Reply::Reservations(Vec::new()), Flow::Close);
+                    }
+                    // Past `give_up`: one last fetch, which does not block.
+                    break;
+                }
+            }
+        }
     }
 }
 

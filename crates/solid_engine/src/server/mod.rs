@@ -192,7 +192,8 @@ impl Server {
     }
 
     /// A server over a recovered engine and its storage.
-    pub fn with_storage(config: Config, engine: Engine, storage: Option<Storage>) -> Server {
+    pub fn with_storage(config: Config, mut engine: Engine, storage: Option<Storage>) -> Server {
+        engine.track_readied();
         let shared = Shared {
             // Anchored to the wall clock once per start (crate::clock).
             clock: Clock::new(),
@@ -402,10 +403,11 @@ fn accept_loop(shared: &Arc<Shared>, listener: &Listener, shutdown: &ShutdownHan
 fn housekeeping(shared: &Arc<Shared>, shutdown: &ShutdownHandle) {
     let mut compaction: Option<thread::JoinHandle<()>> = None;
     let mut events = Vec::new();
+    let mut readied = Vec::new();
     while !shutdown.wait_timeout(HOUSEKEEPING_INTERVAL) {
-        let tick = {
+        {
             let mut engine = shared.engine.lock();
-            let tick = engine.tick(shared.clock.now_ms());
+            engine.tick(shared.clock.now_ms());
             // Promotions and expiries are journaled (they decide queue
             // order after a restart); queued under the lock, like a
             // command's records. Nothing waits on them: a later command's
@@ -415,10 +417,11 @@ fn housekeeping(shared: &Arc<Shared>, shutdown: &ShutdownHandle) {
                 storage.append(&events);
                 events.clear();
             }
-            tick
-        };
-        if tick.made_ready() {
-            shared.notifier.notify();
+            engine.take_readied(&mut readied);
+        }
+        if !readied.is_empty() {
+            shared.notifier.notify(&readied);
+            readied.clear();
         }
         let Some(storage) = &shared.storage else { continue };
         if storage.durability() == Durability::Balanced {

@@ -404,6 +404,40 @@ fn blocking_fetch_is_woken_by_push() {
     assert!(took < Duration::from_secs(2), "took {took:?}");
 }
 
+/// Issue 18 item 13: a job wakes a waiter of its channel (not an older
+/// waiter of another channel), PUSHMANY wakes one waiter per job, and a
+/// waiter nothing was pushed for stays blocked.
+#[test]
+fn each_job_wakes_one_waiter_of_its_channel() {
+    let server = TestServer::memory();
+    let wait = |channels: &'static [&'static str], block: &'static str| {
+        let mut c = server.unix();
+        let started = Instant::now();
+        let handle = thread::spawn(move || {
+            let mut args = vec!["FETCH", "1", "0", block];
+            args.extend_from_slice(channels);
+            (items(c.call(&args)).len(), started.elapsed())
+        });
+        thread::sleep(Duration::from_millis(50));
+        handle
+    };
+    let other = wait(&["2"], "1500");
+    let ones: Vec<_> = (0..3).map(|_| wait(&["1"], "1500")).collect();
+    let multi = wait(&["3", "4"], "5000");
+    let mut c = server.tcp();
+    let (a, b) = (new_id(), new_id());
+    assert_eq!(int(&c.call(&["PUSHMANY", "1", "0", &a, "x", &b, "y"])), 2);
+    assert_eq!(int(&c.call(&["PUSH", "4", &new_id(), "z"])), 1);
+    let (got, took) = multi.join().unwrap();
+    assert_eq!(got, 1);
+    assert!(took < Duration::from_secs(2), "channel 4 waiter took {took:?}");
+    let results: Vec<(usize, Duration)> = ones.into_iter().map(|h| h.join().unwrap()).collect();
+    let served: Vec<_> = results.iter().filter(|(n, _)| *n == 1).collect();
+    assert_eq!(served.len(), 2, "two jobs, two waiters: {results:?}");
+    assert!(served.iter().all(|(_, took)| *took < Duration::from_secs(1)), "{results:?}");
+    assert_eq!(other.join().unwrap().0, 0, "the channel 2 waiter got nothing");
+}
+
 #[test]
 fn blocking_fetch_times_out_empty_and_wakes_on_lease_expiry() {
     let server = TestServer::memory();
