@@ -4,52 +4,31 @@
 //! request is not run as commands, a public address needs a password (kept
 //! off the command line), and HELLO is answered.
 
-use std::io::{Read, Write};
+mod support;
+
+use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use solid_engine::engine::JobId;
-use solid_engine::resp::{self, Decoder, Frame, Mode};
+use solid_engine::resp::{self, Frame};
+use support::{wait_until_up, KillOnDrop, TempDir, BIN};
 
-const BIN: &str = env!("CARGO_BIN_EXE_solid-engine-server");
+type Client = support::Client<TcpStream>;
 
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let path = std::env::temp_dir().join(format!("se-access-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path).unwrap();
-        TempDir(path)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// The server process, its stderr in a file; killed and reaped on drop.
 struct Server {
-    child: Child,
+    child: KillOnDrop,
     port: u16,
     log: PathBuf,
     _dir: TempDir,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 impl Server {
@@ -69,18 +48,13 @@ impl Server {
         for (k, v) in env {
             command.env(k, v);
         }
-        let child = command.spawn().unwrap();
-        let server = Server { child, port, log, _dir: dir };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "server did not come up");
-            thread::sleep(Duration::from_millis(20));
-        }
+        let server = Server { child: KillOnDrop(command.spawn().unwrap()), port, log, _dir: dir };
+        wait_until_up(|| TcpStream::connect(("127.0.0.1", port)).ok());
         server
     }
 
     fn connect(&self) -> Client {
-        Client::new(TcpStream::connect(("127.0.0.1", self.port)).unwrap())
+        Client::connect_tcp(self.port).unwrap()
     }
 
     fn log_text(&self) -> String {
@@ -88,54 +62,21 @@ impl Server {
     }
 }
 
-struct Client {
-    stream: TcpStream,
-    decoder: Decoder,
-    buf: Vec<u8>,
-}
-
 impl Client {
-    fn new(stream: TcpStream) -> Client {
-        stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        Client { stream, decoder: Decoder::new(Mode::Reply), buf: Vec::new() }
-    }
-
-    fn send(&mut self, bytes: &[u8]) {
+    fn send_raw(&mut self, bytes: &[u8]) {
         self.stream.write_all(bytes).unwrap();
-    }
-
-    /// The next reply; None at end of stream (or a reset).
-    fn read(&mut self) -> Option<Frame> {
-        loop {
-            let (used, frame) = self.decoder.decode(&self.buf).expect("a valid reply");
-            self.buf.drain(..used);
-            if frame.is_some() {
-                return frame;
-            }
-            let mut chunk = [0u8; 4096];
-            match self.stream.read(&mut chunk) {
-                Ok(0) => return None,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => panic!("no reply within 10 s"),
-                Err(_) => return None,
-                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
-            }
-        }
-    }
-
-    fn call(&mut self, args: &[&str]) -> Frame {
-        let mut out = Vec::new();
-        resp::write_command(&mut out, args);
-        self.send(&out);
-        self.read().expect("a reply")
     }
 
     /// Reads until the server closes; the replies seen on the way.
     fn until_closed(&mut self) -> Vec<Frame> {
         let mut seen = Vec::new();
-        while let Some(frame) = self.read() {
-            seen.push(frame);
+        loop {
+            match self.read() {
+                Ok(frame) => seen.push(frame),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => panic!("no reply within 10 s"),
+                Err(_) => return seen, // end of stream, or a reset
+            }
         }
-        seen
     }
 }
 
@@ -176,7 +117,7 @@ fn unauthenticated_connections_have_their_own_small_cap() {
     let mut idle = Vec::new();
     for _ in 0..200 {
         let mut c = server.connect();
-        c.send(b"PING\r\n");
+        c.send_raw(b"PING\r\n");
         idle.push(c);
     }
     assert_eq!(worker.call(&["PING"]), simple("PONG"), "the authenticated worker is still served");
@@ -214,7 +155,7 @@ fn a_failed_auth_is_delayed_and_closes_the_connection() {
     let server = Server::start("auth-fail", &["--password", "right"]);
     let mut c = server.connect();
     let started = Instant::now();
-    c.send(b"AUTH wrong1\r\nAUTH wrong2\r\nAUTH right\r\nPING\r\n");
+    c.send_raw(b"AUTH wrong1\r\nAUTH wrong2\r\nAUTH right\r\nPING\r\n");
     let replies = c.until_closed();
     assert!(started.elapsed() >= Duration::from_millis(150), "failure answered after {:?}", started.elapsed());
     assert_eq!(replies.len(), 1, "{replies:?}");
@@ -245,7 +186,7 @@ fn an_http_post_is_not_run_as_commands() {
         format!("Host: 127.0.0.1\r\nPUSH 1 {id} raw\r\n"),
     ] {
         let mut raw = server.connect();
-        raw.send(request.as_bytes());
+        raw.send_raw(request.as_bytes());
         assert_eq!(raw.until_closed(), vec![], "{request:?}");
         assert_eq!(c.call(&["GET", &id]), Frame::Null, "{request:?}");
     }

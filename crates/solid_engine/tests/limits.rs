@@ -5,15 +5,17 @@
 //! swapping; a blocked FETCH from a client that hung up reserves nothing;
 //! one PUSH wakes one of many blocked FETCHes, measured in server CPU.
 
+mod support;
+
 use std::io::{Read, Write};
-use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use solid_engine::engine::JobId;
-use solid_engine::resp::{self, Decoder, Frame, Mode};
+use solid_engine::resp::{self, Frame};
+use support::{wait_until_up, Client, KillOnDrop, TempDir};
 
 /// The binary under test; `SOLID_ENGINE_SERVER_BIN` measures another build
 /// (e.g. main's, for the before/after figures of the herd test).
@@ -26,65 +28,10 @@ fn bin() -> String {
 /// times more on a server that buffers without bound.
 const AS_LIMIT: u64 = 1 << 30;
 
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let path = std::env::temp_dir().join(format!("se-limits-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path).unwrap();
-        TempDir(path)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-struct Client {
-    stream: UnixStream,
-    decoder: Decoder,
-    buf: Vec<u8>,
-}
-
 impl Client {
-    fn connect(path: &Path) -> std::io::Result<Client> {
-        let stream = UnixStream::connect(path)?;
-        stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-        Ok(Client { stream, decoder: Decoder::new(Mode::Reply), buf: Vec::new() })
-    }
-
-    fn send(&mut self, args: &[&[u8]]) -> std::io::Result<()> {
-        let mut out = Vec::new();
-        resp::write_command(&mut out, args);
-        self.stream.write_all(&out)
-    }
-
-    fn read(&mut self) -> std::io::Result<Frame> {
-        loop {
-            let (used, frame) = self.decoder.decode(&self.buf).expect("valid reply");
-            self.buf.drain(..used);
-            if let Some(frame) = frame {
-                return Ok(frame);
-            }
-            let mut chunk = vec![0u8; 1 << 20];
-            match self.stream.read(&mut chunk)? {
-                0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
-                n => self.buf.extend_from_slice(&chunk[..n]),
-            }
-        }
-    }
-
-    fn call(&mut self, args: &[&str]) -> std::io::Result<Frame> {
-        let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-        self.send(&args)?;
-        self.read()
-    }
-
+    /// A field of STATS.
     fn stat(&mut self, key: &str) -> u64 {
-        let Frame::Bulk(text) = self.call(&["STATS"]).unwrap() else { panic!("STATS") };
+        let Frame::Bulk(text) = self.call(&["STATS"]) else { panic!("STATS") };
         let text = String::from_utf8(text).unwrap();
         let line = text.lines().find(|l| l.starts_with(&format!("{key}:"))).unwrap();
         line[key.len() + 1..].parse().unwrap()
@@ -93,7 +40,7 @@ impl Client {
 
 /// The server process; SIGKILLed and reaped on drop.
 struct Server {
-    child: Child,
+    child: KillOnDrop,
     socket: PathBuf,
     _dir: TempDir,
 }
@@ -114,12 +61,8 @@ impl Server {
             None => Command::new(bin()),
         };
         let child = command.args(["--listen", &listen]).args(args).stdout(Stdio::null()).stderr(Stdio::null()).spawn();
-        let server = Server { child: child.unwrap(), socket, _dir: dir };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Client::connect(&server.socket).is_err() {
-            assert!(Instant::now() < deadline, "server did not come up");
-            thread::sleep(Duration::from_millis(20));
-        }
+        let server = Server { child: KillOnDrop(child.unwrap()), socket, _dir: dir };
+        wait_until_up(|| Client::connect(&server.socket).ok());
         server
     }
 
@@ -128,7 +71,7 @@ impl Server {
     }
 
     fn alive(&mut self) -> bool {
-        self.child.try_wait().unwrap().is_none()
+        self.child.alive()
     }
 
     /// A line of /proc/<pid>/status in KiB (VmHWM: peak resident set).
@@ -148,13 +91,6 @@ impl Server {
     }
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn ticks_per_second() -> u64 {
     // SAFETY: sysconf has no preconditions.
     (unsafe { libc::sysconf(libc::_SC_CLK_TCK) }) as u64
@@ -164,11 +100,11 @@ fn ticks_per_second() -> u64 {
 /// short PUSH/FETCH/ACK round answers within the read timeout.
 fn serve_a_round(client: &mut Client, round: usize) {
     let id = JobId::random().to_string();
-    assert_eq!(client.call(&["PUSH", "7", &id, &format!("small-{round}")]).unwrap(), Frame::Integer(1));
-    let Frame::Array(mut list) = client.call(&["FETCH", "1", "0", "0", "7"]).unwrap() else { panic!("FETCH") };
+    assert_eq!(client.call(&["PUSH", "7", &id, &format!("small-{round}")]), Frame::Integer(1));
+    let Frame::Array(mut list) = client.call(&["FETCH", "1", "0", "0", "7"]) else { panic!("FETCH") };
     let Frame::Array(reservation) = list.remove(0) else { panic!("reservation") };
     let Frame::Integer(fence) = reservation[2] else { panic!("fence") };
-    assert_eq!(client.call(&["ACK", &id, &fence.to_string()]).unwrap(), Frame::Simple(b"OK".to_vec()));
+    assert_eq!(client.call(&["ACK", &id, &fence.to_string()]), Frame::Simple(b"OK".to_vec()));
 }
 
 /// Item 1 and 3: 1,500 pipelined GETs of a 1 MiB payload ask for 1.5 GiB
@@ -225,7 +161,7 @@ fn pipelined_gets_of_a_large_payload_do_not_grow_the_server() {
 fn a_huge_request_before_auth_gets_an_error_and_is_closed() {
     let mut server = Server::start("huge", Some(AS_LIMIT), &["--password", "secret"]);
     let mut worker = server.client();
-    assert_eq!(worker.call(&["AUTH", "secret"]).unwrap(), Frame::Simple(b"OK".to_vec()));
+    assert_eq!(worker.call(&["AUTH", "secret"]), Frame::Simple(b"OK".to_vec()));
 
     let mut attacker = server.client();
     let mut writer = attacker.stream.try_clone().unwrap();
@@ -301,7 +237,7 @@ fn payload_and_request_caps_are_configurable() {
         other => panic!("expected an error reply, got {other:?}"),
     }
     let mut other = server.client();
-    assert_eq!(other.call(&["PING"]).unwrap(), Frame::Simple(b"PONG".to_vec()));
+    assert_eq!(other.call(&["PING"]), Frame::Simple(b"PONG".to_vec()));
 }
 
 fn reservations(frame: Frame) -> Vec<Vec<Frame>> {
@@ -331,7 +267,7 @@ fn a_blocked_fetch_whose_client_hung_up_reserves_nothing() {
     thread::sleep(Duration::from_millis(100));
     drop(dead);
     let first = JobId::random().to_string();
-    assert_eq!(admin.call(&["PUSH", "5", &first, "one"]).unwrap(), Frame::Integer(1));
+    assert_eq!(admin.call(&["PUSH", "5", &first, "one"]), Frame::Integer(1));
     let started = Instant::now();
     let got = reservations(live.read().unwrap());
     assert_eq!(got.len(), 1, "the live waiter got the job");
@@ -345,9 +281,9 @@ fn a_blocked_fetch_whose_client_hung_up_reserves_nothing() {
     thread::sleep(Duration::from_millis(100));
     drop(dead);
     let second = JobId::random().to_string();
-    assert_eq!(admin.call(&["PUSH", "6", &second, "two"]).unwrap(), Frame::Integer(1));
+    assert_eq!(admin.call(&["PUSH", "6", &second, "two"]), Frame::Integer(1));
     thread::sleep(Duration::from_millis(100));
-    let got = reservations(admin.call(&["FETCH", "1", "0", "1000", "6"]).unwrap());
+    let got = reservations(admin.call(&["FETCH", "1", "0", "1000", "6"]));
     assert_eq!(got.len(), 1, "the job was left ready");
     assert_eq!(got[0][3], Frame::Integer(1));
 
@@ -380,9 +316,9 @@ fn a_blocked_fetch_over_tcp_whose_client_hung_up_reserves_nothing() {
     thread::sleep(Duration::from_millis(100));
     drop(dead);
     let id = JobId::random().to_string();
-    assert_eq!(admin.call(&["PUSH", "5", &id, "one"]).unwrap(), Frame::Integer(1));
+    assert_eq!(admin.call(&["PUSH", "5", &id, "one"]), Frame::Integer(1));
     thread::sleep(Duration::from_millis(100));
-    let got = reservations(admin.call(&["FETCH", "1", "0", "1000", "5"]).unwrap());
+    let got = reservations(admin.call(&["FETCH", "1", "0", "1000", "5"]));
     assert_eq!(got.len(), 1, "the job was left ready for a live worker");
     assert_eq!(got[0][3], Frame::Integer(1), "first attempt");
 }
@@ -420,7 +356,7 @@ fn one_push_wakes_one_of_a_thousand_blocked_fetches() {
         let started = Instant::now();
         for n in 0..PUSHES {
             let id = JobId::random().to_string();
-            assert_eq!(admin.call(&["PUSH", channel, &id, &format!("j{n}")]).unwrap(), Frame::Integer(1));
+            assert_eq!(admin.call(&["PUSH", channel, &id, &format!("j{n}")]), Frame::Integer(1));
         }
         thread::sleep(Duration::from_millis(200)); // the woken waiters reply
         let cpu_ms = (server.cpu_ticks() - ticks) as f64 * 1000.0 / ticks_per_second() as f64;

@@ -2,66 +2,19 @@
 //! real binary, restarted with SIGTERM or SIGKILL, its log damaged by hand,
 //! its wall clock stepped with libfaketime while it runs.
 
-use std::io::{Read, Write};
-use std::os::unix::net::UnixStream;
+mod support;
+
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use solid_engine::engine::JobId;
-use solid_engine::resp::{self, Decoder, Frame, Mode};
-
-const BIN: &str = env!("CARGO_BIN_EXE_solid-engine-server");
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let path = std::env::temp_dir().join(format!("se-rc-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path).unwrap();
-        TempDir(path)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-struct Client {
-    stream: UnixStream,
-    decoder: Decoder,
-    buf: Vec<u8>,
-}
+use solid_engine::resp::Frame;
+use support::{wait_until_up, Client, KillOnDrop, TempDir, BIN};
 
 impl Client {
-    fn connect(path: &Path) -> std::io::Result<Client> {
-        let stream = UnixStream::connect(path)?;
-        stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-        Ok(Client { stream, decoder: Decoder::new(Mode::Reply), buf: Vec::new() })
-    }
-
-    fn call(&mut self, args: &[&str]) -> Frame {
-        let mut out = Vec::new();
-        resp::write_command(&mut out, args);
-        self.stream.write_all(&out).unwrap();
-        loop {
-            let (used, frame) = self.decoder.decode(&self.buf).expect("valid reply");
-            self.buf.drain(..used);
-            if let Some(frame) = frame {
-                return frame;
-            }
-            let mut chunk = [0u8; 8192];
-            match self.stream.read(&mut chunk).unwrap() {
-                0 => panic!("server closed the connection"),
-                n => self.buf.extend_from_slice(&chunk[..n]),
-            }
-        }
-    }
-
     /// FETCH: (id, fence) of each reservation.
     fn fetch(&mut self, count: usize, lease_ms: u64, channel: &str) -> Vec<(String, String)> {
         match self.call(&["FETCH", &count.to_string(), &lease_ms.to_string(), "0", channel]) {
@@ -86,9 +39,9 @@ fn ok() -> Frame {
     Frame::Simple(b"OK".to_vec())
 }
 
-/// The server process; SIGKILLed and reaped on drop.
+/// The server process, its stderr in a file; SIGKILLed and reaped on drop.
 struct Server {
-    child: Child,
+    child: KillOnDrop,
     stderr: PathBuf,
 }
 
@@ -101,18 +54,17 @@ impl Server {
         for (k, v) in env {
             command.env(k, v);
         }
-        let mut server = Server { child: command.spawn().unwrap(), stderr };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
+        let mut server = Server { child: KillOnDrop(command.spawn().unwrap()), stderr };
+        let client = wait_until_up(|| {
             if let Ok(client) = Client::connect(socket) {
-                return (server, client);
+                return Some(client);
             }
-            if let Some(status) = server.child.try_wait().unwrap() {
+            if let Some(status) = server.child.0.try_wait().unwrap() {
                 panic!("server exited with {status}: {}", server.log());
             }
-            assert!(Instant::now() < deadline, "server did not come up");
-            thread::sleep(Duration::from_millis(20));
-        }
+            None
+        });
+        (server, client)
     }
 
     fn log(&self) -> String {
@@ -120,28 +72,12 @@ impl Server {
     }
 
     fn terminate(&mut self) {
-        let status = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status().unwrap();
-        assert!(status.success());
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                assert_eq!(status.code(), Some(0), "{}", self.log());
-                return;
-            }
-            assert!(Instant::now() < deadline, "no exit after SIGTERM");
-            thread::sleep(Duration::from_millis(20));
-        }
+        let code = self.child.terminate();
+        assert_eq!(code, Some(0), "{}", self.log());
     }
 
     fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.kill();
+        self.child.kill();
     }
 }
 
