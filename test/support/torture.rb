@@ -39,7 +39,7 @@ class Torture
   Result = Struct.new(:jobs, :kills, :redis_restarts, :completed, :duplicates, :missing, :recovery_delays,
                       :leftover_claims, :leftover_ready, :elapsed, :seed, :unique_jobs, :unique_written_twice,
                       :leftover_locks, :recurring_ticks, :recurring_duplicates, :limited_jobs, :limit_exceeded,
-                      :leftover_slots, :leftover_blocked, :rate_jobs, :rate_exceeded, :rate_busiest, :handed_back,
+                      :leftover_slots, :leftover_blocked, :rate_jobs, :rate_exceeded, :rate_busiest, :rate_reruns, :handed_back,
                       :leftover_throttled, :leftover_rate_logs, :leftover_wakes, :prioritized_jobs, :leftover_levels,
                       keyword_init: true) do
     def ok? = missing.zero? && leftover_claims.zero? && leftover_ready.zero? && leftover_locks.zero? &&
@@ -65,10 +65,10 @@ class Torture
              leftover_locks, elapsed, seed) +
         format(", limited jobs %d (limit exceeded %d, slots left %d, blocked left %d)", limited_jobs, limit_exceeded,
                leftover_slots, leftover_blocked) +
-        format(", rate limited jobs %d (most starts of a key in %ds %d of %d, over the rate %d, handed back %d, " \
-               "throttled left %d, rate logs left %d, wakes left %d)", rate_jobs, TortureTask::Rated::PER, rate_busiest,
-               TortureTask::Rated::LIMIT, rate_exceeded, handed_back, leftover_throttled, leftover_rate_logs,
-               leftover_wakes) +
+        format(", rate limited jobs %d (most starts of a key in %ds %d of %d, over the rate %d, started again %d, " \
+               "handed back %d, throttled left %d, rate logs left %d, wakes left %d)", rate_jobs, TortureTask::Rated::PER,
+               rate_busiest, TortureTask::Rated::LIMIT, rate_exceeded, rate_reruns, handed_back, leftover_throttled,
+               leftover_rate_logs, leftover_wakes) +
         format(", prioritized jobs %d (left in level lists %d)", prioritized_jobs, leftover_levels) +
         (recurring_ticks ? format(", recurring ticks %d (enqueued twice: %d)", recurring_ticks, recurring_duplicates) : "")
     end
@@ -297,7 +297,7 @@ class Torture
     levels = level_lists.sum { |list| @redis.llen(list) }
     ready = CHANNELS.sum { |c| @redis.llen(key("channel:#{c}")) } + levels + @redis.zcard(key("planned")) +
             @redis.zcard(key("retrying"))
-    busiest, exceeded = rate_windows
+    busiest, exceeded, reruns = rate_windows
     ticks = @recurring ? @redis.lrange(key("channel:recurring"), 0, -1).map { |raw| JSON.parse(raw).dig("meta", "tick_ms") } : nil
     Result.new(jobs: @jobs, kills: @kills, redis_restarts: @restarts, completed: unique.size,
                duplicates: lines.size - unique.size, missing: ((0...@jobs).to_a - unique).size, recovery_delays: delays,
@@ -307,7 +307,7 @@ class Torture
                recurring_ticks: ticks&.uniq&.size, recurring_duplicates: ticks && (ticks.size - ticks.uniq.size),
                limited_jobs: @limited_jobs, limit_exceeded: limit_exceeded,
                leftover_slots: @redis.keys(key("slots:*")).size, leftover_blocked: @redis.keys(key("blocked:*")).size,
-               rate_jobs: @rate_jobs, rate_exceeded: exceeded, rate_busiest: busiest,
+               rate_jobs: @rate_jobs, rate_exceeded: exceeded, rate_busiest: busiest, rate_reruns: reruns,
                handed_back: @redis.get(key("metric:handed_back")).to_i,
                leftover_throttled: @redis.keys(key("throttled:*")).sum { |k| @redis.llen(k) },
                leftover_rate_logs: leftover_rate_logs, leftover_wakes: leftover_wakes,
@@ -316,20 +316,22 @@ class Torture
 
   # Per rate key, from every start in the rate ledgers: the most starts in
   # one window [s, s + per) opened by a start s, and how many such windows
-  # held more than the limit. A start killed mid-run is still a start.
+  # held more than the limit; and how many starts were of a job that had
+  # started before (a kill or a lost ack ran it again). A start killed
+  # mid-run is still a start.
   def rate_windows
     starts = Dir[File.join(@dir, "rate-*")].flat_map do |f|
       File.readlines(f, chomp: true).filter_map do |line|
-        kind, k, _seq, time, pid = line.split
-        [k, Float(time)] if pid && kind == "R"
+        kind, k, seq, time, pid = line.split
+        [k, Float(time), seq] if pid && kind == "R"
       end
     end
     per, limit = TortureTask::Rated::PER, TortureTask::Rated::LIMIT
     counts = starts.group_by(&:first).values.flat_map do |list|
-      times = list.map(&:last).sort
+      times = list.map { |s| s[1] }.sort
       times.each_with_index.map { |t, i| times[i..].take_while { |u| u < t + per }.size }
     end
-    [counts.max || 0, counts.count { |n| n > limit }]
+    [counts.max || 0, counts.count { |n| n > limit }, starts.size - starts.map(&:last).uniq.size]
   end
 
   # Rate logs that outlive their window: no expiry, an expiry longer than
