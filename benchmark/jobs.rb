@@ -21,6 +21,7 @@
 #   BENCH_STATS_DIR   allocations of the process (WorkerStats)
 #   BENCH_LEDGER_DIR  every job number it completed (JobLedger, stress)
 #   BENCH_START_LOG   when each job started (StartLog, latency and soak)
+#   BENCH_FLOW_STARTS every throttled backlog job it started (FlowStarts, flow)
 #   BENCH_ENGINE_URL  work on this SolidEngine server instead of Redis
 #   BENCH_RECURRING   run this many recurring schedules (idle.rb)
 #
@@ -186,6 +187,19 @@ module Bench
     end
   end
 
+  # The throttled starts of benchmark/flow.rb: each is one line, "n\n",
+  # one write(2) on a file opened O_APPEND (as StartLog), so the harness
+  # counts whole lines only and no Ractor shares a handle.
+  module FlowStarts
+    PATH = ENV["BENCH_FLOW_STARTS"]&.dup&.freeze
+
+    def self.record(n)
+      File.open(PATH, "a") { |f| f.write("#{n}\n") } if PATH
+    end
+
+    def self.count(path) = File.exist?(path) ? File.read(path).count("\n") : 0
+  end
+
   # What a benchmark job does. `n` is the job's number (nil where jobs are
   # not numbered); it only matters to the ledger.
   module JobBodies
@@ -285,10 +299,11 @@ if defined?(SolidJobs::Task)
     end
   end
   Bench.define_twins("Solid", "include SolidJobs::Task; task_options channel: \"bench\"", "execute_task")
-  # benchmark/flow.rb: one no-op job, unlimited and under two concurrency
-  # limits. All three take (key, n) and are seeded with the same lists, so
-  # they differ in the limit alone. SolidJobs only: Sidekiq has no limit
-  # outside its paid editions, and SolidEngine refuses limited jobs.
+  # benchmark/flow.rb: one no-op job, unlimited, under two concurrency
+  # limits and under a rate, and a throttled backlog. All take (key, n) and
+  # the measured ones are seeded with the same lists, so they differ in the
+  # limit alone. SolidJobs only: Sidekiq has no limit outside its paid
+  # editions, and SolidEngine refuses limited jobs.
   class SolidFlowUnlimited
     include SolidJobs::Task
     task_options channel: "bench"
@@ -310,5 +325,28 @@ if defined?(SolidJobs::Task)
     include SolidJobs::Task
     task_options channel: "bench", concurrency: {limit: 8}
     def execute_task(_key, n) = Bench::JobBodies.noop(n)
+  end
+
+  # Many keys, each under its rate: 1,000 keys get 50 jobs each of 50,000,
+  # and each may start 100 per second, so the log is written at every
+  # admission and never refuses one, however fast the drain. The slack is
+  # the largest allowed (1 s): at the default 50 ms the node's prefetch
+  # window of no-op jobs outlasts it, and hand-backs stall the drain
+  # (test/flow_rate_backlog_test.rb); the scripts' cost does not depend on it.
+  class SolidFlowRateSpread
+    include SolidJobs::Task
+    task_options channel: "bench", rate: {limit: 100, per: 1, key: ->(key, _n) { key }, slack: 1}
+    def execute_task(_key, n) = Bench::JobBodies.noop(n)
+  end
+
+  # The backlog of flow.rb's unlimited-beside-throttled: one key for the
+  # whole task at 10 starts per second, thousands of jobs, so nearly all of
+  # them are throttled for the whole drain. Each start is counted in
+  # FlowStarts, so the harness can tell the unlimited jobs' completions
+  # from the few throttled ones that ran (`metric:processed` counts both).
+  class SolidFlowThrottled
+    include SolidJobs::Task
+    task_options channel: "bench", rate: {limit: 10, per: 1}
+    def execute_task(_key, n) = Bench::FlowStarts.record(n)
   end
 end

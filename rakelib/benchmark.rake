@@ -17,7 +17,8 @@ namespace :benchmark do
     idle: [false, "Worker CPU and Redis commands/s of an idle worker (concurrency 8), SolidJobs vs Sidekiq"],
     commands: [false, "Redis commands and round trips per SolidJobs operation (enqueue, worker turn, retry...), " \
                       "next to Sidekiq's"],
-    flow: [false, "Drain of a concurrency-limited no-op task (1,000 keys x limit 5; one key x limit 8) vs the same task " \
+    flow: [false, "Drain of a concurrency-limited no-op task (1,000 keys x limit 5; one key x limit 8), a rate-limited " \
+                  "one (1,000 keys under their rate) and unlimited jobs beside a throttled backlog vs the same task " \
                   "unlimited, side by side: jobs/s, CPU, Redis commands and script time per job, ratios (BENCH_SCENARIOS, " \
                   "BENCH_CONCURRENCY, BENCH_REPETITIONS, BENCH_JOBS)"],
     engine: [true, "SolidEngine's load generator per durability mode"],

@@ -210,9 +210,7 @@ module Bench
       result = RunResult.new(jobs: jobs, errors: {})
       (lab = case_lab).start
       system.prepare(lab)
-      system.seed(system.job(scenario.twin), scenario.argument_lists(jobs, @work))
-      raise Failure, "seeding left #{system.seeded} jobs waiting, expected #{jobs}" unless system.seeded == jobs
-
+      seed(system, scenario, jobs)
       system.own_commands.clear # only those after `before` are in the delta
       before = lab.redis.info("commandstats")
       workers = system.start_workers(concurrency, env: worker_env(lab))
@@ -236,6 +234,13 @@ module Bench
       system.cleanup
       lab&.redis&.close
       lab&.redis_server&.cleanup
+    end
+
+    # Every job of the case, written before the workers start (benchmark/flow.rb
+    # seeds a backlog beside them).
+    def seed(system, scenario, jobs)
+      system.seed(system.job(scenario.twin), scenario.argument_lists(jobs, @work))
+      raise Failure, "seeding left #{system.seeded} jobs waiting, expected #{jobs}" unless system.seeded == jobs
     end
 
     # Short on purpose: the engine's Unix socket lives below it, and socket
@@ -316,11 +321,12 @@ module Bench
     def catalog = SCENARIOS
     def client_names = ClientNames
     def system_of(name) = Bench.system(name)
+    def suite_class = DrainSuite
 
     def measure
-      @suite = DrainSuite.new(@lab, clients: @clients, scenarios: @scenarios, concurrencies: @concurrencies,
-                                    repetitions: @repetitions, jobs: @jobs, timeout: @timeout, ledger: self.class::LEDGER,
-                                    catalog: catalog, systems: method(:system_of))
+      @suite = suite_class.new(@lab, clients: @clients, scenarios: @scenarios, concurrencies: @concurrencies,
+                                     repetitions: @repetitions, jobs: @jobs, timeout: @timeout, ledger: self.class::LEDGER,
+                                     catalog: catalog, systems: method(:system_of))
       cases = @suite.run
       report(cases)
       cases.all?(&:ok?)

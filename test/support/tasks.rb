@@ -74,6 +74,15 @@ class FlowRatedTask
   end
 end
 
+# Many rate keys, each far under its rate (test/flow_rate_backlog_test.rb):
+# a deep backlog of these must drain as fast as the node starts jobs.
+class FlowRateSpreadTask
+  include SolidJobs::Task
+  task_options channel: "spread", rate: {limit: 100, per: 1, key: ->(key, _n) { key }}
+
+  def execute_task(_key, _n) = nil
+end
+
 # An unlimited task in another channel, drained beside a throttled key.
 class FlowUnlimitedTask
   include SolidJobs::Task
@@ -282,6 +291,42 @@ class TortureTask
   class LimitedGamma < TortureTask
     include Limited
     task_options channel: "gamma", concurrency: LIMIT
+  end
+
+  # Rate limited jobs in the torture run (decision 42): 4 keys at 20 starts
+  # per second, one group across the three channels. Each start writes
+  # "R key seq realtime pid" to its process's rate ledger first, so a run
+  # killed mid-job still counts as the start it was; the run counts, per
+  # key, the starts in every window of 1 s.
+  def self.rated_for_channel(channel) = const_get(:"Rated#{channel.capitalize}")
+
+  module Rated
+    KEYS = 4
+    LIMIT = 20
+    PER = 1
+
+    def execute_task(seq, dir, work_ms)
+      Ledger.append(File.join(dir, "rate-#{Process.pid}"),
+                    "R #{seq % KEYS} #{seq} #{Process.clock_gettime(Process::CLOCK_REALTIME)} #{Process.pid}")
+      super
+    end
+  end
+
+  RATE = {limit: Rated::LIMIT, per: Rated::PER, key: ->(seq, *) { seq % Rated::KEYS }, group: "TortureRated"}.freeze
+
+  class RatedAlpha < TortureTask
+    include Rated
+    task_options channel: "alpha", rate: RATE
+  end
+
+  class RatedBeta < TortureTask
+    include Rated
+    task_options channel: "beta", rate: RATE
+  end
+
+  class RatedGamma < TortureTask
+    include Rated
+    task_options channel: "gamma", rate: RATE
   end
 end
 

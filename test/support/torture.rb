@@ -16,7 +16,16 @@ require_relative "processes"
 # job is done. Every seventh other job is concurrency limited (5 keys at
 # limit 2 across the channels): from the start and end times those jobs
 # write, no key may have had more than 2 runs at once (a killed run ends
-# at its kill), and no slot or blocked job may be left.
+# at its kill), and no slot or blocked job may be left. Every eleventh
+# other job is rate limited (4 keys at 20 starts per 1 s across the
+# channels): from the start times those jobs write, no key may have had
+# more than 20 starts in any window of 1 s (a run again after a kill or a
+# Redis restart is a start: its claim was admitted again), and no throttled
+# job, rate log past its window or wake of an empty key may be left. A
+# quarter of the plain, limited and rate limited jobs carry a priority
+# (0..9, per job with `Task.set`), so the level lists `channel:<name>:<p>`
+# go through the kills, recoveries and restarts too; none may hold a job at
+# the end.
 # With `recurring: true` every worker also runs an `every: 1` schedule (its
 # jobs go to a channel no worker serves) and the run checks that no tick
 # was enqueued twice through the kills and restarts.
@@ -30,10 +39,13 @@ class Torture
   Result = Struct.new(:jobs, :kills, :redis_restarts, :completed, :duplicates, :missing, :recovery_delays,
                       :leftover_claims, :leftover_ready, :elapsed, :seed, :unique_jobs, :unique_written_twice,
                       :leftover_locks, :recurring_ticks, :recurring_duplicates, :limited_jobs, :limit_exceeded,
-                      :leftover_slots, :leftover_blocked, keyword_init: true) do
+                      :leftover_slots, :leftover_blocked, :rate_jobs, :rate_exceeded, :rate_busiest, :rate_reruns, :handed_back,
+                      :leftover_throttled, :leftover_rate_logs, :leftover_wakes, :prioritized_jobs, :leftover_levels,
+                      keyword_init: true) do
     def ok? = missing.zero? && leftover_claims.zero? && leftover_ready.zero? && leftover_locks.zero? &&
       unique_written_twice.zero? && recurring_duplicates.to_i.zero? && limit_exceeded.zero? &&
-      leftover_slots.zero? && leftover_blocked.zero?
+      leftover_slots.zero? && leftover_blocked.zero? && rate_exceeded.zero? && leftover_throttled.zero? &&
+      leftover_rate_logs.zero? && leftover_wakes.zero? && leftover_levels.zero?
 
     def percentile(p)
       return nil if recovery_delays.empty?
@@ -53,6 +65,11 @@ class Torture
              leftover_locks, elapsed, seed) +
         format(", limited jobs %d (limit exceeded %d, slots left %d, blocked left %d)", limited_jobs, limit_exceeded,
                leftover_slots, leftover_blocked) +
+        format(", rate limited jobs %d (most starts of a key in %ds %d of %d, over the rate %d, started again %d, " \
+               "handed back %d, throttled left %d, rate logs left %d, wakes left %d)", rate_jobs, TortureTask::Rated::PER,
+               rate_busiest, TortureTask::Rated::LIMIT, rate_exceeded, rate_reruns, handed_back, leftover_throttled,
+               leftover_rate_logs, leftover_wakes) +
+        format(", prioritized jobs %d (left in level lists %d)", prioritized_jobs, leftover_levels) +
         (recurring_ticks ? format(", recurring ticks %d (enqueued twice: %d)", recurring_ticks, recurring_duplicates) : "")
     end
   end
@@ -113,14 +130,19 @@ class Torture
     @unique_jobs = 0
     @unique_written_twice = 0
     @limited_jobs = 0
+    @rate_jobs = 0
+    @prioritized_jobs = 0
     @kill_times = {}
     (0...@jobs).each_slice(1000) do |slice|
       slice.group_by { |seq| CHANNELS[seq % CHANNELS.size] }.each do |channel, seqs|
         unique, plain = seqs.partition { |seq| (seq % 5).zero? }
         limited, plain = plain.partition { |seq| (seq % 7).zero? }
-        TortureTask.for_channel(channel).enqueue_many(plain.map { |seq| [seq, @dir, @work_ms] })
-        TortureTask.limited_for_channel(channel).enqueue_many(limited.map { |seq| [seq, @dir, @work_ms] })
+        rated, plain = plain.partition { |seq| (seq % 11).zero? }
+        enqueue_by_priority(TortureTask.for_channel(channel), plain)
+        enqueue_by_priority(TortureTask.limited_for_channel(channel), limited)
+        enqueue_by_priority(TortureTask.rated_for_channel(channel), rated)
         @limited_jobs += limited.size
+        @rate_jobs += rated.size
         next if unique.empty?
 
         task = TortureTask.unique_for_channel(channel)
@@ -134,6 +156,20 @@ class Torture
     end
     log("seeded #{@jobs} jobs over #{CHANNELS.join(", ")}")
   end
+
+  # One job in four gets a priority from its number (5, the default, among
+  # them), enqueued per level with `Task.set`: the others stay in the
+  # channel's base list.
+  def enqueue_by_priority(task, seqs)
+    seqs.group_by { |seq| seq % 4 == 1 ? (seq / 4) % 10 : 5 }.each do |priority, group|
+      lists = group.map { |seq| [seq, @dir, @work_ms] }
+      priority == 5 ? task.enqueue_many(lists) : task.set(priority: priority).enqueue_many(lists)
+      @prioritized_jobs += group.size unless priority == 5
+    end
+  end
+
+  # Every level list a prioritized job can wait in.
+  def level_lists = CHANNELS.product([*0..4, *6..9]).map { |c, p| key("channel:#{c}:#{p}") }
 
   def spawn_worker(index)
     log_path = File.join(@dir, "worker-#{index}.log")
@@ -258,7 +294,10 @@ class Torture
     unique = lines.uniq
     delays = @recoveries.map(&:value)
     claims = @redis.keys(key("claims:*")).sum { |k| @redis.hlen(k) }
-    ready = CHANNELS.sum { |c| @redis.llen(key("channel:#{c}")) } + @redis.zcard(key("planned")) + @redis.zcard(key("retrying"))
+    levels = level_lists.sum { |list| @redis.llen(list) }
+    ready = CHANNELS.sum { |c| @redis.llen(key("channel:#{c}")) } + levels + @redis.zcard(key("planned")) +
+            @redis.zcard(key("retrying"))
+    busiest, exceeded, reruns = rate_windows
     ticks = @recurring ? @redis.lrange(key("channel:recurring"), 0, -1).map { |raw| JSON.parse(raw).dig("meta", "tick_ms") } : nil
     Result.new(jobs: @jobs, kills: @kills, redis_restarts: @restarts, completed: unique.size,
                duplicates: lines.size - unique.size, missing: ((0...@jobs).to_a - unique).size, recovery_delays: delays,
@@ -267,7 +306,52 @@ class Torture
                leftover_locks: @redis.keys(key("unique:*")).size,
                recurring_ticks: ticks&.uniq&.size, recurring_duplicates: ticks && (ticks.size - ticks.uniq.size),
                limited_jobs: @limited_jobs, limit_exceeded: limit_exceeded,
-               leftover_slots: @redis.keys(key("slots:*")).size, leftover_blocked: @redis.keys(key("blocked:*")).size)
+               leftover_slots: @redis.keys(key("slots:*")).size, leftover_blocked: @redis.keys(key("blocked:*")).size,
+               rate_jobs: @rate_jobs, rate_exceeded: exceeded, rate_busiest: busiest, rate_reruns: reruns,
+               handed_back: @redis.get(key("metric:handed_back")).to_i,
+               leftover_throttled: @redis.keys(key("throttled:*")).sum { |k| @redis.llen(k) },
+               leftover_rate_logs: leftover_rate_logs, leftover_wakes: leftover_wakes,
+               prioritized_jobs: @prioritized_jobs, leftover_levels: levels)
+  end
+
+  # Per rate key, from every start in the rate ledgers: the most starts in
+  # one window [s, s + per) opened by a start s, and how many such windows
+  # held more than the limit; and how many starts were of a job that had
+  # started before (a kill or a lost ack ran it again). A start killed
+  # mid-run is still a start.
+  def rate_windows
+    starts = Dir[File.join(@dir, "rate-*")].flat_map do |f|
+      File.readlines(f, chomp: true).filter_map do |line|
+        kind, k, seq, time, pid = line.split
+        [k, Float(time), seq] if pid && kind == "R"
+      end
+    end
+    per, limit = TortureTask::Rated::PER, TortureTask::Rated::LIMIT
+    counts = starts.group_by(&:first).values.flat_map do |list|
+      times = list.map { |s| s[1] }.sort
+      times.each_with_index.map { |t, i| times[i..].take_while { |u| u < t + per }.size }
+    end
+    [counts.max || 0, counts.count { |n| n > limit }, starts.size - starts.map(&:last).uniq.size]
+  end
+
+  # Rate logs that outlive their window: no expiry, an expiry longer than
+  # the window, or a newest admission older than the window (Redis' clock).
+  # A log expires one window after its last admission, so at the end the
+  # only logs left are of admissions within the last window.
+  def leftover_rate_logs
+    seconds, micros = @redis.time
+    now_ms = seconds * 1000 + micros / 1000
+    window = SolidJobs::Configuration.rate_option(TortureTask::RATE).fetch(:window_ms)
+    @redis.keys(key("rate:*")).count do |log|
+      ttl = @redis.pttl(log)
+      newest = @redis.lindex(log, -1)
+      ttl.negative? || ttl > window || newest.nil? || Integer(newest) < now_ms - window
+    end
+  end
+
+  # Wakes of keys with no throttled job left.
+  def leftover_wakes
+    @redis.zrange(key("flow:wake"), 0, -1).count { |hex| @redis.llen(key("throttled:#{hex}")).zero? }
   end
 
   # Runs of limited jobs beyond the limit: per key, the instants at which
