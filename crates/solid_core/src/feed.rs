@@ -104,6 +104,12 @@ impl Feed {
         self.window.record_round_trip(took);
     }
 
+    /// A rate limited job claimed at `claimed_ms` is started (or handed
+    /// back) now: its wait bounds the window (see `PrefetchWindow`).
+    pub fn rate_started(&self, claimed_ms: u64, now_ms: u64, slack_ms: u64) {
+        self.window.rate_started(claimed_ms, now_ms, slack_ms);
+    }
+
     /// The task of a taken job returned: its duration feeds the window.
     pub fn ran(&self, job: &ClaimedJob) {
         if let Some(t) = job.taken_at {

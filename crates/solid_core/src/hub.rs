@@ -315,7 +315,11 @@ impl Hub {
             return Some(job);
         }
         let Some(rate) = crate::flow::parse(job.envelope.meta.as_ref()).rate else { return Some(job) };
-        if crate::now_ms().saturating_sub(job.claimed_ms) <= rate.slack_ms {
+        let now = crate::now_ms();
+        // The wait bounds the source's prefetch window, so its batches start
+        // within the slack (a window sized for no-op work did not).
+        self.source(&job).feed().rate_started(job.claimed_ms, now, rate.slack_ms);
+        if now.saturating_sub(job.claimed_ms) <= rate.slack_ms {
             return Some(job);
         }
         self.source(&job).hand_back(job)

@@ -9,12 +9,17 @@
 //! of milliseconds away) would otherwise let its workers run dry while each
 //! refill is on the way, and run a fraction of its neighbours' rate.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// Work buffered per worker. Comfortably above a claim round trip (well
 /// under 1 ms on a LAN), so workers never wait for the next claim.
 pub const TARGET_BUFFERED_WORK: Duration = Duration::from_millis(10);
+/// How long after the last rate limited start the window stays bounded by
+/// `RateCap` (decision 42): a node that stopped seeing such jobs returns to
+/// its plain window.
+const RATE_CAP_HOLD_MS: u64 = 10_000;
+
 /// Upper bound of the adaptive window. With no-op jobs a 512 window starved
 /// the workers: refilled at half, its 256 remaining jobs ran out before the
 /// next claim of 256 came back. A claim is still at most claim::MAX_BATCH.
@@ -35,11 +40,67 @@ pub struct PrefetchWindow {
     /// Moving average of a claim's round trip in ns (request, script,
     /// reply); 0 until the first sample.
     round_trip_ns: AtomicU64,
+    rate: RateCap,
+}
+
+/// The window's bound while rate limited jobs flow (decision 42). Such a
+/// job must start within its slack of its claim, or it is handed back; the
+/// job-duration window (10 ms of *work* per worker) ignores how fast the
+/// node actually starts jobs, so with no-op jobs on a busy host its tail
+/// waited past the slack, and the hand-backs (a round trip each) made the
+/// rest later still: a backlog stalled. The cap follows the waits the
+/// starts see: it grows by one for each start within a quarter of the
+/// slack, and halves (once per claim made since the last cut) when a start
+/// waited over half of it, so the last job of a batch starts between a
+/// quarter and a half of the slack after its claim, well inside it.
+struct RateCap {
+    cap: AtomicUsize,
+    /// Node clock (ms) of the last rate limited start; 0: never.
+    seen_ms: AtomicU64,
+    /// Node clock (ms) of the last cut: starts of jobs claimed before it
+    /// were sized before it and cut nothing more.
+    cut_ms: AtomicU64,
 }
 
 impl PrefetchWindow {
     pub fn new(mode: Prefetch) -> Self {
-        PrefetchWindow { mode, avg_ns: AtomicU64::new(0), round_trip_ns: AtomicU64::new(0) }
+        let floor = Self::rate_floor(mode);
+        let rate = RateCap { cap: AtomicUsize::new(floor * 2), seen_ms: AtomicU64::new(0), cut_ms: AtomicU64::new(0) };
+        PrefetchWindow { mode, avg_ns: AtomicU64::new(0), round_trip_ns: AtomicU64::new(0), rate }
+    }
+
+    fn rate_floor(mode: Prefetch) -> usize {
+        match mode {
+            Prefetch::Fixed(n) => n.max(1),
+            Prefetch::Adaptive { workers } => workers.clamp(1, MAX_WINDOW),
+        }
+    }
+
+    /// A rate limited job claimed at `claimed_ms` starts (or is found past
+    /// its `slack_ms` and handed back) at `now_ms`, both node clock.
+    pub fn rate_started(&self, claimed_ms: u64, now_ms: u64, slack_ms: u64) {
+        let r = &self.rate;
+        r.seen_ms.store(now_ms.max(1), Ordering::Relaxed);
+        let cut = r.cut_ms.load(Ordering::Relaxed);
+        if claimed_ms <= cut {
+            return;
+        }
+        let waited = now_ms.saturating_sub(claimed_ms);
+        if waited.saturating_mul(2) > slack_ms {
+            if r.cut_ms.compare_exchange(cut, now_ms, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
+                let floor = Self::rate_floor(self.mode);
+                let _ = r.cap.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| Some((c / 2).max(floor)));
+            }
+        } else if waited.saturating_mul(4) < slack_ms {
+            let _ = r.cap.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| Some((c + 1).min(MAX_WINDOW)));
+        }
+    }
+
+    /// The rate cap, while rate limited jobs were started lately.
+    fn rate_cap(&self) -> Option<usize> {
+        let seen = self.rate.seen_ms.load(Ordering::Relaxed);
+        (seen > 0 && crate::now_ms().saturating_sub(seen) < RATE_CAP_HOLD_MS)
+            .then(|| self.rate.cap.load(Ordering::Relaxed))
     }
 
     /// Records how long one claim took, from sending it to having its
@@ -88,7 +149,8 @@ impl PrefetchWindow {
                 let round_trip = self.round_trip_ns.load(Ordering::Relaxed);
                 let in_flight = round_trip.saturating_mul(2).div_ceil(avg);
                 let per_worker = buffered.saturating_add(in_flight).min(MAX_WINDOW as u64) as usize;
-                per_worker.saturating_mul(workers).clamp(workers.min(MAX_WINDOW), MAX_WINDOW)
+                let window = per_worker.saturating_mul(workers).clamp(workers.min(MAX_WINDOW), MAX_WINDOW);
+                self.rate_cap().map_or(window, |cap| window.min(cap))
             }
         }
     }
@@ -161,5 +223,35 @@ mod tests {
         tiny.record(Duration::from_micros(1));
         tiny.record_round_trip(Duration::from_secs(1));
         assert_eq!(tiny.window(), MAX_WINDOW, "capped");
+    }
+
+    #[test]
+    fn rate_limited_starts_bound_the_window_by_their_waits() {
+        let w = PrefetchWindow::new(Prefetch::Adaptive { workers: 8 });
+        for _ in 0..100 {
+            w.record(Duration::from_micros(5));
+        }
+        assert_eq!(w.window(), MAX_WINDOW, "no-op jobs, no rate limited one yet");
+        let now = crate::now_ms();
+        w.rate_started(now, now, 50);
+        assert_eq!(w.window(), 17, "from twice the workers, one more per start within a quarter of the slack");
+        for _ in 0..500 {
+            w.rate_started(now, now + 5, 50);
+        }
+        assert_eq!(w.window(), 517);
+        // A start of a job claimed at `now` waited 30 ms (over half of the
+        // slack): halved once, not once per such start of that claim.
+        w.rate_started(now, now + 30, 50);
+        w.rate_started(now, now + 40, 50);
+        assert_eq!(w.window(), 258);
+        w.rate_started(now + 31, now + 61, 50);
+        assert_eq!(w.window(), 129, "a late start of a claim made after the cut cuts again");
+        for _ in 0..10 {
+            w.rate_started(now, now + 45, 50);
+        }
+        assert_eq!(w.window(), 129, "starts of claims from before the cut change nothing");
+        let fixed = PrefetchWindow::new(Prefetch::Fixed(64));
+        fixed.rate_started(now, now + 45, 50);
+        assert_eq!(fixed.window(), 64, "a fixed window stays fixed");
     }
 }
