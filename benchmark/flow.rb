@@ -20,7 +20,7 @@
 #                   jobs are blocked once and moved back by a release
 #   rate-spread     SolidFlowRateSpread: 1,000 keys at 100 starts per second
 #                   each, 50 jobs per key: every admission is logged, none is
-#                   ever refused (slack: 1, see its task)
+#                   ever refused (default slack)
 #   unlimited-beside-throttled
 #                   SolidFlowUnlimited again, with one SolidFlowThrottled job
 #                   (one key, 10 starts per second) seeded after every 10 of
@@ -71,10 +71,8 @@ module Bench
                                      "over their limit"],
     ["limited-hot", "FlowHot", "concurrency: {limit: 8}, one key: what the slots cannot take is blocked and moved back " \
                                "by a release"],
-    ["rate-spread", "FlowRateSpread", "rate: {limit: 100, per: 1, key: 1,000 keys, slack: 1}, 50 jobs per key: every " \
-                                      "admission logged, none refused (slack 1 s: at the default 50 ms the prefetch window " \
-                                      "of no-op jobs outlasts it and hand-backs stall the drain, " \
-                                      "test/flow_rate_backlog_test.rb)"],
+    ["rate-spread", "FlowRateSpread", "rate: {limit: 100, per: 1, key: 1,000 keys}, 50 jobs per key: every " \
+                                      "admission logged, none refused (default slack, 50 ms)"],
     ["unlimited-beside-throttled", "FlowUnlimited",
      "the unlimited jobs of the baseline, with one job of #{THROTTLED_BACKLOG.description} after every " \
      "#{THROTTLED_BACKLOG.every} of them in the same list; only the unlimited jobs are counted and timed",

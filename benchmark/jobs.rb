@@ -329,13 +329,12 @@ if defined?(SolidJobs::Task)
 
   # Many keys, each under its rate: 1,000 keys get 50 jobs each of 50,000,
   # and each may start 100 per second, so the log is written at every
-  # admission and never refuses one, however fast the drain. The slack is
-  # the largest allowed (1 s): at the default 50 ms the node's prefetch
-  # window of no-op jobs outlasts it, and hand-backs stall the drain
-  # (test/flow_rate_backlog_test.rb); the scripts' cost does not depend on it.
+  # admission and never refuses one, however fast the drain. The default
+  # slack (50 ms): the node's prefetch window follows the starts' waits, so
+  # the drain hands back (almost) nothing (test/flow_rate_backlog_test.rb).
   class SolidFlowRateSpread
     include SolidJobs::Task
-    task_options channel: "bench", rate: {limit: 100, per: 1, key: ->(key, _n) { key }, slack: 1}
+    task_options channel: "bench", rate: {limit: 100, per: 1, key: ->(key, _n) { key }}
     def execute_task(_key, n) = Bench::JobBodies.noop(n)
   end
 

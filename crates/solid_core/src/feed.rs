@@ -104,10 +104,11 @@ impl Feed {
         self.window.record_round_trip(took);
     }
 
-    /// A rate limited job claimed at `claimed_ms` is started (or handed
-    /// back) now: its wait bounds the window (see `PrefetchWindow`).
-    pub fn rate_started(&self, claimed_ms: u64, now_ms: u64, slack_ms: u64) {
-        self.window.rate_started(claimed_ms, now_ms, slack_ms);
+    /// A job claimed at `claimed_ms` is started (or, rate limited with
+    /// start slack `slack_ms`, handed back) now: its wait bounds the window
+    /// while rate limited jobs flow (see `PrefetchWindow::started`).
+    pub fn started(&self, claimed_ms: u64, slack_ms: Option<u64>) {
+        self.window.started(claimed_ms, slack_ms);
     }
 
     /// The task of a taken job returned: its duration feeds the window.

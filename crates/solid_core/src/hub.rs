@@ -308,18 +308,18 @@ impl Hub {
     /// under-estimated). Such a job is handed back unstarted, so every
     /// start lies within the slack of its admission, and admissions are at
     /// most the limit per window of `per` + slack: starts are at most the
-    /// limit in any window of `per`. Plain jobs: one Option checked.
+    /// limit in any window of `per`. Plain jobs: one Option checked, one
+    /// atomic load.
     /// Every start passes here, whichever lane or worker took the job.
     fn start_or_hand_back(&self, job: ClaimedJob) -> Option<ClaimedJob> {
-        if job.envelope.meta.is_none() {
-            return Some(job);
-        }
-        let Some(rate) = crate::flow::parse(job.envelope.meta.as_ref()).rate else { return Some(job) };
-        let now = crate::now_ms();
-        // The wait bounds the source's prefetch window, so its batches start
-        // within the slack (a window sized for no-op work did not).
-        self.source(&job).feed().rate_started(job.claimed_ms, now, rate.slack_ms);
-        if now.saturating_sub(job.claimed_ms) <= rate.slack_ms {
+        let feed = self.source(&job).feed();
+        let rate = job.envelope.meta.as_ref().and_then(|meta| crate::flow::parse(Some(meta)).rate);
+        // Every start's wait bounds the prefetch window while rate limited
+        // jobs flow, so its batches start within the slack (a window sized
+        // for no-op work did not); without them, one atomic load.
+        feed.started(job.claimed_ms, rate.as_ref().map(|r| r.slack_ms));
+        let Some(rate) = rate else { return Some(job) };
+        if crate::now_ms().saturating_sub(job.claimed_ms) <= rate.slack_ms {
             return Some(job);
         }
         self.source(&job).hand_back(job)

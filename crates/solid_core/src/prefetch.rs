@@ -49,8 +49,8 @@ pub struct PrefetchWindow {
 /// node actually starts jobs, so with no-op jobs on a busy host its tail
 /// waited past the slack, and the hand-backs (a round trip each) made the
 /// rest later still: a backlog stalled. The cap follows the waits the
-/// starts see: it grows by one for each start within a quarter of the
-/// slack, and halves (once per claim made since the last cut) when a start
+/// starts see (every start's, once a rate limited one was seen): it grows
+/// by one for each start within a quarter of the slack, and halves (once per claim made since the last cut) when a start
 /// waited over half of it, so the last job of a batch starts between a
 /// quarter and a half of the slack after its claim, well inside it.
 struct RateCap {
@@ -60,12 +60,19 @@ struct RateCap {
     /// Node clock (ms) of the last cut: starts of jobs claimed before it
     /// were sized before it and cut nothing more.
     cut_ms: AtomicU64,
+    /// The start slack of the last rate limited job started.
+    slack_ms: AtomicU64,
 }
 
 impl PrefetchWindow {
     pub fn new(mode: Prefetch) -> Self {
         let floor = Self::rate_floor(mode);
-        let rate = RateCap { cap: AtomicUsize::new(floor * 2), seen_ms: AtomicU64::new(0), cut_ms: AtomicU64::new(0) };
+        let rate = RateCap {
+            cap: AtomicUsize::new(floor * 2),
+            seen_ms: AtomicU64::new(0),
+            cut_ms: AtomicU64::new(0),
+            slack_ms: AtomicU64::new(0),
+        };
         PrefetchWindow { mode, avg_ns: AtomicU64::new(0), round_trip_ns: AtomicU64::new(0), rate }
     }
 
@@ -76,11 +83,40 @@ impl PrefetchWindow {
         }
     }
 
-    /// A rate limited job claimed at `claimed_ms` starts (or is found past
-    /// its `slack_ms` and handed back) at `now_ms`, both node clock.
-    pub fn rate_started(&self, claimed_ms: u64, now_ms: u64, slack_ms: u64) {
+    /// A job claimed at `claimed_ms` starts (or, rate limited and found
+    /// past its slack, is handed back) at `now_ms`, both node clock.
+    /// `slack_ms` is the job's start slack when it is rate limited. While
+    /// the cap is in force every start's wait feeds it, plain jobs' too
+    /// (measured against the last slack seen): they share the window, and
+    /// a cap grown by the rate limited starts alone stayed small beside a
+    /// few of them and starved the rest. Without rate limited jobs this is
+    /// one atomic load.
+    pub fn started(&self, claimed_ms: u64, slack_ms: Option<u64>) {
         let r = &self.rate;
-        r.seen_ms.store(now_ms.max(1), Ordering::Relaxed);
+        let now_ms = match slack_ms {
+            Some(slack) => {
+                let now = crate::now_ms();
+                r.seen_ms.store(now.max(1), Ordering::Relaxed);
+                r.slack_ms.store(slack, Ordering::Relaxed);
+                now
+            }
+            None => {
+                let seen = r.seen_ms.load(Ordering::Relaxed);
+                if seen == 0 {
+                    return;
+                }
+                let now = crate::now_ms();
+                if now.saturating_sub(seen) >= RATE_CAP_HOLD_MS {
+                    return;
+                }
+                now
+            }
+        };
+        self.rate_wait(claimed_ms, now_ms, r.slack_ms.load(Ordering::Relaxed));
+    }
+
+    fn rate_wait(&self, claimed_ms: u64, now_ms: u64, slack_ms: u64) {
+        let r = &self.rate;
         let cut = r.cut_ms.load(Ordering::Relaxed);
         if claimed_ms <= cut {
             return;
@@ -233,25 +269,34 @@ mod tests {
         }
         assert_eq!(w.window(), MAX_WINDOW, "no-op jobs, no rate limited one yet");
         let now = crate::now_ms();
-        w.rate_started(now, now, 50);
+        w.started(now, Some(50));
         assert_eq!(w.window(), 17, "from twice the workers, one more per start within a quarter of the slack");
         for _ in 0..500 {
-            w.rate_started(now, now + 5, 50);
+            w.rate_wait(now, now + 5, 50);
         }
         assert_eq!(w.window(), 517);
         // A start of a job claimed at `now` waited 30 ms (over half of the
         // slack): halved once, not once per such start of that claim.
-        w.rate_started(now, now + 30, 50);
-        w.rate_started(now, now + 40, 50);
+        w.rate_wait(now, now + 30, 50);
+        w.rate_wait(now, now + 40, 50);
         assert_eq!(w.window(), 258);
-        w.rate_started(now + 31, now + 61, 50);
+        w.rate_wait(now + 31, now + 61, 50);
         assert_eq!(w.window(), 129, "a late start of a claim made after the cut cuts again");
         for _ in 0..10 {
-            w.rate_started(now, now + 45, 50);
+            w.rate_wait(now, now + 45, 50);
         }
         assert_eq!(w.window(), 129, "starts of claims from before the cut change nothing");
+        // Plain jobs' starts feed the cap too while it is in force.
+        w.started(now + 100, None); // claimed after the last cut (now + 61)
+        assert_eq!(w.window(), 130, "a plain start within a quarter of the slack");
+        let plain_only = PrefetchWindow::new(Prefetch::Adaptive { workers: 8 });
+        for _ in 0..100 {
+            plain_only.record(Duration::from_micros(5));
+            plain_only.started(0, None);
+        }
+        assert_eq!(plain_only.window(), MAX_WINDOW, "no rate limited job seen: no cap, whatever plain jobs wait");
         let fixed = PrefetchWindow::new(Prefetch::Fixed(64));
-        fixed.rate_started(now, now + 45, 50);
+        fixed.rate_wait(now, now + 45, 50);
         assert_eq!(fixed.window(), 64, "a fixed window stays fixed");
     }
 }
