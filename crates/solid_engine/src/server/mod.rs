@@ -28,6 +28,7 @@ mod tests;
 use std::collections::HashMap;
 use std::net::Shutdown;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -37,12 +38,12 @@ use parking_lot::{Condvar, Mutex};
 pub use listener::{bind_all, Listener, ShutdownHandle};
 
 use crate::clock::Clock;
-use crate::command::Reply;
+use crate::command::{CompactionStats, Reply};
 use crate::config::Config;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::presence::Presence;
-use crate::storage::{Durability, Storage};
+use crate::storage::{CompactionStep, Durability, Storage};
 use listener::Stream;
 use wait::Notifier;
 
@@ -118,6 +119,31 @@ pub(crate) struct Shared {
     /// Worker nodes' announcements (`NODE`/`NODES`): not job state, so not
     /// under the engine lock and never logged.
     pub(crate) presence: Mutex<Presence>,
+    /// Compactions finished since start, and whether one is running (STATS).
+    compactions: AtomicU64,
+    compacting: AtomicBool,
+    /// Called at each step of a compaction (tests park a compaction there).
+    #[cfg(test)]
+    compaction_hook: Mutex<Option<CompactionHook>>,
+}
+
+#[cfg(test)]
+pub(crate) type CompactionHook = Arc<dyn Fn(CompactionStep) + Send + Sync>;
+
+impl Shared {
+    pub(crate) fn compaction_stats(&self) -> CompactionStats {
+        CompactionStats {
+            total: self.compactions.load(Ordering::Acquire),
+            running: self.compacting.load(Ordering::Acquire),
+        }
+    }
+
+    fn compaction_step(&self, _step: CompactionStep) {
+        #[cfg(test)]
+        if let Some(hook) = self.compaction_hook.lock().clone() {
+            hook(_step);
+        }
+    }
 }
 
 pub struct Server {
@@ -142,8 +168,18 @@ impl Server {
             presence: Mutex::new(Presence::new()),
             tracker: Tracker::default(),
             started: Instant::now(),
+            compactions: AtomicU64::new(0),
+            compacting: AtomicBool::new(false),
+            #[cfg(test)]
+            compaction_hook: Mutex::new(None),
         };
         Server { shared: Arc::new(shared) }
+    }
+
+    /// Calls `hook` at each step of every compaction (tests).
+    #[cfg(test)]
+    pub(crate) fn set_compaction_hook(&self, hook: CompactionHook) {
+        *self.shared.compaction_hook.lock() = Some(hook);
     }
 
     /// Builds the engine from `config`, recovering it from `data_dir` in the
@@ -362,9 +398,14 @@ fn housekeeping(shared: &Arc<Shared>, shutdown: &ShutdownHandle) {
                 .name("compaction".into())
                 .spawn(move || {
                     let storage = shared.storage.as_ref().expect("compaction needs storage");
-                    if let Err(e) = compact(&shared, storage) {
-                        crate::log(format_args!("compaction failed, will retry: {e}"));
+                    shared.compacting.store(true, Ordering::Release);
+                    match compact(&shared, storage) {
+                        Ok(()) => {
+                            shared.compactions.fetch_add(1, Ordering::AcqRel);
+                        }
+                        Err(e) => crate::log(format_args!("compaction failed, will retry: {e}")),
                     }
+                    shared.compacting.store(false, Ordering::Release);
                 })
                 .map_err(|e| crate::log(format_args!("cannot start compaction: {e}")))
                 .ok();
@@ -385,6 +426,7 @@ fn compact(shared: &Shared, storage: &Storage) -> Result<()> {
     let (images, next_fence, gen, before) = {
         let engine = shared.engine.lock();
         let before = storage.log_bytes();
+        shared.compaction_step(CompactionStep::BuildingImage);
         let images = engine.export();
         let gen = storage.start_compaction()?;
         (images, engine.next_fence(), gen, before)

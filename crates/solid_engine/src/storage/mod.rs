@@ -72,6 +72,13 @@ pub struct CompactionReport {
     pub new_gen: u64,
 }
 
+/// The steps of a compaction, for tests that park or crash one there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CompactionStep {
+    /// The image of the engine's state that the snapshot holds is being built.
+    BuildingImage,
+}
+
 /// Holds `dir/LOCK` (flock) for as long as the returned file lives.
 fn lock_dir(dir: &Path) -> Result<File> {
     let lock = OpenOptions::new().create(true).truncate(false).write(true).open(dir.join("LOCK"))?;
