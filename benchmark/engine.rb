@@ -10,7 +10,7 @@
 # BENCH_COMPACTION_JOBS jobs compacts while a probe client times single
 # PUSH / FETCH / ACK operations (solid-engine-bench --compaction-probe):
 # p50, p99 and max latency of the operations that overlapped the
-# compaction, and of the whole probe.
+# compaction, and of the others (the same load, no compaction running).
 #
 #   bundle exec rake benchmark:engine
 #   BENCH_SMOKE=1 bundle exec rake benchmark:engine   # seconds, for tests
@@ -42,12 +42,12 @@ module Bench
       def ok? = error.nil?
     end
 
-    PROBE_LINE = /^(during compaction|whole probe): ops=(\d+) p50_ms=([\d.]+) p99_ms=([\d.]+) max_ms=([\d.]+)/
+    PROBE_LINE = /^(during compaction|outside compaction): ops=(\d+) p50_ms=([\d.]+) p99_ms=([\d.]+) max_ms=([\d.]+)/
     PROBE_HEAD = /^compaction probe: .*churn_jobs=(\d+) compactions=(\d+) compaction_window_ms=(\d+)/
     # Completed churn jobs are forgotten at once, so the log outgrows twice
     # the live state (the compaction trigger) after a bounded churn.
     PROBE_SERVER_FLAGS = ["--completed-retention-ms", "100", "--compact-threshold-bytes", (8 << 20).to_s].freeze
-    Probe = Struct.new(:jobs, :churn, :window_ms, :during, :whole, :error, keyword_init: true) do
+    Probe = Struct.new(:jobs, :churn, :window_ms, :during, :outside, :error, keyword_init: true) do
       def ok? = error.nil?
     end
 
@@ -94,9 +94,9 @@ module Bench
       probe.window_ms = Integer(head[3])
       output.scan(PROBE_LINE).each do |what, ops, p50, p99, max|
         figures = {ops: Integer(ops), p50: Float(p50), p99: Float(p99), max: Float(max)}
-        what == "whole probe" ? probe.whole = figures : probe.during = figures
+        what == "outside compaction" ? probe.outside = figures : probe.during = figures
       end
-      raise Failure, "no latency figures in: #{output}" unless probe.during && probe.whole
+      raise Failure, "no latency figures in: #{output}" unless probe.during && probe.outside
 
       puts format("during compaction p99 %.3f ms, max %.3f ms (%d ops, window %d ms)", probe.during[:p99], probe.during[:max],
                   probe.during[:ops], probe.window_ms)
@@ -182,7 +182,7 @@ module Bench
       return "" unless probe
       return "Compaction probe: error\n\n" unless probe.ok?
 
-      rows = [["during compaction", probe.during], ["whole probe", probe.whole]].map do |what, f|
+      rows = [["during compaction", probe.during], ["outside compaction", probe.outside]].map do |what, f|
         [what, Bench.delimit(f[:ops]), format("%.3f", f[:p50]), format("%.3f", f[:p99]), format("%.3f", f[:max])]
       end
       table = Bench.table(["Probe operations", "Ops", "p50 ms", "p99 ms", "max ms"], rows)

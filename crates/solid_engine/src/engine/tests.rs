@@ -490,21 +490,3 @@ fn due_times_and_deadlines_saturate_at_max_time() {
     assert_eq!(e.get(now, id(2)).unwrap().due_ms, Some(MAX_TIME_MS));
     assert!(fetch(&mut e, now + 1_000_000, 2, &[1]).is_empty(), "never due");
 }
-
-#[test]
-#[ignore]
-fn zz_measure_export() {
-    let mut e = Engine::new(EngineConfig::default());
-    let payload: Payload = std::sync::Arc::from(vec![b'x'; 100]);
-    for i in 0..524_288u128 {
-        e.push(1, 2, JobId(i + 1), payload.clone(), None);
-    }
-    for _ in 0..3 {
-        let t = std::time::Instant::now();
-        let images = e.export();
-        let took = t.elapsed();
-        let t2 = std::time::Instant::now();
-        drop(images);
-        eprintln!("export {:?} drop {:?}", took, t2.elapsed());
-    }
-}

@@ -419,26 +419,27 @@ fn housekeeping(shared: &Arc<Shared>, shutdown: &ShutdownHandle) {
 }
 
 /// Snapshot the live jobs and start a new log generation. The engine lock
-/// is held only to copy the job list (payloads are shared, not copied) and
-/// to switch generations; the snapshot is written without it.
+/// is held only to switch generations (constant work: issue 18 measured
+/// 0.4 s stalls at 524,288 jobs when the job list was copied under it);
+/// the snapshot's image is rebuilt from the files and written without it.
 fn compact(shared: &Shared, storage: &Storage) -> Result<()> {
     let started = Instant::now();
-    let (images, next_fence, gen, before) = {
-        let engine = shared.engine.lock();
-        let before = storage.log_bytes();
-        shared.compaction_step(CompactionStep::BuildingImage);
-        let images = engine.export();
-        let gen = storage.start_compaction()?;
-        (images, engine.next_fence(), gen, before)
+    let prepared = storage.prepare_compaction()?;
+    let locked = Instant::now();
+    let compaction = {
+        let mut engine = shared.engine.lock();
+        storage.start_compaction(prepared, &mut engine, shared.clock.now_ms())?
     };
-    let report = storage.finish_compaction(gen, next_fence, &images, before)?;
+    let lock_us = locked.elapsed().as_micros();
+    let report = storage.finish_compaction(&compaction, &mut |step| shared.compaction_step(step))?;
     crate::log(format_args!(
-        "compaction jobs={} snapshot_bytes={} log_bytes_before={} new_log_gen={} took_ms={}",
+        "compaction jobs={} snapshot_bytes={} log_bytes_before={} new_log_gen={} took_ms={} engine_lock_us={}",
         report.jobs,
         report.snapshot_bytes,
         report.log_bytes_before,
         report.new_gen,
-        started.elapsed().as_millis()
+        started.elapsed().as_millis(),
+        lock_us
     ));
     Ok(())
 }
