@@ -197,6 +197,13 @@ impl Engine {
         self.stats.clone()
     }
 
+    /// Room for `jobs` more jobs without growing the job table (a rebuild
+    /// that knows the size ahead: growing by doubling re-hashes every job
+    /// and faults in fresh pages each time).
+    pub fn reserve(&mut self, jobs: usize) {
+        self.jobs.reserve(jobs);
+    }
+
     pub fn job_count(&self) -> usize {
         self.jobs.len()
     }

@@ -372,7 +372,14 @@ fn for_each_frame(path: &Path, prefix: &[u8], mut each: impl FnMut(Record) -> Re
 /// `before_gen`. Read-only: the running server appends to `before_gen`,
 /// and recovery, not this, owns deleting and truncating. Returns the
 /// snapshot's next fence.
-pub fn rebuild(dir: &Path, before_gen: u64, engine: &mut Engine) -> Result<u64> {
+///
+/// Jobs finished before `prune_at` minus the retention are forgotten as
+/// the replay goes (every 64Ki records), so the private engine stays near
+/// the live state's size instead of holding every job the logs ever
+/// finished. Pruning early is the same as pruning at the end: nothing in a
+/// log refers to a finished job again except a new `Pushed` of its id,
+/// which replaces it anyway.
+pub fn rebuild(dir: &Path, before_gen: u64, prune_at: u64, engine: &mut Engine) -> Result<u64> {
     let path = dir.join(SNAPSHOT_FILE);
     let (mut snapshot_gen, mut next_fence) = (1, 1);
     if path.exists() {
@@ -396,13 +403,19 @@ pub fn rebuild(dir: &Path, before_gen: u64, engine: &mut Engine) -> Result<u64> 
     }
     for gen in log_generations(dir)?.into_iter().filter(|&g| g >= snapshot_gen && g < before_gen) {
         let path = log_path(dir, gen);
+        let mut records = 0u64;
         for_each_frame(&path, &log_header(gen), |record| match record {
             Record::Event(event) => {
                 engine.apply(event);
+                records += 1;
+                if records.is_multiple_of(1 << 16) {
+                    engine.prune(prune_at);
+                }
                 Ok(())
             }
             other => Err(corrupt(&path, 0, format!("unexpected record {other:?}"))),
         })?;
     }
+    engine.prune(prune_at);
     Ok(next_fence)
 }
