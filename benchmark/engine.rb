@@ -20,7 +20,7 @@
 #   BENCH_REPETITIONS   runs per mode, keeping the fastest (1)
 #   BENCH_CASE_TIMEOUT  seconds one run may take before it fails (300)
 #   BENCH_OUTPUT_DIR    where engine.md goes (benchmark/results; nowhere in a smoke run)
-#   BENCH_COMPACTION_JOBS  jobs loaded before the compaction phase (524288; 20000 in smoke runs; 0 skips it)
+#   BENCH_COMPACTION_JOBS  jobs loaded before the compaction phase (524288; 20000 in smoke runs)
 
 require_relative "support/harness"
 
@@ -68,7 +68,7 @@ module Bench
         runs = Array.new(@repetitions) { measure_once(durability) }
         runs.find { |r| !r.ok? } || runs.max_by(&:rate)
       end
-      probe = measure_compaction if @compaction_jobs.positive?
+      probe = measure_compaction
       report(results, probe)
       results.all?(&:ok?) && (probe.nil? || probe.ok?)
     end

@@ -523,16 +523,18 @@ fn stat(c: &mut Client, key: &str) -> String {
 }
 
 /// Issue 18 item 14: a compaction must not stop the engine while it builds
-/// and writes its snapshot. The first compaction is parked in a hook while
-/// it builds the snapshot's image of the state; a PUSH, FETCH, ACK, PUSH
-/// issued then must all be answered before the compaction is let go (on
-/// the old code the image was built under the engine lock, so they waited
-/// behind it: the 20 s bound only turns that deadlock into a failure). The
-/// job pushed during the compaction survives a restart.
+/// and writes its snapshot. The first compaction is parked in a hook at
+/// each of its steps (building the snapshot's image of the state, writing
+/// it, written, renamed); at each, a PUSH, FETCH, ACK, PUSH issued then
+/// must all be answered before the compaction is let go. (On the old code
+/// the image was built under the engine lock, so they waited behind it:
+/// the 20 s bound only turns that deadlock into a failure.) The jobs
+/// pushed during the compaction survive a restart.
 #[test]
 fn operations_are_served_while_a_compaction_builds_its_snapshot() {
     use std::sync::atomic::AtomicBool;
     use std::sync::mpsc;
+    use CompactionStep::*;
     let data = TempDir::new("server-compact-overlap");
     let config = Config {
         durability: crate::storage::Durability::Balanced,
@@ -541,14 +543,15 @@ fn operations_are_served_while_a_compaction_builds_its_snapshot() {
         completed_retention_ms: 0,
         ..Config::default()
     };
-    let (entered_tx, entered_rx) = mpsc::channel::<()>();
+    let (entered_tx, entered_rx) = mpsc::channel::<CompactionStep>();
     let (go_tx, go_rx) = mpsc::channel::<()>();
     let (entered_tx, go_rx) = (Mutex::new(entered_tx), Mutex::new(go_rx));
-    let parked = AtomicBool::new(false);
+    let first_done = AtomicBool::new(false);
     let hook: CompactionHook = Arc::new(move |step| {
-        if step == CompactionStep::BuildingImage && !parked.swap(true, Ordering::AcqRel) {
-            let _ = entered_tx.lock().send(());
+        if !first_done.load(Ordering::Acquire) {
+            let _ = entered_tx.lock().send(step);
             let _ = go_rx.lock().recv_timeout(Duration::from_secs(60));
+            first_done.store(step == SnapshotRenamed, Ordering::Release);
         }
     });
     let server = TestServer::start_with_hook(config.clone(), Some(hook));
@@ -561,26 +564,31 @@ fn operations_are_served_while_a_compaction_builds_its_snapshot() {
         let r = items(items(c.call(&["FETCH", "1", "0", "0", "1"])).remove(0));
         assert_eq!(c.call(&["ACK", &id, &int(&r[2]).to_string()]), simple("OK"));
     }
-    entered_rx.recv_timeout(Duration::from_secs(10)).expect("a compaction started");
 
-    let (done_tx, done_rx) = mpsc::channel();
-    let mut during = server.unix();
-    let later = new_id();
-    let later_sent = later.clone();
-    let op = thread::spawn(move || {
-        let id = new_id();
-        during.call(&["PUSH", "1", &id, "during"]);
-        let r = items(items(during.call(&["FETCH", "1", "0", "0", "1"])).remove(0));
-        let acked = during.call(&["ACK", &id, &int(&r[2]).to_string()]);
-        let pushed = during.call(&["PUSH", "3", &later_sent, "pushed during compaction"]);
-        let compacting = stat(&mut during, "compacting");
-        let _ = done_tx.send((acked, pushed, compacting));
-    });
-    let served = done_rx.recv_timeout(Duration::from_secs(20));
-    go_tx.send(()).unwrap();
-    let (acked, pushed, compacting) = served.expect("operations waited for the compaction to finish");
-    op.join().unwrap();
-    assert_eq!((acked, pushed, compacting.as_str()), (simple("OK"), Frame::Integer(1), "1"));
+    let mut pushed_during = Vec::new();
+    for expected in [BuildingImage, WritingSnapshot, SnapshotWritten, SnapshotRenamed] {
+        let step = entered_rx.recv_timeout(Duration::from_secs(10)).expect("the compaction reached its next step");
+        assert_eq!(step, expected);
+        let (done_tx, done_rx) = mpsc::channel();
+        let mut during = server.unix();
+        let later = new_id();
+        pushed_during.push(later.clone());
+        let op = thread::spawn(move || {
+            let id = new_id();
+            during.call(&["PUSH", "1", &id, "during"]);
+            let r = items(items(during.call(&["FETCH", "1", "0", "0", "1"])).remove(0));
+            let acked = during.call(&["ACK", &id, &int(&r[2]).to_string()]);
+            let pushed = during.call(&["PUSH", "3", &later, "pushed during compaction"]);
+            let compacting = stat(&mut during, "compacting");
+            let _ = done_tx.send((acked, pushed, compacting));
+        });
+        let served = done_rx.recv_timeout(Duration::from_secs(20));
+        go_tx.send(()).unwrap();
+        let (acked, pushed, compacting) =
+            served.unwrap_or_else(|_| panic!("operations waited for the compaction (parked at {step:?})"));
+        op.join().unwrap();
+        assert_eq!((acked, pushed, compacting.as_str()), (simple("OK"), Frame::Integer(1), "1"), "at {step:?}");
+    }
 
     let deadline = Instant::now() + Duration::from_secs(10);
     while stat(&mut c, "compactions_total") == "0" || stat(&mut c, "compacting") == "1" {
@@ -591,7 +599,9 @@ fn operations_are_served_while_a_compaction_builds_its_snapshot() {
     let server = TestServer::start(config);
     let mut c = server.tcp();
     assert_eq!(text(&items(c.call(&["GET", &keep]))[4]), "survivor");
-    assert_eq!(text(&items(c.call(&["GET", &later]))[4]), "pushed during compaction");
+    for later in &pushed_during {
+        assert_eq!(text(&items(c.call(&["GET", later]))[4]), "pushed during compaction");
+    }
 }
 
 #[test]
