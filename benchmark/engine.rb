@@ -86,7 +86,9 @@ module Bench
       generator = ChildProcess.new([BENCH_BINARY, *arguments], log: File.join(@lab.dir, "probe.log"),
                                                                children: @lab.children).start
       status = generator.wait(timeout: @timeout)
-      raise Failure, "solid-engine-bench --compaction-probe exited with #{status.inspect}: #{generator.log_tail}" unless status&.success?
+      unless status&.success?
+        raise Failure, "solid-engine-bench --compaction-probe exited with #{status.inspect}: #{generator.log_tail}"
+      end
 
       output = File.read(generator.log)
       head = output.match(PROBE_HEAD) or raise Failure, "no compaction probe summary in: #{output}"
