@@ -6,6 +6,12 @@
 # SolidJobs end to end on SolidEngine is in `rake benchmark:comparison`
 # (the solid-jobs-engine clients).
 #
+# Then the compaction phase (issue 18): a balanced server loaded with
+# BENCH_COMPACTION_JOBS jobs compacts while a probe client times single
+# PUSH / FETCH / ACK operations (solid-engine-bench --compaction-probe):
+# p50, p99 and max latency of the operations that overlapped the
+# compaction, and of the others (the same load, no compaction running).
+#
 #   bundle exec rake benchmark:engine
 #   BENCH_SMOKE=1 bundle exec rake benchmark:engine   # seconds, for tests
 #
@@ -14,6 +20,7 @@
 #   BENCH_REPETITIONS   runs per mode, keeping the fastest (1)
 #   BENCH_CASE_TIMEOUT  seconds one run may take before it fails (300)
 #   BENCH_OUTPUT_DIR    where engine.md goes (benchmark/results; nowhere in a smoke run)
+#   BENCH_COMPACTION_JOBS  jobs loaded before the compaction phase (524288; 20000 in smoke runs)
 
 require_relative "support/harness"
 
@@ -35,11 +42,21 @@ module Bench
       def ok? = error.nil?
     end
 
+    PROBE_LINE = /^(during compaction|outside compaction): ops=(\d+) p50_ms=([\d.]+) p99_ms=([\d.]+) max_ms=([\d.]+)/
+    PROBE_HEAD = /^compaction probe: .*churn_jobs=(\d+) compactions=(\d+) compaction_window_ms=(\d+)/
+    # Completed churn jobs are forgotten at once, so the log outgrows twice
+    # the live state (the compaction trigger) after a bounded churn.
+    PROBE_SERVER_FLAGS = ["--completed-retention-ms", "100", "--compact-threshold-bytes", (8 << 20).to_s].freeze
+    Probe = Struct.new(:jobs, :churn, :window_ms, :during, :outside, :error, keyword_init: true) do
+      def ok? = error.nil?
+    end
+
     def initialize(settings)
       super
       @jobs = settings.integer("BENCH_JOBS", @smoke ? 2000 : 200_000)
       @repetitions = settings.integer("BENCH_REPETITIONS", 1)
       @timeout = settings.integer("BENCH_CASE_TIMEOUT", 300)
+      @compaction_jobs = settings.integer("BENCH_COMPACTION_JOBS", @smoke ? 20_000 : 524_288)
     end
 
     private
@@ -51,8 +68,47 @@ module Bench
         runs = Array.new(@repetitions) { measure_once(durability) }
         runs.find { |r| !r.ok? } || runs.max_by(&:rate)
       end
-      report(results)
-      results.all?(&:ok?)
+      probe = measure_compaction
+      report(results, probe)
+      results.all?(&:ok?) && (probe.nil? || probe.ok?)
+    end
+
+    # A balanced server, BENCH_COMPACTION_JOBS jobs, one compaction under
+    # a steady single-operation client (see the probe's docs in
+    # crates/solid_engine/src/bin/solid-engine-bench.rs).
+    def measure_compaction
+      print "compaction probe, #{Bench.delimit(@compaction_jobs)} jobs, balanced durability: "
+      probe = Probe.new(jobs: @compaction_jobs)
+      server = EngineServer.new(durability: "balanced", dir: File.join(@lab.dir, "compaction"), extra: PROBE_SERVER_FLAGS,
+                                children: @lab.children).start
+      arguments = ["--socket", server.socket, "--compaction-probe", @compaction_jobs.to_s,
+                   "--jobs", (@compaction_jobs * 20).to_s, "--batch", SHAPE[:batch].to_s]
+      generator = ChildProcess.new([BENCH_BINARY, *arguments], log: File.join(@lab.dir, "probe.log"),
+                                                               children: @lab.children).start
+      status = generator.wait(timeout: @timeout)
+      unless status&.success?
+        raise Failure, "solid-engine-bench --compaction-probe exited with #{status.inspect}: #{generator.log_tail}"
+      end
+
+      output = File.read(generator.log)
+      head = output.match(PROBE_HEAD) or raise Failure, "no compaction probe summary in: #{output}"
+      probe.churn = Integer(head[1])
+      probe.window_ms = Integer(head[3])
+      output.scan(PROBE_LINE).each do |what, ops, p50, p99, max|
+        figures = {ops: Integer(ops), p50: Float(p50), p99: Float(p99), max: Float(max)}
+        what == "outside compaction" ? probe.outside = figures : probe.during = figures
+      end
+      raise Failure, "no latency figures in: #{output}" unless probe.during && probe.outside
+
+      puts format("during compaction p99 %.3f ms, max %.3f ms (%d ops, window %d ms)", probe.during[:p99], probe.during[:max],
+                  probe.during[:ops], probe.window_ms)
+      probe
+    rescue Failure, ProcessError, SystemCallError => e
+      puts "ERROR"
+      probe.error = failure_text(e)
+      probe
+    ensure
+      server&.cleanup
     end
 
     def measure_once(durability)
@@ -103,7 +159,7 @@ module Bench
                      "ready=#{stats["ready"]}, reserved=#{stats["reserved"]}"
     end
 
-    def report(results)
+    def report(results, probe = nil)
       rows = results.map do |r|
         figures = r.ok? ? [Bench.delimit(r.push_rate), Bench.delimit(r.rate), format("%.3f", r.seconds)] : %w[error error n/a]
         [r.durability, Bench.delimit(r.jobs), *figures]
@@ -118,9 +174,22 @@ module Bench
                end
       table = Bench.table(["Durability", "Jobs", "Push jobs/s", "Push+fetch+ack jobs/s", "Seconds"], rows)
       publish("engine", title: "SolidEngine throughput",
-                        body: "Load generator, jobs/s per durability mode:\n\n#{table}\n\nTargets:\n- #{target}",
+                        body: "Load generator, jobs/s per durability mode:\n\n#{table}\n\n#{compaction_section(probe)}" \
+                              "Targets:\n- #{target}",
                         intro: "Jobs: #{@jobs} per load-generator run (every durability mode); " \
                                "fastest of #{@repetitions} run(s) per mode. Run at #{run_time}. #{METHOD}")
+    end
+
+    def compaction_section(probe)
+      return "" unless probe
+      return "Compaction probe: error\n\n" unless probe.ok?
+
+      rows = [["during compaction", probe.during], ["outside compaction", probe.outside]].map do |what, f|
+        [what, Bench.delimit(f[:ops]), format("%.3f", f[:p50]), format("%.3f", f[:p99]), format("%.3f", f[:max])]
+      end
+      table = Bench.table(["Probe operations", "Ops", "p50 ms", "p99 ms", "max ms"], rows)
+      "Single PUSH / FETCH / ACK latency while a balanced server holding #{Bench.delimit(probe.jobs)} jobs compacts " \
+        "(compaction window #{probe.window_ms} ms, #{Bench.delimit(probe.churn)} churn jobs to grow the log):\n\n#{table}\n\n"
     end
 
     METHOD = "Load generator: `solid-engine-bench` (Rust; producers #{SHAPE[:producers]}, consumers #{SHAPE[:consumers]}, " \

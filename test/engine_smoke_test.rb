@@ -13,5 +13,7 @@ class EngineSmokeTest < Minitest::Test
     %w[memory balanced strict].each { |mode| assert_match(/^\| #{mode}\s+\| 2,000\s+\|/, out) }
     assert_match(/^- (PASS|MISS) +load generator, memory durability/, out)
     assert_match(/^\| memory/, result("engine.md"))
+    # The compaction phase: latency of the probe's operations that overlapped a compaction.
+    assert_match(/^\| during compaction +\| [\d,]+ +\| [\d.]+ +\| [\d.]+ +\| [\d.]+ +\|/, out)
   end
 end

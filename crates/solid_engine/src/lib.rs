@@ -67,6 +67,20 @@ pub(crate) mod testutil {
         pub fn path(&self) -> &Path {
             &self.0
         }
+
+        /// A copy of the directory's files as they are now: what a process
+        /// killed at this moment leaves on disk (everything written with
+        /// write() is in the copy, whether fsync'd or not).
+        pub fn crash_copy(&self, tag: &str) -> TempDir {
+            let copy = TempDir::new(tag);
+            for entry in std::fs::read_dir(&self.0).unwrap() {
+                let entry = entry.unwrap();
+                if entry.file_type().unwrap().is_file() {
+                    std::fs::copy(entry.path(), copy.0.join(entry.file_name())).unwrap();
+                }
+            }
+            copy
+        }
     }
 
     impl Drop for TempDir {

@@ -11,7 +11,7 @@ mod reply;
 #[cfg(test)]
 mod tests;
 
-pub use reply::{stats_text, Reply};
+pub use reply::{stats_text, CompactionStats, Reply};
 
 use crate::engine::{JobId, Payload};
 use crate::error::Error;

@@ -156,9 +156,22 @@ impl Reply {
     }
 }
 
+/// Compactions since start, and whether one is running now (STATS).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CompactionStats {
+    pub total: u64,
+    pub running: bool,
+}
+
 /// The STATS body: one `key:value` line per figure.
-pub fn stats_text(stats: &Stats, connections: usize, durability: &str, uptime_s: u64) -> Vec<u8> {
-    let lines: [(&str, String); 16] = [
+pub fn stats_text(
+    stats: &Stats,
+    connections: usize,
+    durability: &str,
+    uptime_s: u64,
+    compaction: CompactionStats,
+) -> Vec<u8> {
+    let lines: [(&str, String); 18] = [
         ("ready", stats.ready.to_string()),
         ("scheduled", stats.scheduled.to_string()),
         ("reserved", stats.reserved.to_string()),
@@ -175,6 +188,8 @@ pub fn stats_text(stats: &Stats, connections: usize, durability: &str, uptime_s:
         ("connections", connections.to_string()),
         ("durability", durability.to_string()),
         ("uptime_s", uptime_s.to_string()),
+        ("compactions_total", compaction.total.to_string()),
+        ("compacting", u8::from(compaction.running).to_string()),
     ];
     let mut out = String::new();
     for (key, value) in lines {

@@ -226,6 +226,13 @@ impl Engine {
         self.stats.clone()
     }
 
+    /// Room for `jobs` more jobs without growing the job table (a rebuild
+    /// that knows the size ahead: growing by doubling re-hashes every job
+    /// and faults in fresh pages each time).
+    pub fn reserve(&mut self, jobs: usize) {
+        self.jobs.reserve(jobs);
+    }
+
     pub fn job_count(&self) -> usize {
         self.jobs.len()
     }
@@ -298,8 +305,18 @@ impl Engine {
         }
 
         self.collect_stale_entries();
+        tick.pruned = self.prune(now_ms);
+        tick
+    }
 
+    /// Forgets completed and cancelled jobs past their retention; returns
+    /// how many. The one part of `tick` that is not journaled (it decides
+    /// nothing about order), so a compaction that rebuilds the state from
+    /// the log applies it itself; it must not promote or expire, which the
+    /// log records.
+    pub fn prune(&mut self, now_ms: u64) -> usize {
         let retention = self.config.completed_retention_ms;
+        let mut pruned = 0;
         while let Some(&(at, seq, id)) = self.finished.front() {
             if at.saturating_add(retention) > now_ms {
                 break;
@@ -311,10 +328,10 @@ impl Engine {
                 .is_some_and(|j| j.seq == seq && matches!(j.state, State::Completed | State::Cancelled));
             if valid {
                 self.forget(id);
-                tick.pruned += 1;
+                pruned += 1;
             }
         }
-        tick
+        pruned
     }
 
     /// Lazy deletion leaves dead entries behind: every acked job leaves its

@@ -315,6 +315,8 @@ struct Durable {
     storage: Option<Storage>,
     restarts: usize,
     compactions: usize,
+    /// Restarts from a copy taken in the middle of a compaction.
+    crashes: usize,
     /// Counters of the engines before the last restart (totals restart at 0).
     totals: Stats,
 }
@@ -323,7 +325,7 @@ impl Durable {
     fn new(engine: &mut Engine) -> Durable {
         let dir = TempDir::new("model-restart");
         let (storage, _) = Storage::open(dir.path(), Durability::Balanced, u64::MAX, engine).unwrap();
-        Durable { dir, storage: Some(storage), restarts: 0, compactions: 0, totals: Stats::default() }
+        Durable { dir, storage: Some(storage), restarts: 0, compactions: 0, crashes: 0, totals: Stats::default() }
     }
 
     /// Writes what the engine journaled, as the server does after each
@@ -335,12 +337,32 @@ impl Durable {
         storage.confirm(storage.append(&events)).unwrap();
     }
 
-    fn compact(&mut self, engine: &Engine) {
-        let storage = self.storage.as_ref().unwrap();
-        let images = engine.export();
-        let gen = storage.start_compaction().unwrap();
-        storage.finish_compaction(gen, engine.next_fence(), &images, 0).unwrap();
+    fn compact(&mut self, engine: &mut Engine, now: u64) {
+        self.storage.as_ref().unwrap().compact(engine, now).unwrap();
         self.compactions += 1;
+    }
+
+    /// A compaction that the process does not survive: the data directory
+    /// is what a kill at `crash_at` (0: right after the switch to the new
+    /// generation; 1..=4: at that `storage::CompactionStep`) leaves. The next
+    /// [`Durable::restart`] recovers from it.
+    fn crash_in_compaction(&mut self, engine: &mut Engine, now: u64, crash_at: u64) {
+        let storage = self.storage.as_ref().unwrap();
+        let prepared = storage.prepare_compaction().unwrap();
+        let compaction = storage.start_compaction(prepared, engine, now).unwrap();
+        let mut copy = (crash_at == 0).then(|| self.dir.crash_copy("model-crash"));
+        let mut seen = 0;
+        storage
+            .finish_compaction(&compaction, &mut |_step| {
+                seen += 1;
+                if seen == crash_at {
+                    copy = Some(self.dir.crash_copy("model-crash"));
+                }
+            })
+            .unwrap();
+        self.storage = None;
+        self.dir = copy.expect("the compaction reached the crash step");
+        self.crashes += 1;
     }
 
     /// Stops the storage and recovers a new engine from the data directory.
@@ -450,9 +472,12 @@ fn run(seed: u64, steps: usize, restarts: bool) {
         if let Some(durable) = durable.as_mut() {
             durable.confirm(&mut engine);
             if rng.below(150) == 0 {
-                durable.compact(&engine);
+                durable.compact(&mut engine, now);
             }
             if rng.below(40) == 0 {
+                if rng.below(2) == 0 {
+                    durable.crash_in_compaction(&mut engine, now, rng.below(5));
+                }
                 let mut recovered = durable.restart(&cfg, &engine);
                 // The live engine as the restart leaves it: reservations
                 // requeued; both judged at the same time.
@@ -490,7 +515,8 @@ fn run(seed: u64, steps: usize, restarts: bool) {
     }
     let mut s = engine.stats();
     if let Some(d) = &durable {
-        assert!(d.restarts > 20 && d.compactions > 3, "restarts {} compactions {}", d.restarts, d.compactions);
+        let (r, c, x) = (d.restarts, d.compactions, d.crashes);
+        assert!(r > 20 && c > 3 && x > 5, "restarts {r} compactions {c} crashes in a compaction {x}");
         s.acked_total += d.totals.acked_total;
         s.expired_leases_total += d.totals.expired_leases_total;
         s.failed_total += d.totals.failed_total;
@@ -514,6 +540,8 @@ fn engine_matches_a_naive_model() {
 /// histories: replay reproduces the live FIFO order exactly, including
 /// RETRYed jobs (0 delay or a delay that fell due), promoted `PUSH AT` jobs,
 /// expired leases and releases, and the history goes on matching the model.
+/// Half of the restarts follow a crash in the middle of a compaction (at
+/// each of its steps: the data directory as a kill there leaves it).
 #[test]
 fn restarts_in_random_histories_keep_the_live_order() {
     // Fewer seeds than the in-memory variant: each one writes real files.

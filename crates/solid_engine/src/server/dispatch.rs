@@ -217,7 +217,8 @@ pub(crate) fn execute(
         Command::Stats => {
             let stats = with_engine(shared, session, |e, _| e.stats());
             let durability = shared.storage.as_ref().map_or("memory", |s| s.durability().name());
-            Reply::Bulk(stats_text(&stats, shared.tracker.count(), durability, shared.started.elapsed().as_secs()))
+            let uptime = shared.started.elapsed().as_secs();
+            Reply::Bulk(stats_text(&stats, shared.tracker.count(), durability, uptime, shared.compaction_stats()))
         }
         // Under its own lock, not the engine's: presence is not job state
         // and is never logged (crate::presence).

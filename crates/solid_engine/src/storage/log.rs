@@ -63,7 +63,6 @@ struct Current {
 }
 
 pub struct LogWriter {
-    dir: PathBuf,
     pending: Mutex<Pending>,
     current: Mutex<Current>,
     /// Bytes in the current generation's file (header included).
@@ -79,7 +78,6 @@ impl LogWriter {
     pub fn open(dir: &Path, gen: u64, size: u64) -> Result<LogWriter> {
         let file = OpenOptions::new().append(true).open(log_path(dir, gen))?;
         Ok(LogWriter {
-            dir: dir.to_path_buf(),
             pending: Mutex::new(Pending { buf: Vec::new(), end: 0 }),
             current: Mutex::new(Current { file: Arc::new(file), gen }),
             file_size: AtomicU64::new(size),
@@ -200,22 +198,22 @@ impl LogWriter {
             || !self.pending.lock().buf.is_empty()
     }
 
-    /// Starts generation `gen`: everything appended so far goes durably into
-    /// the old file, everything appended from now on into the new one. The
-    /// caller holds the engine lock so no append races the switch.
-    pub fn rotate(&self, gen: u64) -> Result<()> {
+    /// Starts generation `gen`, whose file `file` the caller created with
+    /// [`LogWriter::create`] beforehand (two fsyncs that need no lock):
+    /// everything appended so far goes durably into the old file,
+    /// everything appended from now on into the new one. The caller holds
+    /// the engine lock so no append races the switch. The old file is
+    /// fsync'd before anything can be written to the new one, so the new
+    /// generation never holds records whose predecessors a machine crash
+    /// could lose. Returns the old file's final size.
+    pub fn rotate(&self, gen: u64, file: File) -> Result<u64> {
         let _leader = self.sync_lock.lock();
         let all = self.pending.lock().end;
         self.write_through(all)?;
         let mut current = self.current.lock();
         current.file.sync_data().map_err(|e| self.fail("fsync", e))?;
         self.synced.fetch_max(self.written.load(Ordering::Acquire), Ordering::AcqRel);
-        let file = LogWriter::create(&self.dir, gen).map_err(|e| match e {
-            Error::Io(io) => self.fail("create log", io),
-            other => other,
-        })?;
         *current = Current { file: Arc::new(file), gen };
-        self.file_size.store(LOG_HEADER as u64, Ordering::Release);
-        Ok(())
+        Ok(self.file_size.swap(LOG_HEADER as u64, Ordering::AcqRel))
     }
 }

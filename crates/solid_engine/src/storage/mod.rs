@@ -23,11 +23,11 @@ mod tests;
 
 use std::fs::{self, File, OpenOptions, TryLockError};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub use recovery::{RecoveryReport, RepairPlan};
 
-use crate::engine::{Engine, Event, JobImage};
+use crate::engine::{Engine, EngineConfig, Event};
 use crate::error::{Error, Result};
 use log::{LogWriter, LOG_HEADER};
 
@@ -70,6 +70,47 @@ pub struct CompactionReport {
     pub snapshot_bytes: u64,
     pub log_bytes_before: u64,
     pub new_gen: u64,
+    /// Time spent rebuilding the state from the files (the rest of the
+    /// compaction's time is writing the snapshot).
+    pub rebuild_ms: u64,
+}
+
+/// The steps of a compaction, in order, for tests that park one there or
+/// copy the data directory as a crash at that moment would leave it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CompactionStep {
+    /// The image of the engine's state that the snapshot holds is being
+    /// built (appends already go to the new generation).
+    BuildingImage,
+    /// `snapshot.tmp` is partly written.
+    WritingSnapshot,
+    /// `snapshot.tmp` is complete and fsync'd, not yet renamed.
+    SnapshotWritten,
+    /// The snapshot is in place; the logs it supersedes are not yet deleted.
+    SnapshotRenamed,
+}
+
+/// What [`Storage::start_compaction`] captured under the engine lock; the
+/// rest of the compaction works from the files ([`Storage::finish_compaction`]).
+#[derive(Debug, Clone)]
+pub struct Compaction {
+    /// The generation appends switched to: the snapshot holds exactly the
+    /// logs before it.
+    gen: u64,
+    next_fence: u64,
+    /// Retention (not journaled) is judged at this time, the engine's.
+    now_ms: u64,
+    config: EngineConfig,
+    log_bytes_before: u64,
+    /// The live engine's job count: the rebuilt one's size, near enough.
+    jobs: usize,
+}
+
+/// A log file created for the next generation before the engine lock is
+/// taken ([`Storage::prepare_compaction`]).
+pub struct PreparedLog {
+    gen: u64,
+    file: File,
 }
 
 /// Holds `dir/LOCK` (flock) for as long as the returned file lives.
@@ -180,32 +221,86 @@ impl Storage {
         size > self.compact_threshold && size > live_bytes.saturating_mul(2)
     }
 
-    /// First half of a compaction, called under the engine lock right after
-    /// [`Engine::export`]: switches appends to a new log generation.
-    pub fn start_compaction(&self) -> Result<u64> {
+    /// A compaction in three steps, so that the engine lock is held for
+    /// constant work only, whatever the number of jobs (docs/decisions.md:
+    /// the snapshot is rebuilt from the files, not copied from the engine).
+    ///
+    /// 1. Without the engine lock: creates the next generation's log file
+    ///    (durably; an unused empty generation is harmless to recovery).
+    ///    Also fsyncs the current log, so the fsync that step 2 does under
+    ///    the lock has only what was appended since.
+    pub fn prepare_compaction(&self) -> Result<PreparedLog> {
+        self.sync_all()?;
         let gen = self.writer.gen() + 1;
-        self.writer.rotate(gen)?;
-        Ok(gen)
+        Ok(PreparedLog { gen, file: LogWriter::create(&self.dir, gen)? })
     }
 
-    /// Second half, without the engine lock: writes the snapshot that the
-    /// new generation continues, then deletes the logs it supersedes.
+    /// 2. Under the engine lock: writes what the engine journaled so far
+    ///    into the current log, fsyncs it, and switches appends to the
+    ///    prepared generation. From here the current state is exactly the
+    ///    snapshot plus the logs before that generation.
+    pub fn start_compaction(&self, prepared: PreparedLog, engine: &mut Engine, now_ms: u64) -> Result<Compaction> {
+        let mut events = Vec::new();
+        engine.take_events(&mut events);
+        self.append(&events);
+        if prepared.gen != self.writer.gen() + 1 {
+            return Err(Error::Storage(format!("compaction prepared generation {} out of turn", prepared.gen)));
+        }
+        let log_bytes_before = self.writer.rotate(prepared.gen, prepared.file)?;
+        Ok(Compaction {
+            gen: prepared.gen,
+            next_fence: engine.next_fence(),
+            now_ms,
+            config: engine.config().clone(),
+            log_bytes_before,
+            jobs: engine.job_count(),
+        })
+    }
+
+    /// 3. Without the engine lock: rebuilds that state in a private engine
+    ///    from the snapshot and the logs before the new generation (fsync'd,
+    ///    no longer appended to), writes it as the new snapshot, then
+    ///    deletes the logs it supersedes. A crash anywhere in here leaves
+    ///    the old snapshot and every log, or the new snapshot and the new
+    ///    generation: recovery reads either to the same state.
     pub fn finish_compaction(
         &self,
-        gen: u64,
-        next_fence: u64,
-        jobs: &[JobImage],
-        log_bytes_before: u64,
+        compaction: &Compaction,
+        step: &mut dyn FnMut(CompactionStep),
     ) -> Result<CompactionReport> {
-        let snapshot_bytes = snapshot::write_snapshot(&self.dir, gen, next_fence, jobs)?;
+        step(CompactionStep::BuildingImage);
+        let mut image = Engine::new(compaction.config.clone());
+        image.reserve(compaction.jobs);
+        let started = Instant::now();
+        let fence = recovery::rebuild(&self.dir, compaction.gen, compaction.now_ms, &mut image)?;
+        let next_fence = compaction.next_fence.max(fence).max(image.next_fence());
+        let jobs = image.export();
+        drop(image);
+        let rebuild_ms = started.elapsed().as_millis() as u64;
+        let snapshot_bytes = snapshot::write_snapshot(&self.dir, compaction.gen, next_fence, &jobs, step)?;
+        step(CompactionStep::SnapshotRenamed);
         for entry in fs::read_dir(&self.dir)? {
             let name = entry?.file_name();
             let name = name.to_string_lossy();
-            let old = name.strip_suffix(".log").and_then(|s| s.parse::<u64>().ok()).is_some_and(|g| g < gen);
+            let old = name.strip_suffix(".log").and_then(|s| s.parse::<u64>().ok()).is_some_and(|g| g < compaction.gen);
             if old {
                 fs::remove_file(self.dir.join(&*name))?;
             }
         }
-        Ok(CompactionReport { jobs: jobs.len() as u64, snapshot_bytes, log_bytes_before, new_gen: gen })
+        Ok(CompactionReport {
+            jobs: jobs.len() as u64,
+            snapshot_bytes,
+            log_bytes_before: compaction.log_bytes_before,
+            new_gen: compaction.gen,
+            rebuild_ms,
+        })
+    }
+
+    /// The three steps at once, for callers that own the engine (tests).
+    #[cfg(test)]
+    pub fn compact(&self, engine: &mut Engine, now_ms: u64) -> Result<CompactionReport> {
+        let prepared = self.prepare_compaction()?;
+        let compaction = self.start_compaction(prepared, engine, now_ms)?;
+        self.finish_compaction(&compaction, &mut |_| {})
     }
 }

@@ -16,7 +16,7 @@
 use std::fs::{self, OpenOptions};
 use std::path::{Path, PathBuf};
 
-use super::log::{log_path, LOG_HEADER, LOG_MAGIC};
+use super::log::{log_header, log_path, LOG_HEADER, LOG_MAGIC};
 use super::record::{read_frame, FrameError, Record, FRAME_HEADER};
 use super::snapshot::{SNAPSHOT_FILE, SNAPSHOT_MAGIC, SNAPSHOT_TMP};
 use crate::engine::Engine;
@@ -324,4 +324,98 @@ pub fn repair(dir: &Path, confirm: impl FnOnce(&RepairPlan) -> bool) -> Result<O
         return Ok(Some(plan));
     }
     Ok(None)
+}
+
+/// Reads `path` frame by frame in bounded chunks (a log can be hundreds of
+/// megabytes; a compaction running beside the server must not hold it all
+/// at once), after checking that it starts with `prefix`. Every frame must
+/// be whole: these files are complete and fsync'd, so a partial or damaged
+/// frame is corruption.
+fn for_each_frame(path: &Path, prefix: &[u8], mut each: impl FnMut(Record) -> Result<()>) -> Result<()> {
+    use std::io::Read;
+    const CHUNK: usize = 4 << 20;
+    let mut file = fs::File::open(path)?;
+    let mut buf = vec![0u8; prefix.len()];
+    file.read_exact(&mut buf).map_err(|_| corrupt(path, 0, "header missing"))?;
+    if buf != prefix {
+        return Err(corrupt(path, 0, "bad header"));
+    }
+    let mut offset = prefix.len() as u64;
+    buf.clear();
+    let mut start = 0;
+    let mut eof = false;
+    loop {
+        match read_frame(&buf[start..]) {
+            Ok((record, used)) => {
+                each(record)?;
+                start += used;
+                offset += used as u64;
+            }
+            Err(FrameError::Incomplete) if !eof => {
+                buf.drain(..start);
+                start = 0;
+                let len = buf.len();
+                buf.resize(len + CHUNK, 0);
+                let n = file.read(&mut buf[len..])?;
+                buf.truncate(len + n);
+                eof = n == 0;
+            }
+            Err(_) if eof && start == buf.len() => return Ok(()),
+            Err(e) => return Err(corrupt(path, offset, format!("{e:?} in a file a compaction reads"))),
+        }
+    }
+}
+
+/// For a compaction, without touching the files: rebuilds in `engine` the
+/// state that the snapshot plus every log generation before `before_gen`
+/// hold, which is the live engine's state when appends switched to
+/// `before_gen`. Read-only: the running server appends to `before_gen`,
+/// and recovery, not this, owns deleting and truncating. Returns the
+/// snapshot's next fence.
+///
+/// Jobs finished before `prune_at` minus the retention are forgotten as
+/// the replay goes (every 64Ki records), so the private engine stays near
+/// the live state's size instead of holding every job the logs ever
+/// finished. Pruning early is the same as pruning at the end: nothing in a
+/// log refers to a finished job again except a new `Pushed` of its id,
+/// which replaces it anyway.
+pub fn rebuild(dir: &Path, before_gen: u64, prune_at: u64, engine: &mut Engine) -> Result<u64> {
+    let path = dir.join(SNAPSHOT_FILE);
+    let (mut snapshot_gen, mut next_fence) = (1, 1);
+    if path.exists() {
+        let (mut meta, mut jobs, mut ended) = (None, 0u64, false);
+        for_each_frame(&path, SNAPSHOT_MAGIC, |record| {
+            match record {
+                Record::Meta { next_fence, log_gen } if meta.is_none() => meta = Some((log_gen, next_fence)),
+                Record::Job(image) if meta.is_some() && !ended => {
+                    engine.import(image);
+                    jobs += 1;
+                }
+                Record::End { jobs: expected } if expected == jobs && !ended => ended = true,
+                other => return Err(corrupt(&path, 0, format!("unexpected record {other:?}"))),
+            }
+            Ok(())
+        })?;
+        let Some((gen, fence)) = meta.filter(|_| ended) else {
+            return Err(corrupt(&path, 0, "snapshot without meta or end record"));
+        };
+        (snapshot_gen, next_fence) = (gen, fence);
+    }
+    for gen in log_generations(dir)?.into_iter().filter(|&g| g >= snapshot_gen && g < before_gen) {
+        let path = log_path(dir, gen);
+        let mut records = 0u64;
+        for_each_frame(&path, &log_header(gen), |record| match record {
+            Record::Event(event) => {
+                engine.apply(event);
+                records += 1;
+                if records.is_multiple_of(1 << 16) {
+                    engine.prune(prune_at);
+                }
+                Ok(())
+            }
+            other => Err(corrupt(&path, 0, format!("unexpected record {other:?}"))),
+        })?;
+    }
+    engine.prune(prune_at);
+    Ok(next_fence)
 }
