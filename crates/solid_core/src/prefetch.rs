@@ -50,9 +50,10 @@ pub struct PrefetchWindow {
 /// waited past the slack, and the hand-backs (a round trip each) made the
 /// rest later still: a backlog stalled. The cap follows the waits the
 /// starts see (every start's, once a rate limited one was seen): it grows
-/// by one for each start within a quarter of the slack, and halves (once per claim made since the last cut) when a start
-/// waited over half of it, so the last job of a batch starts between a
-/// quarter and a half of the slack after its claim, well inside it.
+/// by one for each start within a quarter of the slack, and halves (once
+/// per claim made since the last cut) when a start waited over half of it,
+/// so the last job of a batch starts between a quarter and a half of the
+/// slack after its claim, well inside it.
 struct RateCap {
     cap: AtomicUsize,
     /// Node clock (ms) of the last rate limited start; 0: never.
@@ -101,14 +102,7 @@ impl PrefetchWindow {
                 now
             }
             None => {
-                let seen = r.seen_ms.load(Ordering::Relaxed);
-                if seen == 0 {
-                    return;
-                }
-                let now = crate::now_ms();
-                if now.saturating_sub(seen) >= RATE_CAP_HOLD_MS {
-                    return;
-                }
+                let Some(now) = self.rate_cap_in_force() else { return };
                 now
             }
         };
@@ -132,11 +126,21 @@ impl PrefetchWindow {
         }
     }
 
-    /// The rate cap, while rate limited jobs were started lately.
-    fn rate_cap(&self) -> Option<usize> {
+    /// The node clock now, while the cap is in force (a rate limited job
+    /// started within RATE_CAP_HOLD_MS); None without a clock read when
+    /// none ever did.
+    fn rate_cap_in_force(&self) -> Option<u64> {
         let seen = self.rate.seen_ms.load(Ordering::Relaxed);
-        (seen > 0 && crate::now_ms().saturating_sub(seen) < RATE_CAP_HOLD_MS)
-            .then(|| self.rate.cap.load(Ordering::Relaxed))
+        if seen == 0 {
+            return None;
+        }
+        let now = crate::now_ms();
+        (now.saturating_sub(seen) < RATE_CAP_HOLD_MS).then_some(now)
+    }
+
+    /// The rate cap, while in force.
+    fn rate_cap(&self) -> Option<usize> {
+        self.rate_cap_in_force().map(|_| self.rate.cap.load(Ordering::Relaxed))
     }
 
     /// Records how long one claim took, from sending it to having its
