@@ -114,7 +114,7 @@ class SolidEngineAdapterApiTest < SolidJobsTest
   def backend_label = "SolidEngine"
 
   def test_a_refused_connection_names_solid_engine_and_its_url
-    refused = "tcp://127.0.0.1:#{RedisServer.free_port}"
+    refused = "tcp://127.0.0.1:#{RedisServer.closed_port}"
     configure_solid_jobs(backend: :solid_engine, url: refused, backends: {})
     error = assert_raises(SolidJobs::ConnectionError) { LedgerTask.enqueue("/dev/null", "x") }
     assert_match(/\ASolidEngine connection failed: Connection refused .*\(#{Regexp.escape(refused)}\)\z/, error.message)

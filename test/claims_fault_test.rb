@@ -200,7 +200,7 @@ class ClaimsFaultTest < SolidJobsTest
                          backends: {solid_engine: {adapter: :solid_engine, url: @engine.url, lease: 30.0}})
     path = ledger_path
     log = File.join(@ledger_dir, "engine-worker.log")
-    w = WorkerProcess.new(redis_url: "redis://127.0.0.1:#{RedisServer.free_port}/0", namespace: @namespace, log: log,
+    w = WorkerProcess.new(redis_url: "redis://127.0.0.1:#{RedisServer.closed_port}/0", namespace: @namespace, log: log,
                           args: %w[--concurrency 2], env: {"SOLID_JOBS_TEST_ENGINE_URL" => url}).start
     (@workers ||= []) << w
     ids = []

@@ -59,7 +59,7 @@ class CLITest < SolidJobsTest
     end
     CpuTask.enqueue_many(Array.new(9) { |i| [path, "engine-#{i + 1}", 1_000] })
     # Redis is never touched: a closed port proves the jobs came from the engine.
-    worker = WorkerProcess.new(redis_url: "redis://127.0.0.1:#{RedisServer.free_port}/0", namespace: @namespace,
+    worker = WorkerProcess.new(redis_url: "redis://127.0.0.1:#{RedisServer.closed_port}/0", namespace: @namespace,
                                log: File.join(@ledger_dir, "worker.log"), args: %w[--concurrency 1],
                                env: {"SOLID_JOBS_TEST_ENGINE_URL" => url}).start
     eventually("10 jobs ran") { ledger_lines.size == 10 }
@@ -128,7 +128,7 @@ class CLITest < SolidJobsTest
   end
 
   def test_term_while_waiting_for_redis_exits_cleanly
-    worker = WorkerProcess.new(redis_url: "redis://127.0.0.1:#{RedisServer.free_port}/0", namespace: @namespace,
+    worker = WorkerProcess.new(redis_url: "redis://127.0.0.1:#{RedisServer.closed_port}/0", namespace: @namespace,
                                log: File.join(@ledger_dir, "w.log"), args: %w[--concurrency 1]).start
     eventually("waiting for Redis") { File.read(worker.log).include?("waiting for Redis") }
     worker.signal("TERM")

@@ -175,7 +175,7 @@ class ConfigFileTest < SolidJobsTest
   # try the default one, where no Redis listens.
   def test_solid_jobs_archive_takes_redis_url_and_namespace_from_the_file
     file = write_file("archive.yml", "redis_url: #{REDIS.url}\nnamespace: #{@namespace}\n")
-    out, err, status = SolidJobsCommand.capture3({"SOLID_JOBS_REDIS_URL" => "redis://127.0.0.1:#{RedisServer.free_port}/0"},
+    out, err, status = SolidJobsCommand.capture3({"SOLID_JOBS_REDIS_URL" => "redis://127.0.0.1:#{RedisServer.closed_port}/0"},
                                                  "archive", "reenqueue", "--all", "-C", file)
     assert status.success?, err
     assert_match(/\Asolid-jobs archive reenqueue \(all\): /, out)

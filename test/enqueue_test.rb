@@ -52,6 +52,11 @@ class EnqueueTest < SolidJobsTest
 
   def test_enqueue_many_is_one_round_trip_and_returns_ids_in_order
     lists = (1..250).map { |i| ["p", i] }
+    # On a Redis that has not seen the script yet the first call is an
+    # EVALSHA answered NOSCRIPT and then an EVAL: the cost of a first use,
+    # not of a batch. Seen once, it is not sent again.
+    LedgerTask.enqueue_many([["p", 0]])
+    redis.del(key("channel:default"))
     before = eval_calls
     ids = LedgerTask.enqueue_many(lists)
     assert_equal 1, eval_calls - before, "one script call for the whole batch"
@@ -63,7 +68,7 @@ class EnqueueTest < SolidJobsTest
   end
 
   def test_enqueue_raises_connection_error_when_redis_is_down
-    configure_solid_jobs(redis_url: "redis://127.0.0.1:#{RedisServer.free_port}/0")
+    configure_solid_jobs(redis_url: "redis://127.0.0.1:#{RedisServer.closed_port}/0")
     error = assert_raises(SolidJobs::ConnectionError) { LedgerTask.enqueue("p", 1) }
     assert_match(/Redis connection failed/, error.message)
   end

@@ -121,7 +121,7 @@ class FlowConcurrencyOptionsTest < SolidJobsTest
   end
 
   def test_solid_engine_channels_refuse_limited_tasks
-    configure_solid_jobs(backend: :solid_engine, url: "tcp://127.0.0.1:#{RedisServer.free_port}", backends: {})
+    configure_solid_jobs(backend: :solid_engine, url: "tcp://127.0.0.1:#{RedisServer.closed_port}", backends: {})
     error = assert_raises(SolidJobs::Backends::NotSupported) { Grouped.enqueue(1) }
     assert_match(/concurrency limit.*cannot honor/, error.message)
     refute SolidJobs.routing.backend_for("default").supports?(:concurrency_limits)

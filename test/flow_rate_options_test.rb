@@ -98,7 +98,7 @@ class FlowRateOptionsTest < SolidJobsTest
   end
 
   def test_solid_engine_channels_and_the_warm_pool_refuse_rate_limited_tasks
-    configure_solid_jobs(backend: :solid_engine, url: "tcp://127.0.0.1:#{RedisServer.free_port}", backends: {})
+    configure_solid_jobs(backend: :solid_engine, url: "tcp://127.0.0.1:#{RedisServer.closed_port}", backends: {})
     error = assert_raises(SolidJobs::Backends::NotSupported) { PerAccount.enqueue(1) }
     assert_match(/rate limit.*cannot honor/, error.message)
     refute SolidJobs.routing.backend_for("default").supports?(:rate_limits)

@@ -222,7 +222,7 @@ class HungRedisTest < SolidJobsTest
     configure_solid_jobs(backend: :solid_engine, url: engine.url, backends: backends, read_timeout: 1)
     path = ledger_path
     SlowTask.enqueue(path, "engine-long", 30)
-    w = worker("redis://127.0.0.1:#{RedisServer.free_port}/0", "--concurrency", "1", "--shutdown-timeout", "1",
+    w = worker("redis://127.0.0.1:#{RedisServer.closed_port}/0", "--concurrency", "1", "--shutdown-timeout", "1",
                env: {"SOLID_JOBS_TEST_ENGINE_URL" => engine.url, "SOLID_JOBS_TEST_ENGINE_PASSWORD" => "s3cret"})
     eventually("task started") { ledger_lines.include?("start engine-long") }
     engine.pause

@@ -213,7 +213,7 @@ class MetricsTest < SolidJobsTest
   end
 
   def test_a_stopped_redis_scrape_returns_up_0_and_no_secret
-    configure_solid_jobs(redis_url: "redis://:hunter2@127.0.0.1:#{RedisServer.free_port}/0", connect_timeout: 1)
+    configure_solid_jobs(redis_url: "redis://:hunter2@127.0.0.1:#{RedisServer.closed_port}/0", connect_timeout: 1)
     status, _, body = rack_get
     assert_equal 200, status
     assert_equal 0, value(parse(body.join), "solid_jobs_up")

@@ -56,7 +56,7 @@ class SecretsTest < SolidJobsTest
   end
 
   def test_connection_errors_name_the_server_without_its_password
-    closed = RedisServer.free_port
+    closed = RedisServer.closed_port
     configure_solid_jobs(redis_url: "redis://:#{SECRET}@127.0.0.1:#{closed}/0",
                          backends: {engine: {adapter: :solid_engine, url: "tcp://127.0.0.1:#{closed}", password: SECRET}},
                          channel_backends: {"engine-jobs" => :engine})

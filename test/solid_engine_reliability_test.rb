@@ -31,7 +31,7 @@ class SolidEngineReliabilityTest < SolidJobsTest
     env = {"SOLID_JOBS_TEST_ENGINE_URL" => server.url, "SOLID_JOBS_TEST_LEASE" => lease}
     env["SOLID_JOBS_TEST_PREFETCH"] = prefetch.to_s if prefetch
     # Redis is never touched: point it at a closed port to prove it.
-    w = WorkerProcess.new(redis_url: "redis://127.0.0.1:#{RedisServer.free_port}/0", namespace: @namespace, log: log,
+    w = WorkerProcess.new(redis_url: "redis://127.0.0.1:#{RedisServer.closed_port}/0", namespace: @namespace, log: log,
                           args: args, env: env).start
     (@workers ||= []) << w
     w

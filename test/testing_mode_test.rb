@@ -5,7 +5,7 @@ require_relative "test_helper"
 class TestingModeTest < SolidJobsTest
   def setup
     super
-    configure_solid_jobs(redis_url: "redis://127.0.0.1:#{RedisServer.free_port}/0") # unreachable: must not be used
+    configure_solid_jobs(redis_url: "redis://127.0.0.1:#{RedisServer.closed_port}/0") # unreachable: must not be used
   end
 
   def test_capture_records_envelopes_without_redis

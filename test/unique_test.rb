@@ -197,7 +197,7 @@ class UniqueTest < SolidJobsTest
   end
 
   def test_solid_engine_channels_refuse_unique_tasks
-    configure_solid_jobs(backend: :solid_engine, url: "tcp://127.0.0.1:#{RedisServer.free_port}", backends: {})
+    configure_solid_jobs(backend: :solid_engine, url: "tcp://127.0.0.1:#{RedisServer.closed_port}", backends: {})
     error = assert_raises(SolidJobs::Backends::NotSupported) { UniqueQueuedTask.enqueue("/dev/null", "e") }
     assert_match(/idempotent by job id only/, error.message)
   end

@@ -193,7 +193,7 @@ class UserPathTest < SolidJobsTest
   def serves_jobs_with_the_engine(app, env)
     url = "unix://#{File.join(tmpdir("sje"), "engine.sock")}"
     engine = start(app, env, "engine", "bundle", "exec", "solid-jobs", "engine", "--listen", url)
-    engine_env = env.merge("APP_ENGINE_URL" => url, "SOLID_JOBS_REDIS_URL" => "redis://127.0.0.1:#{RedisServer.free_port}/0")
+    engine_env = env.merge("APP_ENGINE_URL" => url, "SOLID_JOBS_REDIS_URL" => "redis://127.0.0.1:#{RedisServer.closed_port}/0")
     eventually("the engine listening") { File.socket?(url.delete_prefix("unix://")) }
     ledger = ledger_path("engine")
     run!(engine_env, "bundle", "exec", "ruby", "enqueue.rb", ledger, "5", chdir: app)

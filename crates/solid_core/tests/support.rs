@@ -2,6 +2,7 @@
 
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 pub struct RedisServer {
@@ -17,10 +18,29 @@ impl Drop for TempDir {
     }
 }
 
+/// How often a start is tried on a fresh port before the test fails.
+const START_ATTEMPTS: usize = 5;
+
 impl RedisServer {
+    /// A free port is only free when asked: tests running at once can be
+    /// handed the same one, and the second redis-server then fails to bind
+    /// while the first answers for both. So a start counts only once the
+    /// server answering on the port reports this child's pid; a child that
+    /// exited (the port was taken) is retried on another port.
     pub fn start() -> Self {
+        for _ in 0..START_ATTEMPTS {
+            if let Some(server) = Self::try_start() {
+                return server;
+            }
+        }
+        panic!("redis-server did not start on any of {START_ATTEMPTS} free ports");
+    }
+
+    fn try_start() -> Option<Self> {
         let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let dir = std::env::temp_dir().join(format!("solid-core-redis-{port}-{}", std::process::id()));
+        static STARTS: AtomicUsize = AtomicUsize::new(0);
+        let n = STARTS.fetch_add(1, Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("solid-core-redis-{port}-{}-{n}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let child = Command::new("redis-server")
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
@@ -29,13 +49,26 @@ impl RedisServer {
             .stdout(Stdio::null())
             .spawn()
             .expect("redis-server must be installed (bin/test installs it)");
-        let server = RedisServer { child, port, _dir: TempDir(dir) };
+        let mut server = RedisServer { child, port, _dir: TempDir(dir) };
         let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "redis-server did not start");
+        loop {
+            if server.child.try_wait().unwrap().is_some() {
+                return None;
+            }
+            match server.answering_pid() {
+                Some(pid) if pid == server.child.id() => return Some(server),
+                Some(_) => {} // another test's server, until ours exits for want of the port
+                None => assert!(Instant::now() < deadline, "redis-server did not start"),
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
-        server
+    }
+
+    /// The pid of whichever redis-server answers on the port.
+    fn answering_pid(&self) -> Option<u32> {
+        let mut conn = redis::Client::open(self.url()).ok()?.get_connection().ok()?;
+        let info: String = redis::cmd("INFO").arg("server").query(&mut conn).ok()?;
+        info.lines().find_map(|l| l.strip_prefix("process_id:")).and_then(|pid| pid.trim().parse().ok())
     }
 
     pub fn url(&self) -> String {

@@ -7,7 +7,7 @@
 mod support;
 
 use std::io::{ErrorKind, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::thread;
@@ -15,13 +15,9 @@ use std::time::{Duration, Instant};
 
 use solid_engine::engine::JobId;
 use solid_engine::resp::{self, Frame};
-use support::{wait_until_up, KillOnDrop, TempDir, BIN};
+use support::{bound_tcp_port, wait_until_up, KillOnDrop, TempDir, BIN};
 
 type Client = support::Client<TcpStream>;
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
 
 /// The server process, its stderr in a file; killed and reaped on drop.
 struct Server {
@@ -38,19 +34,21 @@ impl Server {
 
     fn start_with_env(tag: &str, args: &[&str], env: &[(&str, &str)]) -> Server {
         let dir = TempDir::new(tag);
-        let port = free_port();
         let log = dir.0.join("server.log");
-        let listen = format!("tcp://127.0.0.1:{port}");
         let mut command = Command::new(BIN);
-        command.args(["--listen", &listen]).args(args).stdout(Stdio::null());
+        command.args(["--listen", "tcp://127.0.0.1:0"]).args(args).stdout(Stdio::null());
         command.stderr(std::fs::File::create(&log).unwrap());
         command.env_remove("SOLID_ENGINE_PASSWORD");
         for (k, v) in env {
             command.env(k, v);
         }
-        let server = Server { child: KillOnDrop(command.spawn().unwrap()), port, log, _dir: dir };
+        let mut child = KillOnDrop(command.spawn().unwrap());
+        let port = wait_until_up(|| {
+            assert!(child.alive(), "the server exited: {}", std::fs::read_to_string(&log).unwrap_or_default());
+            bound_tcp_port(&log)
+        });
         wait_until_up(|| TcpStream::connect(("127.0.0.1", port)).ok());
-        server
+        Server { child, port, log, _dir: dir }
     }
 
     fn connect(&self) -> Client {
@@ -196,8 +194,7 @@ fn an_http_post_is_not_run_as_commands() {
 /// Item 7: a public address needs a password or an explicit --insecure.
 #[test]
 fn a_public_address_without_a_password_refuses_to_start() {
-    let port = free_port();
-    let listen = format!("tcp://0.0.0.0:{port}");
+    let listen = "tcp://0.0.0.0:0".to_string();
     let (status, stderr) = run_briefly(&["--listen", &listen]);
     assert_eq!(status, Some(2), "{stderr}");
     assert!(stderr.contains("0.0.0.0") && stderr.contains("--insecure"), "{stderr}");
@@ -223,8 +220,7 @@ fn the_password_comes_from_a_file_or_the_environment_and_stays_secret() {
     let dir = TempDir::new("pwfile");
     let file = dir.0.join("password");
     std::fs::write(&file, format!("{secret}\n")).unwrap();
-    let port = free_port();
-    let listen = format!("tcp://0.0.0.0:{port}");
+    let listen = "tcp://0.0.0.0:0".to_string();
     let server = Server::start("pwfile-server", &["--listen", &listen, "--password-file", file.to_str().unwrap()]);
     let mut c = server.connect();
     assert_eq!(code(&c.call(&["STATS"])), "NOAUTH");

@@ -42,7 +42,7 @@ impl Client {
 struct Server {
     child: KillOnDrop,
     socket: PathBuf,
-    _dir: TempDir,
+    dir: TempDir,
 }
 
 impl Server {
@@ -60,8 +60,9 @@ impl Server {
             }
             None => Command::new(bin()),
         };
-        let child = command.args(["--listen", &listen]).args(args).stdout(Stdio::null()).stderr(Stdio::null()).spawn();
-        let server = Server { child: KillOnDrop(child.unwrap()), socket, _dir: dir };
+        let log = std::fs::File::create(dir.0.join("server.log")).unwrap();
+        let child = command.args(["--listen", &listen]).args(args).stdout(Stdio::null()).stderr(log).spawn();
+        let server = Server { child: KillOnDrop(child.unwrap()), socket, dir };
         wait_until_up(|| Client::connect(&server.socket).ok());
         server
     }
@@ -306,8 +307,8 @@ fn a_blocked_fetch_whose_client_hung_up_reserves_nothing() {
 /// FIN behind; the job pushed afterwards is not reserved for it.
 #[test]
 fn a_blocked_fetch_over_tcp_whose_client_hung_up_reserves_nothing() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let server = Server::start("hangup-tcp", None, &["--listen", &format!("tcp://127.0.0.1:{port}")]);
+    let server = Server::start("hangup-tcp", None, &["--listen", "tcp://127.0.0.1:0"]);
+    let port = support::wait_until_up(|| support::bound_tcp_port(&server.dir.0.join("server.log")));
     let mut admin = server.client();
     let mut dead = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     let mut request = Vec::new();

@@ -92,6 +92,17 @@ pub fn wait_until_up<T>(mut up: impl FnMut() -> Option<T>) -> T {
     }
 }
 
+/// The port of the first TCP listener the server's start line names. Tests
+/// listen on port 0 and ask: a port found free and handed to the server
+/// could be taken by another test first, and a port the server bound
+/// itself cannot.
+pub fn bound_tcp_port(log: &Path) -> Option<u16> {
+    let text = std::fs::read_to_string(log).ok()?;
+    let line = text.lines().find(|l| l.contains(" start version="))?;
+    let listen = line.split(" listen=[").nth(1)?.split(']').next()?;
+    listen.split(',').find_map(|l| l.strip_prefix("tcp://")?.rsplit(':').next()?.parse().ok())
+}
+
 /// A RESP client, over a Unix socket unless said otherwise.
 pub struct Client<S = UnixStream> {
     pub stream: S,
