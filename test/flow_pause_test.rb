@@ -140,9 +140,9 @@ class FlowPauseTest < SolidJobsTest
     out, err, status = cli("list")
     assert status.success?, err
     header, *rows = out.lines
-    assert_match(/\ANAME\s+DEPTH\s+STATE\n\z/, header)
+    assert_match(/\ANAME\s+BACKEND\s+DEPTH\s+STATE\n\z/, header)
     mailers_row = rows.find { |r| r.start_with?("mailers") }
-    assert_match(/\Amailers\s+2\s+paused since \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ by ops\n\z/, mailers_row)
+    assert_match(/\Amailers\s+redis\s+2\s+paused since \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ by ops\n\z/, mailers_row)
     out, = cli("list", "--json")
     mailers = JSON.parse(out).find { |c| c["name"] == "mailers" }
     assert_equal 2, mailers["depth"]

@@ -19,7 +19,8 @@ class ReadApisTest < SolidJobsTest
     default = channels.find { |c| c["name"] == "default" }
     assert_equal 2, default["depth"]
     assert_in_delta 3.0, default["latency_s"], 2.0
-    assert_equal({"name" => "critical", "depth" => 0, "latency_s" => nil, "paused" => nil, "levels" => nil}, channels.first)
+    assert_equal({"name" => "critical", "depth" => 0, "latency_s" => nil, "paused" => nil, "levels" => nil,
+                  "backend" => "redis"}, channels.first)
     assert_equal 1, catalog.planned_count
     assert_equal 0, catalog.retrying_count
     assert_equal 0, catalog.archived_count
@@ -27,6 +28,39 @@ class ReadApisTest < SolidJobsTest
     start_conductor
     eventually("tasks seen by the node and the publisher") { SolidJobs::Catalog.new.tasks.include?("LedgerTask") }
     refute_includes JSON.generate(catalog.channels), SENTINEL
+  end
+
+  # Issue 18 item 16: a channel on SolidEngine is counted by its engine
+  # (CHANNELS), beside Redis' channels; a channel the engine holds that no
+  # routing here names is listed by id; an engine that is down marks only
+  # its own channels unavailable.
+  def test_catalog_reads_solid_engine_channels_beside_redis_ones
+    engine = EngineServer.new.start
+    configure_solid_jobs(channels: %w[default], backends: {engine: {adapter: :solid_engine, url: engine.url}},
+                         channel_backends: {"engine-jobs" => :engine, "engine-idle" => :engine})
+    LedgerTask.enqueue(ledger_path, "redis")
+    2.times { |i| LedgerTask.set(channel: "engine-jobs").enqueue(ledger_path, "e#{i}") }
+    LedgerTask.set(channel: "engine-jobs").enqueue_after(60, ledger_path, "later")
+    client = SolidJobs.routing.backend_for("engine-jobs").client
+    client.call(["PUSH", "777", SecureRandom.uuid, "not an envelope"])
+    sleep 1.1
+    by_name = SolidJobs::Catalog.new.channels.to_h { |c| [c["name"], c] }
+    assert_equal %w[#777 default engine-idle engine-jobs], by_name.keys.sort
+    assert_equal [1, "redis"], by_name["default"].values_at("depth", "backend")
+    jobs = by_name["engine-jobs"]
+    assert_equal ["engine", 2, 1, 0, 0], jobs.values_at("backend", "depth", "scheduled", "reserved", "dead")
+    assert_equal Zlib.crc32("engine-jobs"), jobs["channel_id"]
+    assert_operator jobs["latency_s"], :>=, 1.0, "from the head job's queued_ms"
+    assert_equal [0, nil], by_name["engine-idle"].values_at("depth", "latency_s"), "routed here, holding nothing"
+    assert_equal [1, nil, 777], by_name["#777"].values_at("depth", "latency_s", "channel_id"), "no envelope: no age"
+
+    engine.stop
+    rows = SolidJobs::Catalog.new.channels.to_h { |c| [c["name"], c] }
+    assert_equal 1, rows["default"]["depth"], "Redis' channels are still read"
+    assert_nil rows["engine-jobs"]["depth"]
+    assert_match(/SolidEngine connection failed/, rows["engine-jobs"]["unavailable"])
+  ensure
+    engine&.cleanup
   end
 
   def test_console_finds_jobs_and_manages_the_archive_without_arguments

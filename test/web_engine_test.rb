@@ -103,6 +103,19 @@ class WebEngineTest < SolidJobsTest
     assert_equal ["a"], SolidJobs::Console.new.engine_dead(backend, error_class: "Billing::Declined").map { |r| r["id"] }
   end
 
+  # Issue 18 item 16: the Channels page (and its JSON) counts what the
+  # engine holds of each channel.
+  def test_the_channels_page_reads_the_engine
+    2.times { |i| LedgerTask.enqueue(ledger_path, "e#{i}") }
+    LedgerTask.enqueue_after(60, ledger_path, "later")
+    row = json("/channels.json")["channels"].find { |c| c["name"] == "default" }
+    assert_equal ["solid_engine", 2, 1, 0, 0], row.values_at("backend", "depth", "scheduled", "reserved", "dead")
+    get "/channels"
+    cells = %r{<td><code>default</code></td><td><code>solid_engine</code>\ <span\ class="muted">
+               SolidEngine\ \#\d+:\ 1\ scheduled,\ 0\ reserved,\ 0\ dead</span></td><td\ class="num">2</td>}x
+    assert_match cells, last_response.body
+  end
+
   # A hung engine costs a page its configured timeouts, no more, and the
   # page says what it could not read instead of showing no nodes.
   def test_a_hung_engine_is_shown_unavailable_within_the_timeouts
@@ -119,6 +132,11 @@ class WebEngineTest < SolidJobsTest
     assert_match row, last_response.body
     assert_includes last_response.body, "the nodes of SolidEngine solid_engine are unavailable"
     refute_nil json("/overview.json").dig("engine_only_nodes", "unavailable"), "the count is unknown, not 0"
+    get "/channels"
+    assert_equal 200, last_response.status
+    unavailable = %r{<td><code>default</code></td><td><code>solid_engine</code>
+                     .*?<span\ class="unavailable"\ title="[^"]*timed\ out}mx
+    assert_match unavailable, last_response.body, "the engine's channels are unavailable, not empty"
     nodes = SolidJobs::Nodes.new
     assert_empty nodes.to_a, "the Redis nodes (none here) are still listed"
     assert_match(/timed out/, nodes.unreachable.fetch("solid_engine"))

@@ -3,27 +3,46 @@
 require "json"
 
 module SolidJobs
-  # What the Redis keyspace holds, for operators and the dashboard. Reads
-  # only; every figure is counted from Redis when asked, nothing is kept.
+  # What the Redis keyspace and the SolidEngine backends hold, for operators
+  # and the dashboard. Reads only; every figure is counted when asked,
+  # nothing is kept.
   #
   #   catalog = SolidJobs::Catalog.new
   #   catalog.channels   # [{"name", "depth", "latency_s", "paused"}]
   #   catalog.tasks      # ["RecalculateAccount", ...]
   #   catalog.concurrency_keys  # [{"key", "held", "blocked", "limit", ...}]
   class Catalog
-    def initialize(client: SolidJobs.client, config: SolidJobs.config)
+    # routing: which backend serves each channel (nil: Redis serves all).
+    def initialize(client: SolidJobs.client, config: SolidJobs.config, routing: SolidJobs.routing)
       @client = client
       @config = config
+      @routing = routing
       @keys = Native::Keyspace.new(config.namespace)
     end
 
-    # Every known channel (written to, or configured here), by name: ready
+    # Every known channel (written to, configured here, or holding jobs on
+    # a SolidEngine backend), Redis' first by name, then each engine's: ready
     # jobs (`depth`) and how long the oldest of them has waited
-    # (`latency_s`, nil when empty or undecodable), and `paused`: nil, or
-    # {"paused_ms", "by"} while the channel is paused (SolidJobs::Channels).
+    # (`latency_s`, nil when empty or undecodable), `paused`: nil, or
+    # {"paused_ms", "by"} while the channel is paused (SolidJobs::Channels),
+    # and `backend`, the name of the backend serving it.
+    #
+    # A SolidEngine channel also has "scheduled", "reserved", "dead" and
+    # "channel_id"; one whose name no routing here gives is named
+    # "#<channel_id>". An engine that does not answer gives its known
+    # channels `depth` nil and `unavailable` (the error), so an engine that
+    # is down hides neither Redis' channels nor the other engines'.
     def channels(now_ms: Clock.now_ms)
-      names = (@client.call(["SMEMBERS", @keys.channels]) | @config.channels.map(&:first)).sort
+      known = @client.call(["SMEMBERS", @keys.channels]) | @config.channels.map(&:first) |
+              @config.channel_backends.keys.map(&:to_s)
+      on_engines = known.group_by { |name| engine_for(name) }
+      names = on_engines.delete(nil).to_a.sort
+      redis_channels(names, now_ms) + engine_backends.flat_map { |b| engine_channels(b, on_engines[b].to_a, now_ms) }
+    end
+
+    def redis_channels(names, now_ms)
       paused = @client.paused_channels.to_h { |name, ms, by| [name, {"paused_ms" => ms, "by" => by}] }
+      backend = @routing&.redis&.name&.to_s
       names.map do |name|
         levels = level_depths(name)
         lists = [@keys.channel(name), *levels.keys.map { |p| @keys.channel("#{name}:#{p}") }]
@@ -32,7 +51,31 @@ module SolidJobs
         latencies = oldest.filter_map { |raw| latency(raw, now_ms) }
         levels = levels.keys.zip(depths.drop(1)).to_h
         {"name" => name, "depth" => depths.sum, "latency_s" => latencies.max, "paused" => paused[name],
-         "levels" => levels.empty? ? nil : levels}
+         "levels" => levels.empty? ? nil : levels, "backend" => backend}
+      end
+    end
+
+    # One engine's channels (CHANNELS): those routed to it by name, and any
+    # other channel it holds jobs of. The latency is read from the envelope
+    # of the job at the head of the ready queue (one GET per non-empty
+    # channel), as Redis' is from the oldest job of a list.
+    def engine_channels(backend, names, now_ms)
+      by_id = names.to_h { |name| [backend.channel_id(name), name] }
+      stats = backend.channel_stats.to_h { |row| [row["channel_id"], row] }
+      (by_id.keys | stats.keys).map do |id|
+        row = stats[id] || {"ready" => 0, "scheduled" => 0, "reserved" => 0, "dead" => 0}
+        head = row["oldest_ready_id"] && backend.get_job(row["oldest_ready_id"])
+        queued = head && head["envelope"].is_a?(Hash) ? head["envelope"]["queued_ms"] : nil
+        {"name" => by_id.fetch(id, "##{id}"), "depth" => row["ready"],
+         "latency_s" => queued.is_a?(Integer) ? [(now_ms - queued) / 1000.0, 0.0].max : nil, "paused" => nil,
+         "levels" => nil, "backend" => backend.name.to_s, "channel_id" => id,
+         **row.slice("scheduled", "reserved", "dead")}
+      end.sort_by { |c| c["name"] }
+    # An engine older than CHANNELS answers UNKNOWN: unavailable too.
+    rescue ConnectionError, EngineError => e
+      names.sort.map do |name|
+        {"name" => name, "depth" => nil, "latency_s" => nil, "paused" => nil, "levels" => nil,
+         "backend" => backend.name.to_s, "channel_id" => backend.channel_id(name), "unavailable" => e.message}
       end
     end
 
@@ -98,6 +141,14 @@ module SolidJobs
     end
 
     private
+
+    def engine_backends = @routing ? @routing.backends.values.grep(Backends::SolidEngine) : []
+
+    # The SolidEngine backend serving `name`, or nil (Redis).
+    def engine_for(name)
+      backend = @routing&.backend_for(name)
+      backend.is_a?(Backends::SolidEngine) ? backend : nil
+    end
 
     def latency(raw, now_ms)
       queued = JSON.parse(raw)["queued_ms"]

@@ -71,11 +71,12 @@ module SolidJobs
       return @out.puts(JSON.generate(rows)) if options[:json]
       return @out.puts("no channels") if rows.empty?
 
-      header = %w[NAME DEPTH STATE]
+      header = %w[NAME BACKEND DEPTH STATE]
       lines = rows.map do |r|
         p = r["paused"]
         state = p ? "paused since #{Time.at(p["paused_ms"] / 1000.0).utc.iso8601}#{" by #{p["by"]}" if p["by"]}" : "-"
-        [r["name"], r["depth"].to_s, state]
+        state = "unavailable: #{r["unavailable"]}" if r["unavailable"]
+        [r["name"], r["backend"].to_s, r["depth"]&.to_s || "?", state]
       end
       widths = header.each_index.map { |i| ([header] + lines).map { |l| l[i].size }.max }
       ([header] + lines).each { |l| @out.puts(l.each_with_index.map { |v, i| v.ljust(widths[i]) }.join("  ").rstrip) }

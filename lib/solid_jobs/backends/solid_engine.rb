@@ -29,6 +29,8 @@ module SolidJobs
         rate_limits: false
       }.freeze
       STATES = %w[scheduled ready reserved completed dead cancelled].freeze
+      # A CHANNELS row, in order (docs/protocol.md).
+      CHANNEL_FIELDS = %w[channel_id ready scheduled reserved dead oldest_ready_id].freeze
       # Lease per reservation. Running tasks are extended every third of it,
       # so only a dead worker's jobs wait this long to be redelivered.
       DEFAULT_LEASE = 30
@@ -100,6 +102,16 @@ module SolidJobs
         envelope = decode(payload)
         {"id" => job_id, "channel_id" => channel_id, "state" => state, "attempts" => attempts, "envelope" => envelope,
          "due_ms" => due_ms}
+      end
+
+      # Every channel of the engine with a live job (or those of `ids`):
+      # [{"channel_id", "ready", "scheduled", "reserved", "dead",
+      # "oldest_ready_id" (nil when none is ready)}], by channel id.
+      def channel_stats(ids = [])
+        @client.call(["CHANNELS", *ids.map(&:to_s)]).map do |row|
+          head = row[5].to_s
+          CHANNEL_FIELDS.zip(row).to_h.merge("oldest_ready_id" => head.empty? ? nil : head)
+        end
       end
 
       # true when the job was waiting (ready or scheduled) and will never run;

@@ -84,6 +84,9 @@ module SolidJobs
 
       def channels
         list = read { Catalog.new(client: @client, config: @config).channels(now_ms: @now_ms) } or return
+        # A SolidEngine that did not answer leaves its channels out (the
+        # series go stale) rather than reporting them empty.
+        list = list.reject { |c| c["unavailable"] }
         gauge("solid_jobs_channel_ready_jobs", "Jobs ready in the channel.",
               list.map { |c| [{"channel" => c["name"]}, c["depth"]] })
         # An empty channel's oldest job is 0 s old (nothing waits), as

@@ -107,6 +107,9 @@ pub enum Command {
     Cancel(JobId),
     Dead(usize),
     Stats,
+    /// `CHANNELS [<channel_id> ...]`: per-channel counts (all channels with
+    /// a live job when none is named).
+    Channels(Vec<u32>),
     /// `NODE <node_id> <ttl_ms> <description>`: a worker node's presence
     /// (see [`crate::presence`]); a TTL of 0 removes it.
     Node {
@@ -235,7 +238,8 @@ fn is_http(name: &[u8], args: &[Vec<u8>]) -> bool {
 #[rustfmt::skip]
 const NAMES: &[&str] = &[
     "PING", "AUTH", "HELLO", "CLIENT", "SELECT", "QUIT", "PUSH", "PUSHMANY", "FETCH", "ACK", "ACKMANY", "RETRY", "FAIL",
-    "EXTEND", "RELEASE", "RELEASEMANY", "GET", "CANCEL", "DEAD", "STATS", "INFO", "NODE", "NODES",
+    "EXTEND", "RELEASE", "RELEASEMANY", "GET", "CANCEL", "DEAD", "STATS", "INFO", "CHANNELS", "NODE",
+    "NODES",
     "DEBUG",
 ];
 
@@ -409,6 +413,16 @@ pub fn parse(frame: Frame) -> Result<Command, Error> {
             Command::Node { node_id, ttl_ms, description: a.next()? }
         }
         "NODES" => Command::Nodes,
+        "CHANNELS" => {
+            if a.remaining() as u64 > MAX_COUNT {
+                return Err(Error::Invalid(format!("at most {MAX_COUNT} channels")));
+            }
+            let mut channels = Vec::with_capacity(a.remaining());
+            while a.remaining() > 0 {
+                channels.push(a.channel()?);
+            }
+            Command::Channels(channels)
+        }
         "DEBUG" => return debug(a),
         _ => unreachable!("every name in NAMES is handled"),
     };

@@ -1,7 +1,7 @@
 //! Replies: typed results encoded straight into the connection's output
 //! buffer (no intermediate frames for the hot FETCH/ACKMANY replies).
 
-use crate::engine::{DeadJob, JobInfo, Reservation, Stats};
+use crate::engine::{ChannelInfo, DeadJob, JobInfo, Reservation, Stats};
 use crate::error::Error;
 use crate::presence::NodeEntry;
 use crate::resp::{write_array_header, write_bulk, write_error, write_int, write_simple};
@@ -19,6 +19,7 @@ pub enum Reply {
     Job(JobInfo),
     Dead(Vec<DeadJob>),
     Nodes(Vec<NodeEntry>),
+    Channels(Vec<ChannelInfo>),
     /// HELLO's answer: the fields clients read (`proto` above all), as a
     /// RESP3 map or, in RESP2, a flat array of pairs.
     Hello {
@@ -136,6 +137,25 @@ impl Reply {
                     write_int(out, i64::from(d.attempts));
                     write_bulk(out, &d.reason);
                     write_bulk(out, &d.payload);
+                    if !spill(out) {
+                        return false;
+                    }
+                }
+            }
+            Reply::Channels(list) => {
+                write_array_header(out, list.len());
+                for c in list {
+                    write_array_header(out, 6);
+                    write_int(out, i64::from(c.channel));
+                    for n in [c.counts.ready, c.counts.scheduled, c.counts.reserved, c.counts.dead] {
+                        write_int(out, n as i64);
+                    }
+                    // No ready job: an empty id (a null would be spelled
+                    // differently in RESP2 and RESP3).
+                    match c.oldest_ready {
+                        Some(id) => write_bulk(out, &id.encode()),
+                        None => write_bulk(out, b""),
+                    }
                     if !spill(out) {
                         return false;
                     }

@@ -213,6 +213,26 @@ fn node_and_nodes_parsing() {
     assert_eq!(String::from_utf8(out).unwrap(), "*1\r\n*4\r\n$1\r\nn\r\n:3\r\n:9\r\n$2\r\n{}\r\n");
 }
 
+#[test]
+fn channels_parsing_and_reply() {
+    assert_eq!(cmd(&["CHANNELS"]).unwrap(), Command::Channels(vec![]));
+    assert_eq!(cmd(&["channels", "7", "3"]).unwrap(), Command::Channels(vec![7, 3]));
+    assert!(err_line(&["CHANNELS", "x"]).starts_with("ERR"));
+    assert!(!cmd(&["CHANNELS"]).unwrap().allowed_without_auth());
+
+    let counts = crate::engine::ChannelCounts { ready: 2, scheduled: 1, reserved: 0, dead: 4 };
+    let job = id();
+    let mut out = Vec::new();
+    Reply::Channels(vec![
+        crate::engine::ChannelInfo { channel: 7, counts, oldest_ready: Some(job) },
+        crate::engine::ChannelInfo { channel: 9, counts: Default::default(), oldest_ready: None },
+    ])
+    .encode(&mut out);
+    let job = String::from_utf8(job.encode().to_vec()).unwrap();
+    let expected = format!("*2\r\n*6\r\n:7\r\n:2\r\n:1\r\n:0\r\n:4\r\n$36\r\n{job}\r\n*6\r\n:9\r\n:0\r\n:0\r\n:0\r\n:0\r\n$0\r\n\r\n");
+    assert_eq!(String::from_utf8(out).unwrap(), expected);
+}
+
 /// Issue 18 item 1: a list reply is handed out in pieces of about `bound`
 /// bytes (never more than `bound` plus one element), and the pieces are
 /// exactly the whole encoding; a failing drain stops the encoding.

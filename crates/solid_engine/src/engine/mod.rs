@@ -126,6 +126,8 @@ pub struct Engine {
     next_seq: u64,
     next_fence: u64,
     stats: Stats,
+    /// Live jobs per channel and state (STATS' gauges, split by channel).
+    channels: HashMap<u32, ChannelCounts>,
     live_bytes: u64,
     /// `Some` when durability is on: the events not yet taken by storage.
     journal: Option<Vec<Event>>,
@@ -146,9 +148,26 @@ fn gauge(stats: &mut Stats, state: State) -> &mut u64 {
     }
 }
 
-fn set_state(stats: &mut Stats, job: &mut Job, to: State) {
+/// Moves one job of `channel` from state `from` to `to` in the per-channel
+/// gauges (None: the job is created, or forgotten). A channel with no live
+/// job left has no entry, so the map is bounded by the live jobs.
+fn count_channel(channels: &mut HashMap<u32, ChannelCounts>, channel: u32, from: Option<State>, to: Option<State>) {
+    let counts = channels.entry(channel).or_default();
+    if let Some(gauge) = from.and_then(|s| counts.gauge(s)) {
+        *gauge -= 1;
+    }
+    if let Some(gauge) = to.and_then(|s| counts.gauge(s)) {
+        *gauge += 1;
+    }
+    if counts.is_empty() {
+        channels.remove(&channel);
+    }
+}
+
+fn set_state(stats: &mut Stats, channels: &mut HashMap<u32, ChannelCounts>, job: &mut Job, to: State) {
     *gauge(stats, job.state) -= 1;
     *gauge(stats, to) += 1;
+    count_channel(channels, job.channel, Some(job.state), Some(to));
     job.state = to;
 }
 
@@ -165,6 +184,7 @@ impl Engine {
             next_seq: 1,
             next_fence: 1,
             stats: Stats::default(),
+            channels: HashMap::new(),
             live_bytes: 0,
             journal: None,
             readied: None,
@@ -278,7 +298,7 @@ impl Engine {
             self.leases.pop();
             if let Some(job) = self.jobs.get_mut(&id) {
                 if job.state == State::Reserved && job.fence == fence && job.time_ms == deadline {
-                    set_state(&mut self.stats, job, State::Ready);
+                    set_state(&mut self.stats, &mut self.channels, job, State::Ready);
                     expired.push(id);
                 }
             }
@@ -367,6 +387,7 @@ impl Engine {
     fn forget(&mut self, id: JobId) {
         if let Some(job) = self.jobs.remove(&id) {
             *gauge(&mut self.stats, job.state) -= 1;
+            count_channel(&mut self.channels, job.channel, Some(job.state), None);
             self.live_bytes -= job.payload.len() as u64 + JOB_OVERHEAD_BYTES;
         }
     }
@@ -375,7 +396,7 @@ impl Engine {
     fn make_ready(&mut self, id: JobId) {
         let seq = self.seq();
         let job = self.jobs.get_mut(&id).expect("job exists");
-        set_state(&mut self.stats, job, State::Ready);
+        set_state(&mut self.stats, &mut self.channels, job, State::Ready);
         job.seq = seq;
         let channel = job.channel;
         self.ready.entry(channel).or_default().push_back((id, seq));
@@ -395,7 +416,7 @@ impl Engine {
     fn make_scheduled(&mut self, id: JobId, due_ms: u64) {
         let seq = self.seq();
         let job = self.jobs.get_mut(&id).expect("job exists");
-        set_state(&mut self.stats, job, State::Scheduled);
+        set_state(&mut self.stats, &mut self.channels, job, State::Scheduled);
         job.seq = seq;
         job.time_ms = due_ms;
         self.scheduled.push(Reverse((due_ms, seq, id)));
@@ -404,7 +425,7 @@ impl Engine {
     fn make_finished(&mut self, id: JobId, state: State, at_ms: u64) {
         let seq = self.seq();
         let job = self.jobs.get_mut(&id).expect("job exists");
-        set_state(&mut self.stats, job, state);
+        set_state(&mut self.stats, &mut self.channels, job, state);
         job.seq = seq;
         job.time_ms = at_ms;
         // A finished job is kept only for GET and deduplication: its payload
@@ -417,7 +438,7 @@ impl Engine {
     fn make_dead(&mut self, id: JobId, at_ms: u64, reason: Payload) {
         let seq = self.seq();
         let job = self.jobs.get_mut(&id).expect("job exists");
-        set_state(&mut self.stats, job, State::Dead);
+        set_state(&mut self.stats, &mut self.channels, job, State::Dead);
         job.seq = seq;
         job.time_ms = at_ms;
         job.reason = Some(reason);
@@ -436,6 +457,7 @@ impl Engine {
     fn insert(&mut self, id: JobId, channel: u32, payload: Payload) {
         self.live_bytes += payload.len() as u64 + JOB_OVERHEAD_BYTES;
         self.stats.ready += 1;
+        count_channel(&mut self.channels, channel, None, Some(State::Ready));
         self.jobs.insert(
             id,
             Job { channel, state: State::Ready, attempts: 0, seq: 0, fence: 0, time_ms: 0, payload, reason: None },
@@ -513,7 +535,7 @@ impl Engine {
                 }
                 let fence = self.next_fence;
                 self.next_fence += 1;
-                set_state(&mut self.stats, job, State::Reserved);
+                set_state(&mut self.stats, &mut self.channels, job, State::Reserved);
                 job.attempts += 1;
                 job.fence = fence;
                 job.time_ms = deadline;
@@ -625,7 +647,7 @@ impl Engine {
     fn release_one(&mut self, id: JobId, fence: u64) -> Result<(), Error> {
         self.reserved_mut(id, fence)?;
         let job = self.jobs.get_mut(&id).expect("job exists");
-        set_state(&mut self.stats, job, State::Ready);
+        set_state(&mut self.stats, &mut self.channels, job, State::Ready);
         job.attempts = job.attempts.saturating_sub(1);
         Ok(())
     }
@@ -688,6 +710,43 @@ impl Engine {
             payload: job.payload.clone(),
             due_ms: (job.state == State::Scheduled).then_some(job.time_ms),
         })
+    }
+
+    /// Channels with live jobs, by channel id (all of them for an empty
+    /// `only`, else those asked for, in the order asked, zeros for one with
+    /// none). Due scheduled jobs and expired leases are counted as what
+    /// they have become, as every other command sees them.
+    pub fn channels(&mut self, now_ms: u64, only: &[u32]) -> Vec<ChannelInfo> {
+        self.tick(now_ms);
+        let mut ids: Vec<u32> = if only.is_empty() { self.channels.keys().copied().collect() } else { only.to_vec() };
+        if only.is_empty() {
+            ids.sort_unstable();
+        }
+        ids.into_iter()
+            .map(|channel| ChannelInfo {
+                channel,
+                counts: self.channels.get(&channel).copied().unwrap_or_default(),
+                oldest_ready: self.head_of(channel),
+            })
+            .collect()
+    }
+
+    /// The job the next FETCH of `channel` would take. Entries of jobs that
+    /// left the queue since (taken, cancelled, requeued elsewhere) are
+    /// dropped on the way, as FETCH drops them.
+    fn head_of(&mut self, channel: u32) -> Option<JobId> {
+        let queue = self.ready.get_mut(&channel)?;
+        let head = loop {
+            let Some(&(id, seq)) = queue.front() else { break None };
+            if self.jobs.get(&id).is_some_and(|job| job.state == State::Ready && job.seq == seq) {
+                break Some(id);
+            }
+            queue.pop_front();
+        };
+        if queue.is_empty() {
+            self.ready.remove(&channel);
+        }
+        head
     }
 
     /// Up to `count` dead jobs, newest first.

@@ -269,6 +269,25 @@ impl Model {
         (ready, scheduled.into_iter().map(|(due, _, id)| (due, id)).collect())
     }
 
+    /// Per channel with a live job: its counts and the head of its queue,
+    /// counted from scratch.
+    fn channels(&mut self, now: u64) -> Vec<(u32, ChannelCounts, Option<u128>)> {
+        self.tick(now);
+        let mut counts: HashMap<u32, ChannelCounts> = HashMap::new();
+        for job in self.jobs.values() {
+            if let Some(gauge) = counts.entry(job.channel).or_default().gauge(job.state) {
+                *gauge += 1;
+            }
+        }
+        let mut out: Vec<_> = counts
+            .into_iter()
+            .filter(|(_, c)| !c.is_empty())
+            .map(|(channel, c)| (channel, c, self.queues.get(&channel).and_then(|q| q.front().copied())))
+            .collect();
+        out.sort_by_key(|(channel, _, _)| *channel);
+        out
+    }
+
     fn get(&mut self, now: u64, id: u128) -> Option<(State, u32, Option<u64>)> {
         self.tick(now);
         self.jobs.get(&id).map(|j| (j.state, j.attempts, (j.state == State::Scheduled).then_some(j.time)))
@@ -497,6 +516,12 @@ fn run(seed: u64, steps: usize, restarts: bool) {
         let mut expected = model.dead.clone();
         expected.reverse();
         assert_eq!(dead, expected, "dead list {ctx}");
+        let channels: Vec<_> =
+            engine.channels(now, &[]).into_iter().map(|c| (c.channel, c.counts, c.oldest_ready.map(|id| id.0))).collect();
+        assert_eq!(channels, model.channels(now), "channels {ctx}");
+        let asked = engine.channels(now, &[4, 2]);
+        assert_eq!((asked[0].channel, asked[0].counts, asked[0].oldest_ready), (4, ChannelCounts::default(), None));
+        assert_eq!(asked[1].channel, 2, "in the order asked {ctx}");
         let s = engine.stats();
         let count = |st: State| model.jobs.values().filter(|j| j.state == st).count() as u64;
         assert_eq!(

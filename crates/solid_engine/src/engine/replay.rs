@@ -23,7 +23,7 @@ impl Engine {
             Event::Reserved { id, fence } => {
                 self.next_fence = self.next_fence.max(fence + 1);
                 if let Some(job) = self.jobs.get_mut(&id) {
-                    set_state(&mut self.stats, job, State::Reserved);
+                    set_state(&mut self.stats, &mut self.channels, job, State::Reserved);
                     job.attempts += 1;
                     job.fence = fence;
                 }
@@ -48,13 +48,13 @@ impl Engine {
             // did not keep reserved jobs' fences).
             Event::Expired { id } => {
                 if let Some(job) = self.jobs.get_mut(&id).filter(|j| j.state == State::Reserved) {
-                    set_state(&mut self.stats, job, State::Ready);
+                    set_state(&mut self.stats, &mut self.channels, job, State::Ready);
                     self.requeue_front(id);
                 }
             }
             Event::Released { id } => {
                 if let Some(job) = self.jobs.get_mut(&id) {
-                    set_state(&mut self.stats, job, State::Ready);
+                    set_state(&mut self.stats, &mut self.channels, job, State::Ready);
                     job.attempts = job.attempts.saturating_sub(1);
                     self.requeue_front(id);
                 }
@@ -75,7 +75,7 @@ impl Engine {
             State::Scheduled => self.make_scheduled(id, time_ms),
             State::Reserved => {
                 let job = self.jobs.get_mut(&id).expect("inserted");
-                set_state(&mut self.stats, job, State::Reserved);
+                set_state(&mut self.stats, &mut self.channels, job, State::Reserved);
                 job.fence = time_ms;
             }
             State::Completed | State::Cancelled => self.make_finished(id, state, time_ms),
@@ -98,7 +98,7 @@ impl Engine {
         reserved.sort_unstable();
         for &(_, id) in reserved.iter().rev() {
             let job = self.jobs.get_mut(&id).expect("job exists");
-            set_state(&mut self.stats, job, State::Ready);
+            set_state(&mut self.stats, &mut self.channels, job, State::Ready);
             self.requeue_front(id);
             self.record(|| Event::Expired { id });
         }

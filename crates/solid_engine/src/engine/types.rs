@@ -72,6 +72,44 @@ pub struct DeadJob {
     pub payload: Payload,
 }
 
+/// A channel's jobs in each live state, as `CHANNELS` reports them.
+/// Completed and cancelled jobs are not counted per channel: they keep only
+/// their id, for GET and deduplication.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ChannelCounts {
+    pub ready: u64,
+    pub scheduled: u64,
+    pub reserved: u64,
+    pub dead: u64,
+}
+
+impl ChannelCounts {
+    pub fn is_empty(&self) -> bool {
+        *self == ChannelCounts::default()
+    }
+
+    /// The gauge of `state`, or None for a state not counted per channel.
+    pub(crate) fn gauge(&mut self, state: State) -> Option<&mut u64> {
+        match state {
+            State::Ready => Some(&mut self.ready),
+            State::Scheduled => Some(&mut self.scheduled),
+            State::Reserved => Some(&mut self.reserved),
+            State::Dead => Some(&mut self.dead),
+            State::Completed | State::Cancelled => None,
+        }
+    }
+}
+
+/// One channel in a `CHANNELS` reply: its counts and the job at the head
+/// of its ready queue (the next FETCH takes it), whose payload a reader
+/// can GET to judge how long it has waited.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChannelInfo {
+    pub channel: u32,
+    pub counts: ChannelCounts,
+    pub oldest_ready: Option<JobId>,
+}
+
 /// Counters and gauges reported by STATS.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Stats {

@@ -214,6 +214,7 @@ pub(crate) fn execute(
             Err(e) => Reply::Error(e),
         },
         Command::Dead(count) => Reply::Dead(with_engine(shared, session, |e, _| e.dead(count))),
+        Command::Channels(only) => Reply::Channels(with_engine(shared, session, |e, now| e.channels(now, &only))),
         Command::Stats => {
             let stats = with_engine(shared, session, |e, _| e.stats());
             let durability = shared.storage.as_ref().map_or("memory", |s| s.durability().name());

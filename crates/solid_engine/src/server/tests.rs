@@ -816,6 +816,30 @@ fn nodes_announce_themselves_and_leave_and_a_job_command_never_sees_them() {
     assert!(stats.contains("ready:0\r\n") && stats.contains("pushed_total:0\r\n"), "presence is not job state");
 }
 
+/// Issue 18 item 16: what a dashboard needs of each channel, over the
+/// wire: counts by state and the job at the head of the ready queue.
+#[test]
+fn channels_reports_counts_and_the_head_of_each_ready_queue() {
+    let server = TestServer::memory();
+    let mut c = server.tcp();
+    assert_eq!(c.call(&["CHANNELS"]), Frame::Array(vec![]));
+    let (first, second, later, held) = (new_id(), new_id(), new_id(), new_id());
+    assert_eq!(c.call(&["PUSH", "5", &held, "h"]), Frame::Integer(1));
+    assert_eq!(items(c.call(&["FETCH", "1", "0", "0", "5"])).len(), 1);
+    for id in [&first, &second] {
+        assert_eq!(c.call(&["PUSH", "5", id, "p"]), Frame::Integer(1));
+    }
+    assert_eq!(c.call(&["PUSH", "8", &later, "s", "IN", "60000"]), Frame::Integer(1));
+    let rows: Vec<Vec<Frame>> = items(c.call(&["CHANNELS"])).into_iter().map(items).collect();
+    let row = |r: &Vec<Frame>| (int(&r[0]), int(&r[1]), int(&r[2]), int(&r[3]), int(&r[4]), text(&r[5]));
+    assert_eq!(row(&rows[0]), (5, 2, 0, 1, 0, first.clone()), "channel 5: two ready, the first pushed at the head");
+    assert_eq!(row(&rows[1]), (8, 0, 1, 0, 0, String::new()), "channel 8: one scheduled, none ready");
+    assert_eq!(c.call(&["CANCEL", &first]), Frame::Integer(1));
+    let rows: Vec<Vec<Frame>> = items(c.call(&["CHANNELS", "5", "6"])).into_iter().map(items).collect();
+    assert_eq!(row(&rows[0]), (5, 1, 0, 1, 0, second), "a cancelled head is passed over");
+    assert_eq!(row(&rows[1]), (6, 0, 0, 0, 0, String::new()), "a channel asked for and empty");
+}
+
 /// Issue 18 item 15: a delay that runs past i64::MAX milliseconds is
 /// saturated to the largest due time the protocol can show (never in
 /// practice), not wrapped to a negative due time that is already past.

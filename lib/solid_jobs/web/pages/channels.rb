@@ -5,7 +5,9 @@ module SolidJobs
     module Pages
       # Every channel: ready depth, how long its oldest ready job has
       # waited, whether it is paused (SolidJobs::Channels: since when, by
-      # whom), and which live nodes serve it.
+      # whom), which backend holds it, and which live nodes serve it. A
+      # SolidEngine channel is read from its engine (Catalog#channels); an
+      # engine that does not answer marks its channels unavailable.
       class Channels < Page
         TITLE = "Channels"
 
@@ -21,10 +23,10 @@ module SolidJobs
                    ["Held publications", count_or(counts["publishing"])]]),
             BarList.new(title: "Ready jobs per channel", items: channels.map { |c| [c["name"], c["depth"]] }).to_html,
             section("Channels", table(
-              [["Channel"], ["Ready", "num"], ["Oldest ready job waiting", "num"], ["State"], ["Ready by priority"],
-               ["Served by"]],
+              [["Channel"], ["Backend"], ["Ready", "num"], ["Oldest ready job waiting", "num"], ["State"],
+               ["Ready by priority"], ["Served by"]],
               channels.map do |c|
-                [tag(:code, c["name"]), Format.count(c["depth"]), latency(c), state(c), levels(c), served_by(c["name"])]
+                [tag(:code, c["name"]), backend(c), depth(c), latency(c), state(c), levels(c), served_by(c["name"])]
               end,
               empty: "No channel has been written to yet."
             ))
@@ -36,8 +38,9 @@ module SolidJobs
           {
             "page" => "channels", "now_ms" => now_ms,
             "channels" => unavailable?(channels) ? json_value(channels) : channels.map do |c|
-              {"name" => c["name"], "depth" => c["depth"], "latency_s" => c["latency_s"], "paused" => c["paused"],
-               "levels" => c["levels"]&.transform_keys(&:to_s), "served_by" => servers[c["name"]]}
+              {"name" => c["name"], "backend" => c["backend"], "depth" => c["depth"], "latency_s" => c["latency_s"],
+               "paused" => c["paused"], "levels" => c["levels"]&.transform_keys(&:to_s),
+               "served_by" => servers[c["name"]], **c.slice("scheduled", "reserved", "dead", "unavailable")}
             end,
             "counts" => snapshot.counts.transform_values { |v| json_value(v) }
           }
@@ -66,9 +69,27 @@ module SolidJobs
           levels.merge(5 => base).sort.map { |p, n| "#{p}: #{Format.count(n)}" }.join(" · ")
         end
 
+        # A SolidEngine channel also shows what its engine holds besides
+        # the ready jobs (scheduled, reserved, dead).
+        def backend(channel)
+          name = channel["backend"] or return "—"
+          return tag(:code, name) unless channel.key?("channel_id")
+
+          held = %w[scheduled reserved dead].filter_map { |k| "#{Format.count(channel[k])} #{k}" if channel[k] }
+          detail = "SolidEngine ##{channel["channel_id"]}#{": #{held.join(", ")}" unless held.empty?}"
+          [tag(:code, name), " ", tag(:span, detail, class: "muted")]
+        end
+
+        def depth(channel)
+          return Format.unavailable(channel["unavailable"]) if channel["unavailable"]
+
+          Format.count(channel["depth"])
+        end
+
         def count_or(value) = unavailable?(value) ? Format.unavailable(value.reason) : Format.count(value)
 
         def latency(channel)
+          return Format.unavailable(channel["unavailable"]) if channel["unavailable"]
           return "—" if channel["depth"].to_i.zero?
 
           Format.or_unavailable(channel["latency_s"]) { |s| Format.seconds(s) }
