@@ -229,7 +229,9 @@ fn channels_parsing_and_reply() {
     ])
     .encode(&mut out);
     let job = String::from_utf8(job.encode().to_vec()).unwrap();
-    let expected = format!("*2\r\n*6\r\n:7\r\n:2\r\n:1\r\n:0\r\n:4\r\n$36\r\n{job}\r\n*6\r\n:9\r\n:0\r\n:0\r\n:0\r\n:0\r\n$0\r\n\r\n");
+    let expected = format!(
+        "*2\r\n*6\r\n:7\r\n:2\r\n:1\r\n:0\r\n:4\r\n$36\r\n{job}\r\n*6\r\n:9\r\n:0\r\n:0\r\n:0\r\n:0\r\n$0\r\n\r\n"
+    );
     assert_eq!(String::from_utf8(out).unwrap(), expected);
 }
 

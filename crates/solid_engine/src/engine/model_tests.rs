@@ -516,8 +516,11 @@ fn run(seed: u64, steps: usize, restarts: bool) {
         let mut expected = model.dead.clone();
         expected.reverse();
         assert_eq!(dead, expected, "dead list {ctx}");
-        let channels: Vec<_> =
-            engine.channels(now, &[]).into_iter().map(|c| (c.channel, c.counts, c.oldest_ready.map(|id| id.0))).collect();
+        let channels: Vec<_> = engine
+            .channels(now, &[])
+            .into_iter()
+            .map(|c| (c.channel, c.counts, c.oldest_ready.map(|id| id.0)))
+            .collect();
         assert_eq!(channels, model.channels(now), "channels {ctx}");
         let asked = engine.channels(now, &[4, 2]);
         assert_eq!((asked[0].channel, asked[0].counts, asked[0].oldest_ready), (4, ChannelCounts::default(), None));
