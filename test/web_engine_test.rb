@@ -74,6 +74,20 @@ class WebEngineTest < SolidJobsTest
     assert_includes html, ":#{@worker.pid}</code>"
     assert_includes html, "<h2>SolidEngine servers</h2>"
     refute_includes html, "No live node"
+    # Item 16: its latest observation in short travels with the
+    # announcement (it writes nothing to Redis).
+    observed = eventually("an announcement with the observation") do
+      entry = engine_client.call(["NODES"]).find { |id, *| id == node_id }
+      JSON.parse(entry[3])["observed"]
+    end
+    assert_equal "running", observed["state"]
+    concurrency = listed.first.description["concurrency"]
+    assert_equal concurrency, observed["workers"].values.sum, "every worker counted: #{observed["workers"]}"
+    assert_operator observed.dig("process", "rss_bytes"), :>, 1_000_000
+    assert_operator observed["age_ms"], :<, 10_000
+    get "/nodes"
+    assert_match %r{<dt>Memory \(RSS\)</dt><dd>[\d.]+ MiB</dd>}, last_response.body
+    assert_match(/<dt>Workers<\/dt><dd>#{concurrency} \(\w+\): \d+ \w+/, last_response.body)
     assert_equal 1, json("/overview.json")["engine_only_nodes"]
     get "/"
     assert_includes last_response.body, %(<div class="label">SolidEngine-only nodes</div><div class="value">1</div>)

@@ -475,7 +475,9 @@ fn presence_loop(s: &Shared, p: &PresenceConfig, close_rx: Receiver<()>) {
     let mut conn = Reconnecting::new(s.pool.connector().clone());
     let mut warned = false;
     loop {
-        match conn.run(|c| wire::announce(c, &p.node_id, p.ttl, &p.description)) {
+        let observed = s.telemetry.get().and_then(|(_, t)| t.summary());
+        let description = announcement(&p.description, observed);
+        match conn.run(|c| wire::announce(c, &p.node_id, p.ttl, &description)) {
             Ok(()) => warned = false,
             Err(e) => {
                 if !warned && !e.is_connection() {
@@ -490,6 +492,28 @@ fn presence_loop(s: &Shared, p: &PresenceConfig, close_rx: Receiver<()>) {
         }
     }
     let _ = conn.run(|c| wire::announce(c, &p.node_id, Duration::ZERO, ""));
+}
+
+/// The largest description the engine takes (`presence::MAX_DESCRIPTION`
+/// on the server).
+const MAX_ANNOUNCEMENT: usize = 4 * 1024;
+
+/// The node's description with its latest observation in short under
+/// `observed`, so a node that writes nothing to Redis still shows its
+/// workers and resources; the description alone when there is none yet,
+/// or when the two would not fit the engine's bound.
+fn announcement(description: &str, observed: Option<serde_json::Value>) -> String {
+    let Some(observed) = observed else { return description.to_owned() };
+    let Ok(serde_json::Value::Object(mut map)) = serde_json::from_str(description) else {
+        return description.to_owned();
+    };
+    map.insert("observed".into(), observed);
+    let text = serde_json::Value::Object(map).to_string();
+    if text.len() <= MAX_ANNOUNCEMENT {
+        text
+    } else {
+        description.to_owned()
+    }
 }
 
 /// Extends every lease this node holds (buffered jobs included) once a third
@@ -544,5 +568,26 @@ fn extend_loop(s: &Shared, close_rx: Receiver<()>) {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_announcement_carries_the_observation_when_it_fits() {
+        let description = r#"{"hostname":"h","pid":1}"#;
+        assert_eq!(announcement(description, None), description);
+        let with: serde_json::Value =
+            serde_json::from_str(&announcement(description, Some(serde_json::json!({"state": "running"})))).unwrap();
+        assert_eq!((with["pid"].as_u64(), with["observed"]["state"].as_str()), (Some(1), Some("running")));
+        let huge = serde_json::json!({"pad": "x".repeat(MAX_ANNOUNCEMENT)});
+        assert_eq!(
+            announcement(description, Some(huge)),
+            description,
+            "over the engine's bound: the description alone"
+        );
+        assert_eq!(announcement("not json", Some(serde_json::json!({}))), "not json");
     }
 }

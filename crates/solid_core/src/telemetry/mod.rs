@@ -94,6 +94,9 @@ pub struct Telemetry {
     outbox: Outbox,
     /// A publisher's flush thread sleeps while nothing happens.
     flusher: FlusherWake,
+    /// The latest observation in short, with when it was made: what a
+    /// SolidEngine announcement carries (`summary`).
+    latest: parking_lot::Mutex<Option<(u64, Value)>>,
 }
 
 impl Telemetry {
@@ -113,6 +116,7 @@ impl Telemetry {
                 cfg.observation_ttl,
             ),
             flusher: FlusherWake::new(),
+            latest: parking_lot::Mutex::new(None),
             cfg,
         }
     }
@@ -129,6 +133,15 @@ impl Telemetry {
         if self.cfg.journal {
             self.journal.record(event, at_ms, Value::Object(data).to_string());
         }
+    }
+
+    /// The latest observation in short (see `summarize`), with `age_ms`
+    /// since it was made: a reader compares ages, never clocks. None before
+    /// the first observation, or with the journal off.
+    pub fn summary(&self) -> Option<Value> {
+        let (at, mut summary) = self.latest.lock().clone()?;
+        summary["age_ms"] = json!(now_ms().saturating_sub(at));
+        Some(summary)
     }
 
     /// The fetcher claimed jobs of these tasks (one lock per batch).
@@ -158,6 +171,7 @@ impl Telemetry {
             self.record("ractor.observed", at, with_node(r));
         }
         self.record("redis.observed", at, with_node(redis));
+        *self.latest.lock() = Some((at, summarize(node, process, ractors)));
         let mut node = node.as_object().cloned().unwrap_or_default();
         node.insert("at_ms".into(), json!(at));
         node.insert("telemetry".into(), self.stats_json());
@@ -263,6 +277,28 @@ impl Telemetry {
     }
 }
 
+/// An observation in a few hundred bytes, whatever the concurrency: the
+/// node's state, its workers counted by state (not listed), and the process
+/// figures a dashboard shows. It travels in a SolidEngine `NODE`
+/// announcement, whose description is bounded (4 KiB).
+fn summarize(node: &Value, process: &Value, ractors: &[Value]) -> Value {
+    let mut workers = Map::new();
+    for r in ractors {
+        let state = r.get("state").and_then(Value::as_str).unwrap_or("unknown");
+        let n = workers.entry(state.to_owned()).or_insert(json!(0));
+        *n = json!(n.as_u64().unwrap_or(0) + 1);
+    }
+    let process: Map<String, Value> = ["state", "rss_bytes", "cpu_seconds", "gc_count", "gc_time_ms"]
+        .iter()
+        .filter_map(|k| process.get(*k).map(|v| ((*k).to_owned(), v.clone())))
+        .collect();
+    json!({
+        "state": node.get("state").cloned().unwrap_or(Value::Null),
+        "workers": workers,
+        "process": process,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Instant;
@@ -297,6 +333,27 @@ mod tests {
             source: 0,
             attempts: 0,
         }
+    }
+
+    /// What a SolidEngine announcement carries: workers counted by state
+    /// (any concurrency fits), the process figures, an age, no clock.
+    #[test]
+    fn the_summary_counts_workers_and_keeps_the_process_figures() {
+        let t = Telemetry::new(config(true, false));
+        assert!(t.summary().is_none(), "nothing observed yet");
+        let ractors: Vec<Value> =
+            (0..64).map(|i| json!({"state": if i < 3 { "running" } else { "waiting" }})).collect();
+        let process = json!({"state": "ok", "rss_bytes": 1234, "cpu_seconds": 1.5, "gc_count": 7, "argv": "x"});
+        t.observe(&json!({"state": "running", "hostname": "h"}), &process, &ractors, &json!({}));
+        let summary = t.summary().unwrap();
+        assert_eq!(summary["state"], "running");
+        assert_eq!(summary["workers"], json!({"running": 3, "waiting": 61}));
+        assert_eq!(summary["process"], json!({"state": "ok", "rss_bytes": 1234, "cpu_seconds": 1.5, "gc_count": 7}));
+        assert!(summary["age_ms"].as_u64().unwrap() < 1_000);
+        assert!(summary.to_string().len() < 400, "{summary}");
+        let off = Telemetry::new(config(false, false));
+        off.observe(&json!({}), &process, &ractors, &json!({}));
+        assert!(off.summary().is_none(), "telemetry off: nothing to announce");
     }
 
     #[test]

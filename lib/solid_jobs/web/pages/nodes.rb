@@ -47,23 +47,46 @@ module SolidJobs
 
         def engine_node_section(n)
           node = n["node"]
+          observed = node["observed"].is_a?(Hash) ? node["observed"] : nil
           tag(:section, [
-            # No state badge: the announcement says the node is alive, not
-            # whether it is paused or stopping (that travels through Redis).
-            tag(:h2, ["Node ", tag(:code, node_label(n)), " ", tag(:span, "SolidEngine only", class: "state")]),
+            tag(:h2, ["Node ", tag(:code, node_label(n)), " ", tag(:span, "SolidEngine only", class: "state"),
+                      *(observed ? [" ", tag(:span, observed["state"].to_s, class: "state")] : [])]),
             facts([
               ["Node id", tag(:code, n["node_id"])],
               ["Host / pid", "#{node["hostname"]} / #{node["pid"]}"],
-              ["Workers", [shown(node["concurrency"], :count), " (", shown(node["execution_mode"]), ")"]],
+              ["Workers", [shown(node["concurrency"], :count), " (", shown(node["execution_mode"]), ")",
+                           *(observed ? [": ", worker_states(observed["workers"])] : [])]],
+              *observed_facts(n, observed),
               ["Channels", Array(node["channels"]).map { |c| c.is_a?(Array) ? "#{c[0]}(#{c[1]})" : c.to_s }.join(", ")],
               ["Started", node["started_ms"].is_a?(Numeric) ? Format.time(node["started_ms"]) : Format.unavailable],
               ["Version", shown(node["version"])],
               ["Announced to", [tag(:code, n["backend"]), " ", Format.age(n["age_ms"]), " (kept ",
                                 Format.ms(n["ttl_ms"]), " without a new one; it announces every heartbeat)"]]
             ]),
-            tag(:p, "Its channels are all on SolidEngine, so it writes no observations to Redis: workers, " \
-                    "resources and control requests are not available for it.", class: "note")
+            tag(:p, "Its channels are all on SolidEngine, so it writes nothing to Redis: it announces itself and its " \
+                    "latest observation in short (state, workers by state, memory, CPU) to its engine every heartbeat. " \
+                    "Per-worker jobs, the journal and control requests travel through Redis and are not available " \
+                    "for it.", class: "note")
           ], class: "node", "data-node-id": n["node_id"])
+        end
+
+        # "2 running, 6 waiting" from the announced counts.
+        def worker_states(counts)
+          return Format.unavailable unless counts.is_a?(Hash)
+
+          counts.sort.map { |state, count| "#{Format.count(count)} #{state}" }.join(", ")
+        end
+
+        # Memory, CPU and the observation's age: the announcement's age plus
+        # the observation's age when it was sent (no clock compared).
+        def observed_facts(entry, observed)
+          return [["Observed", Format.unavailable("not announced yet (or telemetry is off)")]] unless observed
+
+          process = observed["process"].is_a?(Hash) ? observed["process"] : {}
+          age = observed["age_ms"].is_a?(Numeric) && entry["age_ms"].is_a?(Numeric) ? observed["age_ms"] + entry["age_ms"] : nil
+          [["Memory (RSS)", shown(process["rss_bytes"], :bytes)],
+           ["CPU", process["cpu_seconds"].is_a?(Numeric) ? "#{process["cpu_seconds"].round(1)} s" : Format.unavailable],
+           ["Observed", age ? Format.age(age) : Format.unavailable]]
         end
 
         ENGINE_FIGURES = [%w[ready Ready], %w[scheduled Scheduled], ["reserved", "Reserved (leases held)"],
