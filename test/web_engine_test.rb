@@ -87,7 +87,7 @@ class WebEngineTest < SolidJobsTest
     assert_operator observed["age_ms"], :<, 10_000
     get "/nodes"
     assert_match %r{<dt>Memory \(RSS\)</dt><dd>[\d.]+ MiB</dd>}, last_response.body
-    assert_match(/<dt>Workers<\/dt><dd>#{concurrency} \(\w+\): \d+ \w+/, last_response.body)
+    assert_match(%r{<dt>Workers</dt><dd>#{concurrency} \(\w+\): \d+ \w+}, last_response.body)
     assert_equal 1, json("/overview.json")["engine_only_nodes"]
     get "/"
     assert_includes last_response.body, %(<div class="label">SolidEngine-only nodes</div><div class="value">1</div>)
