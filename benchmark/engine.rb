@@ -21,6 +21,10 @@
 #   BENCH_CASE_TIMEOUT  seconds one run may take before it fails (300)
 #   BENCH_OUTPUT_DIR    where engine.md goes (benchmark/results; nowhere in a smoke run)
 #   BENCH_COMPACTION_JOBS  jobs loaded before the compaction phase (524288; 20000 in smoke runs)
+#   BENCH_BASE_SERVER   another solid-engine-server binary (an older build):
+#                       every load-generator run is made against it too, the
+#                       two alternating, and the report adds head/base ratios
+#   BENCH_BASE_LABEL    what the report calls it (a commit)
 
 require_relative "support/harness"
 
@@ -38,7 +42,7 @@ module Bench
     END_TO_END = %r{^push\+fetch\+ack end to end: (\d+) jobs/s \(([\d.]+) s\)}
     PUSH = %r{^push: (\d+) jobs/s}
 
-    Result = Struct.new(:durability, :jobs, :push_rate, :rate, :seconds, :error, keyword_init: true) do
+    Result = Struct.new(:durability, :jobs, :push_rate, :rate, :seconds, :error, :base, keyword_init: true) do
       def ok? = error.nil?
     end
 
@@ -57,6 +61,7 @@ module Bench
       @repetitions = settings.integer("BENCH_REPETITIONS", 1)
       @timeout = settings.integer("BENCH_CASE_TIMEOUT", 300)
       @compaction_jobs = settings.integer("BENCH_COMPACTION_JOBS", @smoke ? 20_000 : 524_288)
+      @base_server = ENV.fetch("BENCH_BASE_SERVER", nil)
     end
 
     private
@@ -65,8 +70,16 @@ module Bench
     # slows a run down. A failed run makes the case fail.
     def measure
       results = DURABILITIES.map do |durability|
-        runs = Array.new(@repetitions) { measure_once(durability) }
-        runs.find { |r| !r.ok? } || runs.max_by(&:rate)
+        # With a base server the two alternate, so drift on a shared host
+        # reaches both alike.
+        pairs = Array.new(@repetitions) do
+          [measure_once(durability), @base_server && measure_once(durability, binary: @base_server)]
+        end
+        runs = pairs.map(&:first)
+        best = runs.find { |r| !r.ok? } || runs.max_by(&:rate)
+        bases = pairs.filter_map(&:last)
+        best.base = bases.find { |r| !r.ok? } || bases.max_by(&:rate) unless bases.empty?
+        best
       end
       probe = measure_compaction
       report(results, probe)
@@ -111,10 +124,14 @@ module Bench
       server&.cleanup
     end
 
-    def measure_once(durability)
-      print "load generator, #{durability} durability: "
+    def measure_once(durability, binary: EngineServer::BINARY)
+      print "load generator, #{durability} durability#{" (base server)" unless binary == EngineServer::BINARY}: "
       result = Result.new(durability: durability, jobs: @jobs)
-      server = EngineServer.new(durability: durability, dir: File.join(@lab.dir, durability), children: @lab.children).start
+      # A directory (and log) per run: logs are appended to, and a second
+      # run reading the first's figures from a shared log was the result.
+      @run = @run.to_i + 1
+      server = EngineServer.new(durability: durability, dir: File.join(@lab.dir, "#{durability}-#{@run}"),
+                                children: @lab.children, binary: binary).start
       result.push_rate, result.rate, result.seconds = load_generator(server)
       verify_acked(server)
       status = server.stop
@@ -138,7 +155,7 @@ module Bench
       raise Failure, "#{BENCH_BINARY} is missing; run `bundle exec rake engine:build`" unless File.executable?(BENCH_BINARY)
 
       arguments = ["--socket", server.socket, "--jobs", @jobs.to_s, *SHAPE.flat_map { |name, value| ["--#{name}", value.to_s] }]
-      generator = ChildProcess.new([BENCH_BINARY, *arguments], log: File.join(@lab.dir, "loadgen-#{server.durability}.log"),
+      generator = ChildProcess.new([BENCH_BINARY, *arguments], log: File.join(server.dir, "loadgen.log"),
                                                                children: @lab.children).start
       status = generator.wait(timeout: @timeout)
       raise Failure, "solid-engine-bench exited with #{status.inspect}: #{generator.log_tail}" unless status&.success?
@@ -173,11 +190,27 @@ module Bench
                  "n/a   #{what} (not measured)"
                end
       table = Bench.table(["Durability", "Jobs", "Push jobs/s", "Push+fetch+ack jobs/s", "Seconds"], rows)
+      table += "\n\n#{base_section(results)}" if @base_server
       publish("engine", title: "SolidEngine throughput",
                         body: "Load generator, jobs/s per durability mode:\n\n#{table}\n\n#{compaction_section(probe)}" \
                               "Targets:\n- #{target}",
                         intro: "Jobs: #{@jobs} per load-generator run (every durability mode); " \
                                "fastest of #{@repetitions} run(s) per mode. Run at #{run_time}. #{METHOD}")
+    end
+
+    # Head against the base server, fastest run of each, measured in turn.
+    def base_section(results)
+      rows = results.map do |r|
+        base = r.base
+        next [r.durability, "error", "error", "n/a", "n/a"] unless r.ok? && base&.ok?
+
+        [r.durability, Bench.delimit(base.push_rate), Bench.delimit(base.rate), Bench.delimit(r.rate),
+         format("%.2fx", r.rate / base.rate)]
+      end
+      "Against the base server (#{ENV.fetch("BENCH_BASE_LABEL", @base_server)}), the two alternating, " \
+        "fastest of #{@repetitions} each:\n\n" +
+        Bench.table(["Durability", "Base push jobs/s", "Base push+fetch+ack jobs/s", "Head push+fetch+ack jobs/s",
+                     "Head/base"], rows)
     end
 
     def compaction_section(probe)

@@ -17,7 +17,9 @@ class EngineServer < ChildProcess
 
   attr_reader :dir, :socket, :durability
 
-  def initialize(durability: "memory", lease_ms: 30_000, password: nil, extra: [], dir: nil, children: nil)
+  # binary: another build of the server (a benchmark comparing two).
+  def initialize(durability: "memory", lease_ms: 30_000, password: nil, extra: [], dir: nil, children: nil,
+                 binary: BINARY)
     @durability = durability
     @dir = dir || Dir.mktmpdir("solid-engine")
     @socket = File.join(@dir, "engine.sock")
@@ -27,7 +29,8 @@ class EngineServer < ChildProcess
     # `--password` would show it in /proc/<pid>/cmdline.
     # nil unsets a value the test process itself may have.
     env = {"SOLID_ENGINE_PASSWORD" => password}
-    super([BINARY, *args], log: File.join(@dir, "server.log"), env: env, children: children)
+    @binary = binary
+    super([binary, *args], log: File.join(@dir, "server.log"), env: env, children: children)
   end
 
   def url = "unix://#{@socket}"
@@ -35,7 +38,7 @@ class EngineServer < ChildProcess
   # The socket file appears at bind, before accept starts: a PING that is
   # answered is the real sign of readiness.
   def start
-    raise ProcessError, "#{BINARY} is missing: run `bundle exec rake engine:build`" unless File.executable?(BINARY)
+    raise ProcessError, "#{@binary} is missing: run `bundle exec rake engine:build`" unless File.executable?(@binary)
 
     FileUtils.mkdir_p(@dir)
     super
