@@ -158,6 +158,43 @@ class MetricsTest < SolidJobsTest
 
   # Label values are escaped as the format requires: the parser reads back
   # exactly the name Redis holds.
+  # Issue 18 item 16: a node whose channels are all on SolidEngine writes
+  # nothing to Redis; its series come from its announcements to the engine,
+  # its channels' from the engine, and solid_jobs_engine_up says whether
+  # the engine answered (a stopped one costs only its own series).
+  def test_an_engine_only_node_and_its_channels_have_series
+    engine = EngineServer.new.start
+    configure_solid_jobs(backend: :solid_engine, url: engine.url,
+                         backends: {solid_engine: {adapter: :solid_engine, url: engine.url}})
+    @worker = WorkerProcess.new(redis_url: REDIS.url, namespace: @namespace, log: File.join(@ledger_dir, "worker.log"),
+                                args: ["--concurrency", CONCURRENCY.to_s],
+                                env: {"SOLID_JOBS_TEST_ENGINE_URL" => engine.url,
+                                      "SOLID_JOBS_TEST_OBSERVATION_INTERVAL" => "0.5"}).start
+    node_id = eventually("the node announced its observation") do
+      entry = SolidJobs.routing.backend_for("default").client.call(["NODES"]).first
+      entry && JSON.parse(entry[3])["observed"] && entry[0]
+    end
+    LedgerTask.enqueue_after(60, ledger_path, "later")
+    families = scrape
+    assert_equal 1, value(families, "solid_jobs_engine_up", backend: "solid_engine")
+    assert_equal 1, value(families, "solid_jobs_node_up", node_id: node_id)
+    assert_equal CONCURRENCY, %w[busy idle].sum { |s| value(families, "solid_jobs_node_workers", node_id: node_id, state: s) }
+    assert_operator value(families, "solid_jobs_node_heartbeat_age_seconds", node_id: node_id), :<, 2
+    assert_operator value(families, "solid_jobs_node_resident_memory_bytes", node_id: node_id), :>, 1_000_000
+    assert_equal 0, value(families, "solid_jobs_channel_ready_jobs", channel: "default"), "the scheduled job is not ready"
+    assert_empty redis.keys(key("*")), "nothing of it is in Redis"
+
+    engine.stop
+    families = scrape
+    assert_equal 0, value(families, "solid_jobs_engine_up", backend: "solid_engine")
+    assert_nil value(families, "solid_jobs_node_up", node_id: node_id)
+    assert_nil value(families, "solid_jobs_channel_ready_jobs", channel: "default"), "unknown, not 0"
+    assert_equal 1, value(families, "solid_jobs_up"), "Redis was read"
+  ensure
+    @worker&.kill!
+    engine&.cleanup
+  end
+
   def test_label_values_are_escaped
     odd = %(a "quoted" back\\slash)
     redis.sadd(key("channels"), odd)

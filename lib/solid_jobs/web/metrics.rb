@@ -125,24 +125,84 @@ module SolidJobs
       def nodes
         observed = read { Observations.new(client: @client, namespace: @config.namespace).nodes(now_ms: @now_ms) } or return
         ttls = read { observed.map { |n| @client.call(["PTTL", @keys.node(n["node_id"])]).to_i } } or return
-        node_gauges(observed, ttls)
+        engine_only = engine_only_nodes(observed.map { |n| n["node_id"] })
+        node_gauges(observed, ttls, engine_only)
         HISTOGRAMS.each do |part, (name, help)|
           samples = observed.flat_map { |n| histogram_samples(name, n["node_id"], n.dig("histograms", part)) }
           family(name, "histogram", help, samples)
         end
       end
 
-      def node_gauges(observed, ttls)
+      # Redis' nodes from their observations and heartbeat keys; engine-only
+      # nodes from their announcements (up while listed, the announcement's
+      # age as the heartbeat's, the observation in short it carries).
+      def node_gauges(observed, ttls, engine)
         gauge("solid_jobs_node_up", "1 while the node's heartbeat key lives, 0 once it expired (the node is dead or gone).",
-              observed.map { |n| [id(n), n["alive"] ? 1 : 0] })
+              observed.map { |n| [id(n), n["alive"] ? 1 : 0] } + engine.map { |n| [id(n), 1] })
         gauge("solid_jobs_node_workers", "Workers of the node by state (busy: running a job; idle: waiting for one).",
-              observed.flat_map { |n| n["at_ms"] ? workers(n) : [] })
+              observed.flat_map { |n| n["at_ms"] ? workers(n) : [] } + engine.flat_map { |n| announced_workers(n) })
         gauge("solid_jobs_node_heartbeat_age_seconds", "Time since the node's last heartbeat.",
-              observed.zip(ttls).filter_map { |n, ttl| heartbeat_age(n, ttl) })
+              observed.zip(ttls).filter_map { |n, ttl| heartbeat_age(n, ttl) } +
+              engine.map { |n| [id(n), n["age_ms"] / 1000.0] })
         gauge("solid_jobs_node_observation_age_seconds", "Age of the node's latest observations.",
-              observed.filter_map { |n| [id(n), n["age_ms"] / 1000.0] if n["age_ms"] })
+              observed.filter_map { |n| [id(n), n["age_ms"] / 1000.0] if n["age_ms"] } +
+              engine.filter_map do |n|
+                (age = n["observed"]["age_ms"]).is_a?(Integer) ? [id(n), (age + n["age_ms"]) / 1000.0] : nil
+              end)
         gauge("solid_jobs_node_resident_memory_bytes", "Resident memory of the node's process (/proc/self/statm).",
-              observed.filter_map { |n| (rss = n.dig("process", "rss_bytes")).is_a?(Integer) ? [id(n), rss] : nil })
+              rss(observed.map { |n| [n, n["process"]] } + engine.map { |n| [n, n["observed"]["process"]] }))
+        gauge("solid_jobs_engine_up", "1 when the SolidEngine backend answered this scrape's NODES, else 0.",
+              @engines_up.map { |name, up| [{"backend" => name}, up] })
+      end
+
+      # Nodes whose channels are all on SolidEngine (listed by their
+      # engines' NODES, not in Redis): [{"node_id", "age_ms", "observed"}].
+      # Each engine is read on its own, so one that is down costs only its
+      # nodes, and solid_jobs_engine_up says which.
+      def engine_only_nodes(known)
+        @engines_up = {}
+        engine_backends.flat_map do |backend|
+          list = backend.client.call(["NODES"])
+          @engines_up[backend.name.to_s] = 1
+          list.filter_map do |node_id, age_ms, _ttl_ms, description|
+            next if known.include?(node_id)
+
+            parsed = begin
+              JSON.parse(description.to_s)
+            rescue JSON::ParserError
+              nil
+            end
+            observed = parsed.is_a?(Hash) && parsed["observed"].is_a?(Hash) ? parsed["observed"] : {}
+            {"node_id" => node_id, "age_ms" => age_ms, "observed" => observed}
+          end
+        rescue ConnectionError, EngineError
+          @engines_up[backend.name.to_s] = 0
+          []
+        end.uniq { |n| n["node_id"] }
+      end
+
+      def engine_backends
+        SolidJobs.routing.backends.values.grep(Backends::SolidEngine)
+      rescue StandardError # a routing that does not build: Redis only
+        []
+      end
+
+      # [[node, process part], ...] => samples of the ones with an RSS.
+      def rss(parts)
+        parts.filter_map { |n, process| (rss = process.is_a?(Hash) && process["rss_bytes"]).is_a?(Integer) ? [id(n), rss] : nil }
+      end
+
+      # Workers counted by state in an engine-only node's announcement.
+      def announced_workers(node)
+        counts = node["observed"]["workers"]
+        return [] unless counts.is_a?(Hash)
+
+        totals = WORKER_STATES.values.to_h { |state| [state, 0] }
+        counts.each do |state, n|
+          name = WORKER_STATES.fetch(state, state)
+          totals[name] = totals.fetch(name, 0) + n.to_i
+        end
+        totals.map { |state, n| [id(node).merge("state" => state), n] }
       end
 
       def id(node) = {"node_id" => node["node_id"]}
