@@ -12,6 +12,9 @@ module SolidJobs
   #   catalog.tasks      # ["RecalculateAccount", ...]
   #   catalog.concurrency_keys  # [{"key", "held", "blocked", "limit", ...}]
   class Catalog
+    # Channels of a SolidEngine that no routing here names, listed at most.
+    UNNAMED_ENGINE_CHANNELS = 100
+
     # routing: which backend serves each channel (nil: Redis serves all).
     def initialize(client: SolidJobs.client, config: SolidJobs.config, routing: SolidJobs.routing)
       @client = client
@@ -29,7 +32,7 @@ module SolidJobs
     #
     # A SolidEngine channel also has "scheduled", "reserved", "dead" and
     # "channel_id"; one whose name no routing here gives is named
-    # "#<channel_id>". An engine that does not answer gives its known
+    # "#<channel_id>" (the UNNAMED_ENGINE_CHANNELS fullest of them). An engine that does not answer gives its known
     # channels `depth` nil and `unavailable` (the error), so an engine that
     # is down hides neither Redis' channels nor the other engines'.
     def channels(now_ms: Clock.now_ms)
@@ -62,7 +65,11 @@ module SolidJobs
     def engine_channels(backend, names, now_ms)
       by_id = names.to_h { |name| [backend.channel_id(name), name] }
       stats = backend.channel_stats.to_h { |row| [row["channel_id"], row] }
-      (by_id.keys | stats.keys).map do |id|
+      # Channels no routing here names: the fullest UNNAMED_ENGINE_CHANNELS,
+      # so a client that spread jobs over a million channel ids costs a
+      # page bounded reads (one GET per channel with ready jobs).
+      unnamed = (stats.keys - by_id.keys).max_by(UNNAMED_ENGINE_CHANNELS) { |id| stats[id]["ready"] }
+      (by_id.keys | unnamed).map do |id|
         row = stats[id] || {"ready" => 0, "scheduled" => 0, "reserved" => 0, "dead" => 0}
         head = row["oldest_ready_id"] && backend.get_job(row["oldest_ready_id"])
         queued = head && head["envelope"].is_a?(Hash) ? head["envelope"]["queued_ms"] : nil
