@@ -111,11 +111,16 @@ class ClaimsFaultTest < SolidJobsTest
     node = eventually("registered") { w.node_id(direct) }
     SlowTask.enqueue_many(Array.new(6) { |i| [path, "r#{i}", 0.4] })
     eventually("jobs claimed") { direct.hlen(key("claims:#{node}")) >= 3 }
-    direct.save
+    # What the snapshot holds: read on both sides of the SAVE (the worker
+    # claims and acks meanwhile; SAVE cannot run in a MULTI), kept when
+    # nothing moved in between.
     snapshot = File.join(@ledger_dir, "older.rdb")
-    FileUtils.cp(File.join(@private_redis.dir, "dump.rdb"), snapshot)
-    claimed_then = direct.hlen(key("claims:#{node}"))
-    fence_then = direct.get(key("fence")).to_i
+    claimed_then, fence_then = eventually("a snapshot of a still moment") do
+      before = [direct.hlen(key("claims:#{node}")), direct.get(key("fence")).to_i]
+      direct.save
+      FileUtils.cp(File.join(@private_redis.dir, "dump.rdb"), snapshot)
+      before if before == [direct.hlen(key("claims:#{node}")), direct.get(key("fence")).to_i]
+    end
     eventually("every job ran") { (0...6).all? { |i| completions("r#{i}") >= 1 } }
     eventually("idle, nothing claimed") { direct.hlen(key("claims:#{node}")).zero? }
     fence_before = direct.get(key("fence")).to_i

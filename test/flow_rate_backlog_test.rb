@@ -40,8 +40,11 @@ class FlowRateBacklogTest < SolidJobsTest
     assert_equal JOBS, processed, "the backlog stalled: #{redis.get(key("metric:handed_back")).to_i} jobs handed back " \
                                   "unstarted so far\n#{@worker.log_tail(5)}"
     assert_equal 0, redis.get(key("metric:throttled")).to_i, "no key ever reached its rate"
+    # The livelock handed back nearly every job; a host busy with other
+    # work (a build beside the suite) still costs a few percent: 934 of
+    # 30,000 once, against none on a quiet host.
     handed_back = redis.get(key("metric:handed_back")).to_i
-    assert_operator handed_back, :<, JOBS / 100, "#{handed_back} jobs were handed back unstarted: the prefetch window " \
-                                                 "outlasted the 50 ms start slack"
+    assert_operator handed_back, :<, JOBS / 20, "#{handed_back} jobs were handed back unstarted: the prefetch window " \
+                                                "outlasted the 50 ms start slack"
   end
 end

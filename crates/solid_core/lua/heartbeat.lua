@@ -15,13 +15,17 @@
 -- this call replaced (0: none), number of claims handed back u, u job
 -- ids..., number of control requests k, k requests..., dead node ids...}
 --
--- The node's own claims hash, holding record, and the namespace's fence and
--- incarnation keys are named from the prefix (as the other nodes' heartbeat
+-- The node's own claims hash, holding record, the node deadlines zset, and
+-- the namespace's fence and incarnation keys are named from the prefix (as the other nodes' heartbeat
 -- keys are below), so the channel lists stay KEYS[12..].
 redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[2])
 redis.call('SADD', KEYS[2], ARGV[1])
 local now = redis_now_ms()
 local prefix = ARGV[4]
+-- When the node key expires, on Redis' clock: the dead are found by their
+-- deadlines (below), so a beat costs the same whatever the number of nodes.
+local deadlines = prefix .. 'node_deadlines'
+redis.call('ZADD', deadlines, now + tonumber(ARGV[2]), ARGV[1])
 local expired = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, 500)
 local released = 0
 if #expired > 0 then
@@ -103,7 +107,23 @@ local out = { ready, released, incarnation, fence, previous_check, #handed_back 
 for _, id in ipairs(handed_back) do out[#out + 1] = id end
 out[#out + 1] = #requests
 for _, r in ipairs(requests) do out[#out + 1] = r end
-for _, id in ipairs(redis.call('SMEMBERS', KEYS[2])) do
-  if redis.call('EXISTS', prefix .. 'node:' .. id) == 0 then out[#out + 1] = id end
+-- Dead nodes: those whose deadline passed and whose key is gone (the key
+-- is the truth; a deadline only says where to look), at most DEAD_PER_BEAT
+-- per beat: recovery removes each one's deadline, so the next beat finds
+-- the next ones. Two registered nodes sampled per beat catch a node that
+-- has no deadline (registered by a version before them, or whose ZADD a
+-- Redis lost): found in O(nodes) beats of the cluster, not O(1) per beat.
+local DEAD_PER_BEAT = 16
+local dead = {}
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', deadlines, '-inf', now, 'LIMIT', 0, DEAD_PER_BEAT)) do
+  if redis.call('EXISTS', prefix .. 'node:' .. id) == 0 then
+    dead[id] = true
+    out[#out + 1] = id
+  end
+end
+for _, id in ipairs(redis.call('SRANDMEMBER', KEYS[2], 2)) do
+  if not dead[id] and not redis.call('ZSCORE', deadlines, id) and redis.call('EXISTS', prefix .. 'node:' .. id) == 0 then
+    out[#out + 1] = id
+  end
 end
 return out

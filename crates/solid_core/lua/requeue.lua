@@ -43,6 +43,7 @@ if mode == 'release' or mode == 'tokens' then
 else
   redis.call('DEL', KEYS[1], KEYS[2])
   redis.call('SREM', KEYS[3], ARGV[2])
+  redis.call('ZREM', ARGV[1] .. 'node_deadlines', ARGV[2])
 end
 if rang then redis.call('PUBLISH', KEYS[4], 'ready') end
 if ARGV[5] == '1' then

@@ -423,3 +423,75 @@ fn index_lookups_match_ids_exactly_and_unarchive_respects_a_live_id() {
     assert_eq!(c.zcard::<_, i64>("solid_jobs:archive").unwrap(), 1, "the archive entry stays");
     assert_eq!(c.llen::<_, i64>("solid_jobs:channel:default").unwrap(), 1);
 }
+
+/// Calls per command so far, from `INFO commandstats` (commands a script
+/// runs included).
+fn command_calls(c: &mut redis::Connection) -> std::collections::HashMap<String, u64> {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(c).unwrap();
+    info.lines()
+        .filter_map(|l| {
+            let (name, rest) = l.strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls = rest.split(',').find_map(|f| f.strip_prefix("calls="))?.parse().ok()?;
+            Some((name.to_owned(), calls))
+        })
+        .collect()
+}
+
+/// Issue 19: a heartbeat looks for the dead by deadline, not by asking
+/// after every registered node, so its commands do not grow with the
+/// cluster; a node whose key expired is still reported, and its deadline
+/// goes with its recovery.
+#[test]
+fn a_heartbeat_costs_the_same_with_200_nodes_and_still_finds_the_dead() {
+    let redis = RedisServer::start();
+    let mut c = redis.conn();
+    let store = Store::new(Keyspace::default());
+    let beat_cost = |c: &mut redis::Connection, store: &Store| {
+        let before = command_calls(c);
+        let beat = store.heartbeat(c, "n0", 60_000, "{}", &["default"], 0).unwrap();
+        let after = command_calls(c);
+        let delta = |name: &str| after.get(name).copied().unwrap_or(0) - before.get(name).copied().unwrap_or(0);
+        let total: u64 = after.keys().map(|k| delta(k)).sum::<u64>() - delta("info");
+        (beat, delta("exists"), total)
+    };
+    register(&store, &mut c, "n0");
+    register(&store, &mut c, "n1");
+    let (_, exists_alone, total_alone) = beat_cost(&mut c, &store);
+    for i in 2..200 {
+        register(&store, &mut c, &format!("n{i}"));
+    }
+    store.heartbeat(&mut c, "short", 100, "{}", &["default"], 0).unwrap();
+    let (beat, exists, total) = beat_cost(&mut c, &store);
+    assert!(beat.dead.is_empty(), "{:?}", beat.dead);
+    assert_eq!((exists, total), (exists_alone, total_alone), "two nodes or 201: the same commands");
+    assert_eq!(exists, 0, "no node is asked after while none is overdue");
+
+    std::thread::sleep(Duration::from_millis(150));
+    let (beat, _, _) = beat_cost(&mut c, &store);
+    assert_eq!(beat.dead, vec!["short".to_owned()], "its key expired: reported");
+    assert!(store.recover_node(&mut c, "short").unwrap().is_some());
+    let score: Option<f64> = c.zscore("solid_jobs:node_deadlines", "short").unwrap();
+    assert_eq!(score, None, "its deadline went with its registration");
+    assert!(beat_cost(&mut c, &store).0.dead.is_empty());
+}
+
+/// A node registered without a deadline (by a version before them, or a
+/// ZADD a Redis lost) is found by the two registered nodes each beat
+/// samples.
+#[test]
+fn a_dead_node_without_a_deadline_is_found_by_sampling() {
+    let redis = RedisServer::start();
+    let mut c = redis.conn();
+    let store = Store::new(Keyspace::default());
+    for node in ["n0", "n1", "n2"] {
+        register(&store, &mut c, node);
+    }
+    let _: () = c.sadd("solid_jobs:nodes", "legacy").unwrap();
+    // 2 of 4 sampled per beat: missed 60 times running with odds 2^-60.
+    let found = (0..60).any(|_| {
+        let beat = store.heartbeat(&mut c, "n0", 60_000, "{}", &["default"], 0).unwrap();
+        assert!(beat.dead.iter().all(|d| d == "legacy"), "{:?}", beat.dead);
+        !beat.dead.is_empty()
+    });
+    assert!(found, "the legacy node was never reported");
+}

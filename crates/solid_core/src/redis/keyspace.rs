@@ -133,6 +133,12 @@ impl Keyspace {
     pub fn nodes(&self) -> String {
         self.key("nodes")
     }
+    /// ZSET node id -> when its heartbeat key expires (Redis-clock ms):
+    /// where a heartbeat looks for dead nodes, in O(log nodes). Written by
+    /// heartbeat.lua, removed by requeue.lua with the node's registration.
+    pub fn node_deadlines(&self) -> String {
+        self.key("node_deadlines")
+    }
     /// HASH job id -> `state|channel[|node|token]` for every live job:
     /// deduplication, get and cancel by id.
     pub fn jobs(&self) -> String {
@@ -269,6 +275,7 @@ mod tests {
             k.claims("n1"),
             k.node("n1"),
             k.nodes(),
+            k.node_deadlines(),
             k.fence(),
             k.holding("n1"),
             k.acked("n1"),
