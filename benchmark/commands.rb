@@ -110,12 +110,15 @@ module Bench
                            "messages are `planned` from schedule.lua, the `planned` this benchmark sends in place of " \
                            "the timer, and `ready`.",
       recovery: "the live node's heartbeat tick: `heartbeat.lua` (SET its node key with a TTL, SADD nodes, LLEN its " \
-                "channel, SMEMBERS nodes, EXISTS per registered node: the dead one's key is gone, TIME and " \
+                "channel, ZADD its deadline, ZRANGEBYSCORE of the overdue deadlines and EXISTS of each: the dead " \
+                "one's key is gone, SRANDMEMBER of two registered nodes and ZSCORE of the live one sampled (a node " \
+                "without a deadline would be found so), TIME and " \
                 "ZRANGEBYSCORE for expired publication holds, LPOP of the node's control mailbox, HKEYS of its own " \
                 "claims to hand back any it does not hold and SET of its holding record, GET ×2 of the namespace's " \
                 "incarnation and the fence counter to notice a lost or rolled-back Redis); then `requeue.lua` " \
                 "for the dead node (EXISTS its key again, atomically; HGETALL its claims, HSET job index ready, RPUSH " \
-                "back at the head of the channel, DEL claims and node key, SREM nodes, PUBLISH `ready`); then a worker " \
+                "back at the head of the channel, DEL claims and node key, SREM nodes, ZREM its deadline, PUBLISH " \
+                "`ready`); then a worker " \
                 "turn as above: claim, ack.",
       unique_enqueue: "`enqueue_unique.lua` (docs/unique.md; plain tasks keep `enqueue.lua`): MGET finds the key's " \
                       "lock free, HSETNX marks the id live in the job index, SET writes the lock (valued with the " \
@@ -333,8 +336,8 @@ module Bench
       body = [table, "", "What each command is:", *explanations, "", timer_line, "",
               "Sidekiq 6.4.1, for reference (sent/in Lua/round trips):", *sidekiq, "",
               "Periodic work, not in any row: an idle SolidJobs node sends nothing between heartbeats (one " \
-              "`heartbeat.lua` per node per heartbeat_interval, 5 s by default, with one EXISTS per registered " \
-              "node; see the recovery row). An idle Sidekiq process sends one BRPOP per processor thread every 2 s, " \
+              "`heartbeat.lua` per node per heartbeat_interval, 5 s by default, whose commands do not grow with " \
+              "the number of nodes: the dead are found by deadline; see the recovery row). An idle Sidekiq process sends one BRPOP per processor thread every 2 s, " \
               "its heartbeat every 5 s and a scheduled-set poll every 2.5-7.5 s."].compact
       publish("commands", title: "Redis commands and round trips per operation", intro: METHOD, body: body.join("\n"))
     end
