@@ -337,7 +337,8 @@ module Bench
               "Sidekiq 6.4.1, for reference (sent/in Lua/round trips):", *sidekiq, "",
               "Periodic work, not in any row: an idle SolidJobs node sends nothing between heartbeats (one " \
               "`heartbeat.lua` per node per heartbeat_interval, 5 s by default, whose commands do not grow with " \
-              "the number of nodes: the dead are found by deadline; see the recovery row). An idle Sidekiq process sends one BRPOP per processor thread every 2 s, " \
+              "the number of nodes: the dead are found by deadline; see the recovery row). An idle Sidekiq " \
+              "process sends one BRPOP per processor thread every 2 s, " \
               "its heartbeat every 5 s and a scheduled-set poll every 2.5-7.5 s."].compact
       publish("commands", title: "Redis commands and round trips per operation", intro: METHOD, body: body.join("\n"))
     end
