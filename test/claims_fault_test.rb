@@ -126,7 +126,10 @@ class ClaimsFaultTest < SolidJobsTest
     fence_before = direct.get(key("fence")).to_i
     assert_operator fence_before, :>, fence_then
 
-    # The rollback: Redis comes back with the older data.
+    # The rollback: Redis comes back with the older data. The worker is
+    # paused meanwhile, so what the rollback brought back is read before it
+    # claims the jobs that came back ready (or hands back the claims).
+    w.pause
     @private_redis.kill!
     FileUtils.cp(snapshot, File.join(@private_redis.dir, "dump.rdb"))
     @private_redis.start
@@ -139,6 +142,7 @@ class ClaimsFaultTest < SolidJobsTest
     probe = SolidJobs.routing.backend_for("critical").claim("critical")
     assert_operator probe.fence, :>, fence_before, "a token handed out again after the rollback"
     SolidJobs.routing.backend_for("critical").ack(probe)
+    w.resume
 
     eventually("the claims brought back were handed back", timeout: 15) { direct.hlen(key("claims:#{node}")).zero? }
     eventually("and ran again", timeout: 15) do

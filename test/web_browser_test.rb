@@ -92,7 +92,8 @@ class WebBrowserTest < SolidJobsTest
                                    args: ["--require", APP],
                                    env: env.merge("SOLID_JOBS_TEST_NAMESPACE" => @namespace)).start
     nodes = visible("/nodes")
-    assert_text nodes, /Node #{Regexp.escape(Socket.gethostname)}:#{@engine_worker.pid} SolidEngine only Node id /
+    assert_text nodes, /Node #{Regexp.escape(Socket.gethostname)}:#{@engine_worker.pid} SolidEngine only running Node id /
+    assert_text nodes, /Workers \d+ \(\w+\): \d+ \w+.* Memory \(RSS\) [\d.]+ MiB/
     assert_text nodes, /SolidEngine servers .*solid_engine/
     archive = visible("/archive")
     assert_text archive, /SolidEngine solid_engine ?: dead jobs .*DoomedTask default .*ArgumentError/
