@@ -110,7 +110,7 @@ module Bench
                            "messages are `planned` from schedule.lua, the `planned` this benchmark sends in place of " \
                            "the timer, and `ready`.",
       recovery: "the live node's heartbeat tick: `heartbeat.lua` (SET its node key with a TTL, SADD nodes, LLEN its " \
-                "channel, ZADD its deadline, ZRANGEBYSCORE of the overdue deadlines and EXISTS of each: the dead " \
+                "channel, ZADD its deadline, ZCOUNT and ZRANGEBYSCORE of the overdue deadlines and EXISTS of each: the dead " \
                 "one's key is gone, SRANDMEMBER of two registered nodes and ZSCORE of the live one sampled (a node " \
                 "without a deadline would be found so), TIME and " \
                 "ZRANGEBYSCORE for expired publication holds, LPOP of the node's control mailbox, HKEYS of its own " \

@@ -72,8 +72,16 @@ module Bench
       results = DURABILITIES.map do |durability|
         # With a base server the two alternate, so drift on a shared host
         # reaches both alike.
-        pairs = Array.new(@repetitions) do
-          [measure_once(durability), @base_server && measure_once(durability, binary: @base_server)]
+        # Which goes first alternates too (a run can warm the page cache or
+        # the CPU's clock for the next).
+        pairs = Array.new(@repetitions) do |i|
+          next [measure_once(durability), nil] unless @base_server
+
+          base_first = i.odd?
+          base = measure_once(durability, binary: @base_server) if base_first
+          head = measure_once(durability)
+          base ||= measure_once(durability, binary: @base_server)
+          [head, base]
         end
         runs = pairs.map(&:first)
         best = runs.find { |r| !r.ok? } || runs.max_by(&:rate)

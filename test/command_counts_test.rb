@@ -44,10 +44,11 @@ class CommandCountsTest < SolidJobsTest
     # does not hold and to notice a lost or rolled-back Redis; the claim's TIME
     # and the ack's marker and completed list as in worker_turn. The dead are
     # found by deadline, whatever the number of nodes: ZADD (its own),
-    # ZRANGEBYSCORE (the overdue) and EXISTS for each of them, SRANDMEMBER
-    # and a ZSCORE for each sampled node not already found (a node without
-    # a deadline); requeue.lua ZREMs the dead node's deadline.
-    recovery: {commands: 4, lua: 38, round_trips: 4},
+    # ZCOUNT of the overdue, and with one overdue ZRANGEBYSCORE and EXISTS
+    # of each; SRANDMEMBER and a ZSCORE for each sampled node not already
+    # found (a node without a deadline); requeue.lua ZREMs the dead node's
+    # deadline.
+    recovery: {commands: 4, lua: 39, round_trips: 4},
     # enqueue_unique.lua (docs/unique.md): MGET (the lock is free), HSETNX,
     # SET (the lock), LPUSH SADD PUBLISH
     unique_enqueue: {commands: 1, lua: 6, round_trips: 1},

@@ -164,15 +164,16 @@ class MetricsTest < SolidJobsTest
   # the engine answered (a stopped one costs only its own series).
   def test_an_engine_only_node_and_its_channels_have_series
     engine = EngineServer.new.start
-    configure_solid_jobs(backend: :solid_engine, url: engine.url,
+    configure_solid_jobs(backend: :solid_engine, url: engine.url, read_timeout: 0.5, connect_timeout: 0.5,
                          backends: {solid_engine: {adapter: :solid_engine, url: engine.url}})
     @worker = WorkerProcess.new(redis_url: REDIS.url, namespace: @namespace, log: File.join(@ledger_dir, "worker.log"),
                                 args: ["--concurrency", CONCURRENCY.to_s],
                                 env: {"SOLID_JOBS_TEST_ENGINE_URL" => engine.url,
                                       "SOLID_JOBS_TEST_OBSERVATION_INTERVAL" => "0.5"}).start
-    node_id = eventually("the node announced its observation") do
+    node_id = eventually("the node announced its observation, every worker registered") do
       entry = SolidJobs.routing.backend_for("default").client.call(["NODES"]).first
-      entry && JSON.parse(entry[3])["observed"] && entry[0]
+      observed = entry && JSON.parse(entry[3])["observed"]
+      entry[0] if observed && observed["workers"].values.sum == CONCURRENCY
     end
     LedgerTask.enqueue_after(60, ledger_path, "later")
     families = scrape
@@ -184,12 +185,16 @@ class MetricsTest < SolidJobsTest
     assert_equal 0, value(families, "solid_jobs_channel_ready_jobs", channel: "default"), "the scheduled job is not ready"
     assert_empty redis.keys(key("*")), "nothing of it is in Redis"
 
-    engine.stop
+    # A hung engine (each of its reads times out after 0.5 s, Redis' whole
+    # budget) costs only its own series: Redis is still read in full.
+    engine.pause
     families = scrape
     assert_equal 0, value(families, "solid_jobs_engine_up", backend: "solid_engine")
     assert_nil value(families, "solid_jobs_node_up", node_id: node_id)
     assert_nil value(families, "solid_jobs_channel_ready_jobs", channel: "default"), "unknown, not 0"
     assert_equal 1, value(families, "solid_jobs_up"), "Redis was read"
+    refute_nil value(families, "solid_jobs_jobs_processed", name: "solid_jobs_jobs_processed_total"), "and its counters are there"
+    engine.resume
   ensure
     @worker&.kill!
     engine&.cleanup

@@ -45,14 +45,14 @@ class ReadApisTest < SolidJobsTest
     client.call(["PUSH", "777", SecureRandom.uuid, "not an envelope"])
     sleep 1.1
     by_name = SolidJobs::Catalog.new.channels.to_h { |c| [c["name"], c] }
-    assert_equal %w[#777 default engine-idle engine-jobs], by_name.keys.sort
+    assert_equal %w[default engine#777 engine-idle engine-jobs], by_name.keys.sort
     assert_equal [1, "redis"], by_name["default"].values_at("depth", "backend")
     jobs = by_name["engine-jobs"]
     assert_equal ["engine", 2, 1, 0, 0], jobs.values_at("backend", "depth", "scheduled", "reserved", "dead")
     assert_equal Zlib.crc32("engine-jobs"), jobs["channel_id"]
     assert_operator jobs["latency_s"], :>=, 1.0, "from the head job's queued_ms"
     assert_equal [0, nil], by_name["engine-idle"].values_at("depth", "latency_s"), "routed here, holding nothing"
-    assert_equal [1, nil, 777], by_name["#777"].values_at("depth", "latency_s", "channel_id"), "no envelope: no age"
+    assert_equal [1, nil, 777], by_name["engine#777"].values_at("depth", "latency_s", "channel_id"), "no envelope: no age"
 
     engine.stop
     rows = SolidJobs::Catalog.new.channels.to_h { |c| [c["name"], c] }

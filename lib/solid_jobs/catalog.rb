@@ -15,8 +15,10 @@ module SolidJobs
     # Channels of a SolidEngine that no routing here names, listed at most.
     UNNAMED_ENGINE_CHANNELS = 100
 
-    # routing: which backend serves each channel (nil: Redis serves all).
-    def initialize(client: SolidJobs.client, config: SolidJobs.config, routing: SolidJobs.routing)
+    # routing: which backend serves each channel (nil: Redis serves all);
+    # by default the configured one, built when a channel list needs it,
+    # so the Redis-only reads never depend on it.
+    def initialize(client: SolidJobs.client, config: SolidJobs.config, routing: :configured)
       @client = client
       @config = config
       @routing = routing
@@ -32,20 +34,32 @@ module SolidJobs
     #
     # A SolidEngine channel also has "scheduled", "reserved", "dead" and
     # "channel_id"; one whose name no routing here gives is named
-    # "#<channel_id>" (the UNNAMED_ENGINE_CHANNELS fullest of them). An engine that does not answer gives its known
+    # "<backend>#<channel_id>" (the UNNAMED_ENGINE_CHANNELS fullest of them). An engine that does not answer gives its known
     # channels `depth` nil and `unavailable` (the error), so an engine that
     # is down hides neither Redis' channels nor the other engines'.
-    def channels(now_ms: Clock.now_ms)
-      known = @client.call(["SMEMBERS", @keys.channels]) | @config.channels.map(&:first) |
-              @config.channel_backends.keys.map(&:to_s)
-      on_engines = known.group_by { |name| engine_for(name) }
-      names = on_engines.delete(nil).to_a.sort
-      redis_channels(names, now_ms) + engine_backends.flat_map { |b| engine_channels(b, on_engines[b].to_a, now_ms) }
+    def channels(now_ms: Clock.now_ms) = redis_channels(now_ms: now_ms) + engine_channels(now_ms: now_ms)
+
+    # The channels Redis serves (#channels' first part): reads Redis only.
+    def redis_channels(now_ms: Clock.now_ms)
+      names = known_channels.reject { |name| engine_for(name) }.sort
+      redis_rows(names, now_ms)
     end
 
-    def redis_channels(names, now_ms)
+    # The channels of every SolidEngine backend (#channels' second part):
+    # reads each engine, within its own timeouts, and Redis not at all.
+    def engine_channels(now_ms: Clock.now_ms)
+      names = @config.channels.map(&:first) | @config.channel_backends.keys.map(&:to_s)
+      on_engines = names.group_by { |name| engine_for(name) }
+      engine_backends.flat_map { |b| engine_rows(b, on_engines[b].to_a, now_ms) }
+    end
+
+    private def known_channels
+      @client.call(["SMEMBERS", @keys.channels]) | @config.channels.map(&:first) | @config.channel_backends.keys.map(&:to_s)
+    end
+
+    private def redis_rows(names, now_ms)
       paused = @client.paused_channels.to_h { |name, ms, by| [name, {"paused_ms" => ms, "by" => by}] }
-      backend = @routing&.redis&.name&.to_s
+      backend = routing&.redis&.name&.to_s
       names.map do |name|
         levels = level_depths(name)
         lists = [@keys.channel(name), *levels.keys.map { |p| @keys.channel("#{name}:#{p}") }]
@@ -62,7 +76,7 @@ module SolidJobs
     # other channel it holds jobs of. The latency is read from the envelope
     # of the job at the head of the ready queue (one GET per non-empty
     # channel), as Redis' is from the oldest job of a list.
-    def engine_channels(backend, names, now_ms)
+    private def engine_rows(backend, names, now_ms)
       by_id = names.to_h { |name| [backend.channel_id(name), name] }
       stats = backend.channel_stats.to_h { |row| [row["channel_id"], row] }
       # Channels no routing here names: the fullest UNNAMED_ENGINE_CHANNELS,
@@ -73,7 +87,7 @@ module SolidJobs
         row = stats[id] || {"ready" => 0, "scheduled" => 0, "reserved" => 0, "dead" => 0}
         head = row["oldest_ready_id"] && backend.get_job(row["oldest_ready_id"])
         queued = head && head["envelope"].is_a?(Hash) ? head["envelope"]["queued_ms"] : nil
-        {"name" => by_id.fetch(id, "##{id}"), "depth" => row["ready"],
+        {"name" => by_id.fetch(id) { "#{backend.name}##{id}" }, "depth" => row["ready"],
          "latency_s" => queued.is_a?(Integer) ? [(now_ms - queued) / 1000.0, 0.0].max : nil, "paused" => nil,
          "levels" => nil, "backend" => backend.name.to_s, "channel_id" => id,
          **row.slice("scheduled", "reserved", "dead")}
@@ -149,11 +163,16 @@ module SolidJobs
 
     private
 
-    def engine_backends = @routing ? @routing.backends.values.grep(Backends::SolidEngine) : []
+    def routing
+      @routing = SolidJobs.routing if @routing == :configured
+      @routing
+    end
+
+    def engine_backends = routing ? routing.backends.values.grep(Backends::SolidEngine) : []
 
     # The SolidEngine backend serving `name`, or nil (Redis).
     def engine_for(name)
-      backend = @routing&.backend_for(name)
+      backend = routing&.backend_for(name)
       backend.is_a?(Backends::SolidEngine) ? backend : nil
     end
 

@@ -109,16 +109,23 @@ out[#out + 1] = #requests
 for _, r in ipairs(requests) do out[#out + 1] = r end
 -- Dead nodes: those whose deadline passed and whose key is gone (the key
 -- is the truth; a deadline only says where to look), at most DEAD_PER_BEAT
--- per beat: recovery removes each one's deadline, so the next beat finds
--- the next ones. Two registered nodes sampled per beat catch a node that
--- has no deadline (registered by a version before them, or whose ZADD a
--- Redis lost): found in O(nodes) beats of the cluster, not O(1) per beat.
+-- per beat: recovery removes each one's deadline, so later beats find the
+-- next ones. With more overdue than that, the window starts at an offset
+-- taken from the clock, so nodes whose recovery keeps failing cannot hold
+-- it for good. Two registered nodes sampled per beat catch a node that has
+-- no deadline (registered by a version before them, or whose ZADD a Redis
+-- lost): found in O(nodes) beats of the cluster, not O(1) per beat.
 local DEAD_PER_BEAT = 16
 local dead = {}
-for _, id in ipairs(redis.call('ZRANGEBYSCORE', deadlines, '-inf', now, 'LIMIT', 0, DEAD_PER_BEAT)) do
-  if redis.call('EXISTS', prefix .. 'node:' .. id) == 0 then
-    dead[id] = true
-    out[#out + 1] = id
+local overdue = redis.call('ZCOUNT', deadlines, '-inf', now)
+if overdue > 0 then
+  local offset = 0
+  if overdue > DEAD_PER_BEAT then offset = now % (overdue - DEAD_PER_BEAT + 1) end
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', deadlines, '-inf', now, 'LIMIT', offset, DEAD_PER_BEAT)) do
+    if redis.call('EXISTS', prefix .. 'node:' .. id) == 0 then
+      dead[id] = true
+      out[#out + 1] = id
+    end
   end
 end
 for _, id in ipairs(redis.call('SRANDMEMBER', KEYS[2], 2)) do

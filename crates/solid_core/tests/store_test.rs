@@ -495,3 +495,28 @@ fn a_dead_node_without_a_deadline_is_found_by_sampling() {
     });
     assert!(found, "the legacy node was never reported");
 }
+
+/// More overdue nodes than one beat looks at, none recovered (recovery
+/// failing every time): successive beats still report every one of them.
+#[test]
+fn overdue_nodes_beyond_one_beats_window_are_all_reported_in_turn() {
+    let redis = RedisServer::start();
+    let mut c = redis.conn();
+    let store = Store::new(Keyspace::default());
+    register(&store, &mut c, "live");
+    for i in 0..40 {
+        store.heartbeat(&mut c, &format!("gone{i}"), 20, "{}", &["default"], 0).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(60));
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..200 {
+        let beat = store.heartbeat(&mut c, "live", 60_000, "{}", &["default"], 0).unwrap();
+        assert!(beat.dead.len() <= 16 + 2, "{}", beat.dead.len());
+        seen.extend(beat.dead);
+        if seen.len() == 40 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(seen.len(), 40, "reported: {seen:?}");
+}

@@ -55,10 +55,11 @@ impl RedisServer {
             if server.child.try_wait().unwrap().is_some() {
                 return None;
             }
+            // Another test's server may answer until ours exits for want
+            // of the port; either way within the deadline.
             match server.answering_pid() {
                 Some(pid) if pid == server.child.id() => return Some(server),
-                Some(_) => {} // another test's server, until ours exits for want of the port
-                None => assert!(Instant::now() < deadline, "redis-server did not start"),
+                _ => assert!(Instant::now() < deadline, "redis-server did not start"),
             }
             std::thread::sleep(Duration::from_millis(20));
         }

@@ -83,10 +83,13 @@ module SolidJobs
       private
 
       def channels
-        list = read { Catalog.new(client: @client, config: @config).channels(now_ms: @now_ms) } or return
-        # A SolidEngine that did not answer leaves its channels out (the
-        # series go stale) rather than reporting them empty.
-        list = list.reject { |c| c["unavailable"] }
+        catalog = Catalog.new(client: @client, config: @config)
+        list = read { catalog.redis_channels(now_ms: @now_ms) } or return
+        # The engines are read outside Redis' budget, each within its own
+        # timeouts, so a hung engine costs its own series, not Redis'. One
+        # that did not answer leaves its channels out (the series go
+        # stale) rather than reporting them empty.
+        list += off_budget { catalog.engine_channels(now_ms: @now_ms) }.reject { |c| c["unavailable"] }
         gauge("solid_jobs_channel_ready_jobs", "Jobs ready in the channel.",
               list.map { |c| [{"channel" => c["name"]}, c["depth"]] })
         # An empty channel's oldest job is 0 s old (nothing waits), as
@@ -125,7 +128,7 @@ module SolidJobs
       def nodes
         observed = read { Observations.new(client: @client, namespace: @config.namespace).nodes(now_ms: @now_ms) } or return
         ttls = read { observed.map { |n| @client.call(["PTTL", @keys.node(n["node_id"])]).to_i } } or return
-        engine_only = engine_only_nodes(observed.map { |n| n["node_id"] })
+        engine_only = off_budget { engine_only_nodes(observed.map { |n| n["node_id"] }) }
         node_gauges(observed, ttls, engine_only)
         HISTOGRAMS.each do |part, (name, help)|
           samples = observed.flat_map { |n| histogram_samples(name, n["node_id"], n.dig("histograms", part)) }
@@ -147,7 +150,8 @@ module SolidJobs
         gauge("solid_jobs_node_observation_age_seconds", "Age of the node's latest observations.",
               observed.filter_map { |n| [id(n), n["age_ms"] / 1000.0] if n["age_ms"] } +
               engine.filter_map do |n|
-                (age = n["observed"]["age_ms"]).is_a?(Integer) ? [id(n), (age + n["age_ms"]) / 1000.0] : nil
+                age = n["observed"]["age_ms"]
+                age.is_a?(Integer) && n["age_ms"].is_a?(Integer) ? [id(n), (age + n["age_ms"]) / 1000.0] : nil
               end)
         gauge("solid_jobs_node_resident_memory_bytes", "Resident memory of the node's process (/proc/self/statm).",
               rss(observed.map { |n| [n, n["process"]] } + engine.map { |n| [n, n["observed"]["process"]] }))
@@ -198,9 +202,13 @@ module SolidJobs
         return [] unless counts.is_a?(Hash)
 
         totals = WORKER_STATES.values.to_h { |state| [state, 0] }
+        # What a node announced is only trusted as far as its shape: a count
+        # that is not an Integer is left out, never coerced.
         counts.each do |state, n|
+          next unless state.is_a?(String) && n.is_a?(Integer)
+
           name = WORKER_STATES.fetch(state, state)
-          totals[name] = totals.fetch(name, 0) + n.to_i
+          totals[name] = totals.fetch(name, 0) + n
         end
         totals.map { |state, n| [id(node).merge("state" => state), n] }
       end
@@ -277,12 +285,21 @@ module SolidJobs
         value.positive? ? "+Inf" : "-Inf"
       end
 
+      # Time spent reading SolidEngine backends does not count against
+      # Redis' budget (see #read).
+      def off_budget
+        started = monotonic
+        yield
+      ensure
+        @off_budget_s = @off_budget_s.to_f + (monotonic - started)
+      end
+
       # Runs a read unless one failed already (so one timeout bounds the
-      # scrape); nil when it fails or is skipped.
+      # scrape's Redis reads); nil when it fails or is skipped.
       def read
         return nil if @error
 
-        spent = monotonic - @started
+        spent = monotonic - @started - @off_budget_s.to_f
         if spent > @budget_s
           @error = format("the scrape spent %.1f s (more than read_timeout, %.1f s) and stopped reading", spent, @budget_s)
           return nil

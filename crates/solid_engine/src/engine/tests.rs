@@ -520,3 +520,23 @@ fn readied_jobs_are_reported_per_channel() {
     e.take_readied(&mut out);
     assert_eq!(out, vec![(1, 1)], "an expired lease");
 }
+
+/// Issue 18 item 16: per-channel gauges of a client spreading jobs over
+/// many channel ids stay bounded by the live jobs past the first
+/// EMPTY_CHANNELS_KEPT channels, and an emptied channel is not reported.
+#[test]
+fn per_channel_gauges_stay_bounded_when_jobs_spread_over_many_channels() {
+    let mut e = engine();
+    let n = (EMPTY_CHANNELS_KEPT + 500) as u32;
+    for c in 0..n {
+        assert!(e.push(0, c, id(u128::from(c)), p("x"), None));
+    }
+    assert_eq!(e.channels.len(), n as usize);
+    let all: Vec<u32> = (0..n).collect();
+    for r in fetch(&mut e, 1, n as usize, &all) {
+        e.ack(2, r.id, r.fence).unwrap();
+    }
+    assert!(e.channels.len() <= EMPTY_CHANNELS_KEPT + 1, "{} entries for no live job", e.channels.len());
+    assert!(e.channels(3, &[]).is_empty(), "emptied channels are not reported");
+    assert_eq!(e.channels(3, &[7])[0].counts, ChannelCounts::default());
+}

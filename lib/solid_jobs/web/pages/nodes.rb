@@ -54,7 +54,8 @@ module SolidJobs
             facts([
               ["Node id", tag(:code, n["node_id"])],
               ["Host / pid", "#{node["hostname"]} / #{node["pid"]}"],
-              ["Workers", [shown(node["concurrency"], :count), " (", shown(node["execution_mode"]), ")",
+              ["Workers", [shown(node["concurrency"].is_a?(Integer) ? node["concurrency"] : nil, :count), " (",
+                           shown(node["execution_mode"]), ")",
                            *(observed ? [": ", worker_states(observed["workers"])] : [])]],
               *observed_facts(n, observed),
               ["Channels", Array(node["channels"]).map { |c| c.is_a?(Array) ? "#{c[0]}(#{c[1]})" : c.to_s }.join(", ")],
@@ -74,17 +75,24 @@ module SolidJobs
         def worker_states(counts)
           return Format.unavailable unless counts.is_a?(Hash)
 
-          counts.sort.map { |state, count| "#{Format.count(count)} #{state}" }.join(", ")
+          # Only as far as its shape holds: a count that is not an Integer
+          # is left out.
+          counts.select { |state, count| state.is_a?(String) && count.is_a?(Integer) }
+                .sort.map { |state, count| "#{Format.count(count)} #{state}" }.join(", ")
         end
 
         # Memory, CPU and the observation's age: the announcement's age plus
         # the observation's age when it was sent (no clock compared).
         def observed_facts(entry, observed)
-          return [["Observed", Format.unavailable("not announced yet (or telemetry is off)")]] unless observed
+          unless observed
+            why = "not announced yet (or telemetry is off, or the node's description left it no room)"
+            return [["Observed", Format.unavailable(why)]]
+          end
 
           process = observed["process"].is_a?(Hash) ? observed["process"] : {}
           age = observed["age_ms"].is_a?(Numeric) && entry["age_ms"].is_a?(Numeric) ? observed["age_ms"] + entry["age_ms"] : nil
-          [["Memory (RSS)", shown(process["rss_bytes"], :bytes)],
+          rss = process["rss_bytes"].is_a?(Integer) ? process["rss_bytes"] : nil
+          [["Memory (RSS)", shown(rss, :bytes)],
            ["CPU", process["cpu_seconds"].is_a?(Numeric) ? "#{process["cpu_seconds"].round(1)} s" : Format.unavailable],
            ["Observed", age ? Format.age(age) : Format.unavailable]]
         end
