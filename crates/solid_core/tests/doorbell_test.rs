@@ -244,3 +244,51 @@ fn a_released_barrier_rings_each_channel_it_filled() {
     assert_eq!(store.release(&mut c, &members).unwrap(), 3);
     assert_eq!(sorted(recorder.take()), vec![ready("a"), ready("b")]);
 }
+
+#[test]
+fn an_expired_barrier_released_by_a_heartbeat_rings_its_channels() {
+    let (_redis, mut c, store, mut recorder) = setup();
+    store.hold(&mut c, "a", None, now_ms() - 1, &encoded("a", 0, 2)).unwrap();
+    store.hold(&mut c, "b", None, now_ms() - 1, &encoded("b", 0, 1)).unwrap();
+    // A node serving neither channel releases them: the ring is for the
+    // nodes that do.
+    let heartbeat = store.heartbeat(&mut c, "n1", 60_000, "{}", &["other"], 0).unwrap();
+    assert_eq!(heartbeat.released, 3);
+    assert_eq!(sorted(recorder.take()), vec![ready("a"), ready("b")]);
+}
+
+#[test]
+fn a_retry_or_a_discard_that_frees_a_slot_rings_the_blocked_jobs_channel() {
+    let (_redis, mut c, store, mut recorder) = setup();
+    // Two keys at limit 1, each with a blocked job behind its claimed one;
+    // the blocked jobs of key k2 wait for channel b.
+    store.enqueue(&mut c, "a", &[limited("a", "k1", 1, 0), limited("a", "k1", 1, 1)]).unwrap();
+    store.enqueue(&mut c, "b", &[limited("b", "k2", 1, 0), limited("b", "k2", 1, 1)]).unwrap();
+    store.heartbeat(&mut c, "n1", 60_000, "{}", &["a", "b"], 0).unwrap();
+    let jobs = store.claim(&mut c, "n1", &["a", "b"], 10, now_ms()).unwrap().jobs;
+    assert_eq!(jobs.len(), 2, "one per key; the others are blocked");
+    assert_eq!(sorted(recorder.take()), vec![ready("a"), ready("b")], "the enqueues");
+
+    let on_a = jobs.iter().find(|j| j.route() == "a").unwrap();
+    store.retry(&mut c, "n1", on_a, now_ms() + 600_000).unwrap();
+    assert_eq!(recorder.take(), vec![ready("a"), planned()], "the slot went to a's blocked job; the retry is planned");
+
+    let on_b = jobs.iter().find(|j| j.route() == "b").unwrap();
+    let record = json!({"reason": "test", "raw": on_b.raw});
+    store.discard(&mut c, "n1", Some(on_b.token), &on_b.envelope.id, &record, false).unwrap();
+    assert_eq!(recorder.take(), vec![ready("b")]);
+}
+
+#[test]
+fn an_unarchived_job_rings_its_channel() {
+    let (_redis, mut c, store, mut recorder) = setup();
+    store.enqueue(&mut c, "a", &encoded("a", 0, 1)).unwrap();
+    store.heartbeat(&mut c, "n1", 60_000, "{}", &["a"], 0).unwrap();
+    let job = store.claim(&mut c, "n1", &["a"], 1, now_ms()).unwrap().jobs.remove(0);
+    let record = json!({"reason": "test", "raw": job.raw});
+    store.discard(&mut c, "n1", Some(job.token), &job.envelope.id, &record, true).unwrap();
+    assert_eq!(recorder.take(), vec![ready("a")], "the enqueue; a discard of a plain job rings nothing");
+
+    assert!(store.unarchive(&mut c, &job.envelope.id).unwrap());
+    assert_eq!(recorder.take(), vec![ready("a")]);
+}
