@@ -105,10 +105,11 @@ module Bench
                            "`planned`); the heartbeat thread's immediate `promote.lua` finds nothing due; at the due time " \
                            "`promote.lua` moves the job (TIME, ZRANGEBYSCORE, ZREM, HGET the cancelled check, HSET job index " \
                            "ready, LPUSH, ZRANGEBYSCORE `retrying`, PUBLISH `ready`, ZRANGE ×2 for the next due time); " \
-                           "`ready` wakes the fetcher of every idle node in the namespace, which claims once and here " \
-                           "finds its own channel empty (the job's channel is served by no node). The subscriber's three " \
-                           "messages are `planned` from schedule.lua, the `planned` this benchmark sends in place of " \
-                           "the timer, and `ready`.",
+                           "`ready` goes to the job's channel's own doorbell, `doorbell:later`, which only nodes serving " \
+                           "that channel hear (decision 50): this node serves another, so its fetcher sleeps on (before, " \
+                           "every idle node woke for one claim that found its own channel empty). The subscriber's two " \
+                           "messages are `planned` from schedule.lua and the `planned` this benchmark sends in place of " \
+                           "the timer.",
       recovery: "the live node's heartbeat tick: `heartbeat.lua` (SET its node key with a TTL, SADD nodes, LLEN its " \
                 "channel, ZADD its deadline, ZCOUNT and ZRANGEBYSCORE of the overdue deadlines and EXISTS of each: the dead " \
                 "one's key is gone, SRANDMEMBER of two registered nodes and ZSCORE of the live one sampled (a node " \

@@ -308,8 +308,9 @@ module CommandCounts
     # set to now and `planned` is rung again on a direct connection, which
     # wakes the heartbeat thread exactly as its timer would, minus the
     # timer's slack (it can fire a promote-duration early and then promote
-    # twice). The promote moves the job and rings `ready`, which wakes the
-    # node's fetcher for one claim that finds its own channel empty.
+    # twice). The promote moves the job and rings `ready` on the job's
+    # channel's doorbell, which the node, serving another channel, does not
+    # hear: its fetcher sleeps on (decision 50).
     def scheduled_promotion
       with_node(producer: true) do
         measure(:scheduled_promotion) do

@@ -66,7 +66,6 @@ if #done > 0 then
   -- jobs pay one byte compared, no command. Compare and delete: a lock
   -- that names another job (taken over after `for:` expired) stays.
   local prefix = string.sub(KEYS[5], 1, #KEYS[5] - 4)
-  local rang = false
   for i, rec in ipairs(present) do
     if rec and string.byte(rec, -2) == 125 then
       local hex = string.match(string.sub(rec, -100), '"unique":{"lock":"(%x+)","while":"[%l_]+"}}}$')
@@ -77,10 +76,10 @@ if #done > 0 then
       -- Concurrency limits (decision 39): the claim record goes in this
       -- call, so does its slot, handed on to the key's oldest blocked job.
       -- Only records present here: a stale or resent ack releases nothing.
-      if release_slot_of(prefix, KEYS[5], rec, tokens[i]) then rang = true end
+      release_slot_of(prefix, KEYS[5], rec, tokens[i])
     end
   end
-  if rang then redis.call('PUBLISH', prefix .. 'doorbell', 'ready') end
+  ring_channels(prefix .. 'doorbell')
   redis.call('HDEL', KEYS[1], unpack(done))
   redis.call('HDEL', KEYS[2], unpack(ids))
   redis.call('HDEL', KEYS[5], unpack(ids))

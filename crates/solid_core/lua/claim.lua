@@ -81,7 +81,7 @@ local out = {}
 -- backlog of one saturated key cannot make one call run long, and a short
 -- claim without `more` still means every visited list was empty.
 local BLOCKED_BUDGET = 1000
-local held, blocked, throttled, more, rang = {}, 0, 0, false, false
+local held, blocked, throttled, more = {}, 0, 0, false
 -- >>> rate limits (decision 42, docs/flow-control.md "Rate limits"): an
 -- exact sliding log. `rate:<hex>` holds the Redis-clock ms of the key's
 -- last <= rl admissions, oldest left; a job is admitted iff fewer than rl
@@ -214,9 +214,7 @@ for i = 8, 7 + n do
       local name = visit[2]
       local keep = envs
       if check then
-        local dropped_rang
-        keep, dropped_rang = drop_cancelled(envs, KEYS[4], KEYS[5], KEYS[6], KEYS[7])
-        rang = rang or dropped_rang
+        keep = drop_cancelled(envs, KEYS[4], KEYS[5], KEYS[6], KEYS[7])
       end
       local slot_keys
       keep, slot_keys = admit(keep, name)
@@ -289,7 +287,7 @@ end
 blocked = blocked - throttled
 -- <<< rate limits
 if blocked > 0 then redis.call('INCRBY', prefix .. 'metric:blocked', blocked) end
-if rang then redis.call('PUBLISH', prefix .. 'doorbell', 'ready') end
+ring_channels(prefix .. 'doorbell')
 -- >>> flow: the trailer (see the header); absent for plain channels and
 -- a claim that did not stop at its blocked budget.
 if more or #flags > 0 then

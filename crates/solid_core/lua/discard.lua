@@ -17,8 +17,9 @@ if ARGV[1] ~= '' then
   local rec = redis.call('HGET', KEYS[1], ARGV[1])
   local claim = take_claim(KEYS[1], ARGV[1], KEYS[8], 'discard', KEYS[6])
   if claim ~= 'taken' then return claim == 'done' and 1 or 0 end
-  if rec and release_slot_of(prefix_of(KEYS[7]), KEYS[7], rec, ARGV[1]) then
-    redis.call('PUBLISH', prefix_of(KEYS[7]) .. 'doorbell', 'ready')
+  if rec then
+    release_slot_of(prefix_of(KEYS[7]), KEYS[7], rec, ARGV[1])
+    ring_channels(prefix_of(KEYS[7]) .. 'doorbell')
   end
 end
 redis.call('HDEL', KEYS[4], ARGV[2])

@@ -2,7 +2,8 @@
 -- written together with its lock, or not at all when the lock names a job
 -- that is still live. Plain tasks never run this script.
 -- KEYS[1] where the jobs go (the channel list when ARGV[1] is '', else the
--- planned zset), KEYS[2] channels set, KEYS[3] doorbell, KEYS[4] job index,
+-- planned zset), KEYS[2] channels set, KEYS[3] doorbell (`ready` goes to its
+-- per-channel `doorbell:<name>`), KEYS[4] job index,
 -- KEYS[5] archive zset
 -- ARGV[1] '' ready now, else the delay in ms (due that long from now on
 -- Redis' clock), ARGV[2] route (channel name, or `name:p`), ARGV[3] lock time limit in ms (the
@@ -132,5 +133,6 @@ if planned then
 end
 local len = redis.call('LPUSH', KEYS[1], unpack(fresh))
 redis.call('SADD', KEYS[2], route_channel(prefix_of(KEYS[4]), ARGV[2]))
-if len == #fresh then redis.call('PUBLISH', KEYS[3], 'ready') end
+if len == #fresh then ring(ARGV[2]) end
+ring_channels(KEYS[3])
 return out

@@ -62,9 +62,8 @@ if floor > 0 then
     end
   end
   if #entries > 0 then
-    local _, rang, moved = requeue_records(entries, prefix, KEYS[7], KEYS[11], now)
+    local _, moved = requeue_records(entries, prefix, KEYS[7], KEYS[11], now)
     for _, e in ipairs(entries) do redis.call('HDEL', claims, e[1]) end
-    if rang then redis.call('PUBLISH', KEYS[6], 'ready') end
     for i = 3, #moved, 3 do
       handed_back[#handed_back + 1] = job_id(moved[i]) or ('token ' .. moved[i - 2])
     end
@@ -95,6 +94,10 @@ if not incarnation then
   redis.call('SET', prefix .. 'incarnation', incarnation)
 end
 local fence = redis.call('GET', prefix .. 'fence') or '0'
+
+-- The channels the released barriers and the handed back claims made
+-- non-empty, each rung once.
+ring_channels(KEYS[6])
 
 local ready = 0
 for i = 12, #KEYS do

@@ -107,6 +107,31 @@ local function redis_now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- Targeted doorbells (decision 50): a `ready` ring goes to
+-- `<ns>:doorbell:<channel>`, which only the nodes serving that channel
+-- listen on, so one enqueue no longer wakes every idle node of the
+-- namespace. Each push that takes a ready list from empty to non-empty
+-- records its channel here (`ring`); the script publishes once per
+-- distinct channel at its end (`ring_channels`), wherever in the script
+-- the pushes happened. A route `name:p` rings `name`: a node subscribes
+-- to the channels it serves, whose claims visit every level list.
+local rings, ring_order = {}, {}
+local function ring(route)
+  local name = string.match(route, '^[^:]+') or route
+  if not rings[name] then
+    rings[name] = true
+    ring_order[#ring_order + 1] = name
+  end
+end
+
+-- Publishes `ready` on `<doorbell>:<channel>` for every channel `ring`
+-- recorded, once each, and forgets them (a second call publishes nothing).
+-- `doorbell` is the namespace's `<ns>:doorbell`.
+local function ring_channels(doorbell)
+  for _, name in ipairs(ring_order) do redis.call('PUBLISH', doorbell .. ':' .. name, 'ready') end
+  rings, ring_order = {}, {}
+end
+
 local function is_cancelled(state)
   return state and string.sub(state, 1, 9) == 'cancelled'
 end
@@ -163,10 +188,10 @@ end
 -- of a claim (which blocks the job again if no slot is free); a lost one
 -- stalls the key. (A blocked list passes the baton by taking the next job.)
 -- At most 1,000 jobs dropped or passed over (paused) per call.
--- Returns true when a ready list went from empty to non-empty (the caller
--- rings `ready` once).
+-- A ready list that went from empty to non-empty has its channel recorded
+-- for the script's `ring_channels`.
 local function move_back_many(prefix, index, list, n)
-  local kept, rang, dropped, counted = {}, false, 0, 0
+  local kept, dropped, counted = {}, 0, 0
   local throttled = string.sub(list, 1, 10) == 'throttled:'
   -- A job of a paused channel goes back to its list (where it waits for
   -- the resume like any ready job) but does not count against `n`: no
@@ -196,7 +221,7 @@ local function move_back_many(prefix, index, list, n)
           redis.call('INCR', prefix .. 'metric:cancelled')
           dropped = dropped + 1
           local f = throttled and flow_of(env)
-          if f and f.c and move_back_many(prefix, index, 'blocked:' .. f.c, 1) then rang = true end
+          if f and f.c then move_back_many(prefix, index, 'blocked:' .. f.c, 1) end
         else
           if id then redis.call('HSET', index, id, 'ready|' .. route) end
           kept[#kept + 1] = { route, env }
@@ -208,39 +233,38 @@ local function move_back_many(prefix, index, list, n)
     end
   end
   for k = #kept, 1, -1 do
-    if redis.call('RPUSH', prefix .. 'channel:' .. kept[k][1], kept[k][2]) == 1 then rang = true end
+    if redis.call('RPUSH', prefix .. 'channel:' .. kept[k][1], kept[k][2]) == 1 then ring(kept[k][1]) end
   end
-  return rang
 end
 
 -- The oldest job of `list` (see move_back_many).
 local function move_back(prefix, index, list)
-  return move_back_many(prefix, index, list, 1)
+  move_back_many(prefix, index, list, 1)
 end
 
 -- Releases claim `token`'s slot of concurrency key `hex` and hands it on
 -- to the oldest blocked job of that key. A token the set does not hold
 -- (a claim made before this feature, which took no slot; or a settle
 -- already applied) passes no baton: SREM returned 0, nothing moves.
--- Returns true when a ready list rang (see move_back).
+-- A ready list it rings is recorded (see move_back_many).
 local function release_slot(prefix, index, hex, token)
-  if redis.call('SREM', prefix .. 'slots:' .. hex, token) == 0 then return false end
-  return move_back(prefix, index, 'blocked:' .. hex)
+  if redis.call('SREM', prefix .. 'slots:' .. hex, token) == 0 then return end
+  move_back(prefix, index, 'blocked:' .. hex)
 end
 
 -- release_slot for the record or envelope `rec` of claim `token`, when
 -- its job is concurrency limited; plain jobs cost one byte compared.
 local function release_slot_of(prefix, index, rec, token)
   local f = flow_of(rec)
-  if not f or not f.c then return false end
-  return release_slot(prefix, index, f.c, token)
+  if not f or not f.c then return end
+  release_slot(prefix, index, f.c, token)
 end
 
 -- ------------------------------------------------------ end flow control
 
 -- Removes cancelled jobs from `envs` (forgetting them in the index and the
--- failure records, and counting them); returns the envelopes to keep, and
--- whether a blocked job moved back rang its ready list.
+-- failure records, and counting them); returns the envelopes to keep. A
+-- blocked job moved back that rings its ready list is recorded (`ring`).
 local function drop_cancelled(envs, index, metric, waiting, attempts)
   local ids, lookup = {}, {}
   for j, env in ipairs(envs) do
@@ -253,7 +277,7 @@ local function drop_cancelled(envs, index, metric, waiting, attempts)
   for k, id in ipairs(lookup) do
     if is_cancelled(states[k]) then cancelled[id] = true end
   end
-  local keep, dropped, rang = {}, {}, false
+  local keep, dropped = {}, {}
   for j, env in ipairs(envs) do
     if ids[j] and cancelled[ids[j]] then
       dropped[#dropped + 1] = ids[j]
@@ -262,7 +286,7 @@ local function drop_cancelled(envs, index, metric, waiting, attempts)
       -- A limited job may be one a released slot moved back (the baton):
       -- dropped, it passes the baton on to its key's next blocked job.
       local f = flow_of(env)
-      if f and f.c and move_back(prefix_of(index), index, 'blocked:' .. f.c) then rang = true end
+      if f and f.c then move_back(prefix_of(index), index, 'blocked:' .. f.c) end
     else
       keep[#keep + 1] = env
     end
@@ -273,7 +297,7 @@ local function drop_cancelled(envs, index, metric, waiting, attempts)
     redis.call('INCRBY', metric, #dropped)
     redis.call('DECRBY', waiting, #dropped)
   end
-  return keep, rang
+  return keep
 end
 
 -- The node whose claim hash holds job `id`, and the claim's token (an
@@ -312,9 +336,9 @@ end
 -- Makes one held publication visible (the publication barrier: see
 -- hold.lua). `member` is `due_ms|channel|envelope`, already removed from the
 -- publishing set by the caller. A job cancelled meanwhile is dropped, as
--- promote.lua drops it; a job due later goes to `planned`. Returns 'rang'
--- (its channel went from empty to non-empty), 'ready', 'planned',
--- 'dropped' or 'malformed'.
+-- promote.lua drops it; a job due later goes to `planned`. Returns 'ready'
+-- (its channel, when it went from empty to non-empty, is recorded for
+-- `ring_channels`), 'planned', 'dropped' or 'malformed'.
 local function release_held(member, now, prefix, planned, index, cancelled_metric, cancelling, attempts, archive_entries)
   local s1 = string.find(member, '|', 1, true)
   local s2 = s1 and string.find(member, '|', s1 + 1, true)
@@ -339,24 +363,23 @@ local function release_held(member, now, prefix, planned, index, cancelled_metri
     return 'planned'
   end
   if id then redis.call('HSET', index, id, 'ready|' .. channel) end
-  if redis.call('LPUSH', prefix .. 'channel:' .. channel, env) == 1 then return 'rang' end
+  if redis.call('LPUSH', prefix .. 'channel:' .. channel, env) == 1 then ring(channel) end
   return 'ready'
 end
 
 -- Releases every member of `held` (publishing set members) that the caller
--- removed, ringing the doorbell once. Returns how many became visible.
+-- removed, ringing `planned` once; the channels that became non-empty are
+-- recorded for the caller's `ring_channels`. Returns how many became visible.
 local function release_all(held, now, prefix, planned, doorbell, index, cancelled_metric, cancelling, attempts, archive_entries)
-  local n, rang, earliest = 0, false, nil
+  local n, earliest = 0, nil
   for _, member in ipairs(held) do
     local out = release_held(member, now, prefix, planned, index, cancelled_metric, cancelling, attempts, archive_entries)
-    if out == 'rang' then rang = true end
-    if out == 'rang' or out == 'ready' or out == 'planned' then n = n + 1 end
+    if out == 'ready' or out == 'planned' then n = n + 1 end
     if out == 'planned' then
       local due = tonumber(string.sub(member, 1, string.find(member, '|', 1, true) - 1))
       if not earliest or due < earliest then earliest = due end
     end
   end
-  if rang then redis.call('PUBLISH', doorbell, 'ready') end
   if earliest then
     local first = redis.call('ZRANGE', planned, 0, 0, 'WITHSCORES')
     if tonumber(first[2]) >= earliest then redis.call('PUBLISH', doorbell, 'planned') end
@@ -378,12 +401,13 @@ end
 -- the hash fields' strings (a token is above 2^50: Lua's own number to
 -- string conversion would round it). The caller deletes the claim fields.
 -- A record without its channel prefix is archived with a reason. Returns
--- the number requeued, whether a channel went from empty to non-empty, and
--- {token, channel, envelope, ...} of the jobs moved. `now` (Redis' clock,
--- ms) dates such an archive entry; nil reads TIME only if one is written.
+-- the number requeued and {token, channel, envelope, ...} of the jobs
+-- moved; a channel that went from empty to non-empty is recorded (`ring`).
+-- `now` (Redis' clock, ms) dates such an archive entry; nil reads TIME
+-- only if one is written.
 local function requeue_records(entries, prefix, index, archive_entries, now)
   table.sort(entries, function(a, b) return tonumber(a[1]) < tonumber(b[1]) end)
-  local n, rang, moved = 0, false, {}
+  local n, moved = 0, {}
   -- Newest claim first, so the oldest ends up rightmost: popped first.
   for i = #entries, 1, -1 do
     local token, rec = entries[i][1], entries[i][2]
@@ -394,9 +418,9 @@ local function requeue_records(entries, prefix, index, archive_entries, now)
       local id = job_id(env)
       -- The claim goes, and its concurrency slot with it (handed on to a
       -- blocked job, which this requeued job then competes with).
-      if release_slot_of(prefix, index, rec, token) then rang = true end
+      release_slot_of(prefix, index, rec, token)
       if id then redis.call('HSET', index, id, 'ready|' .. channel) end
-      if redis.call('RPUSH', prefix .. 'channel:' .. channel, env) == 1 then rang = true end
+      if redis.call('RPUSH', prefix .. 'channel:' .. channel, env) == 1 then ring(channel) end
       n = n + 1
       moved[#moved + 1] = token
       moved[#moved + 1] = channel
@@ -406,7 +430,7 @@ local function requeue_records(entries, prefix, index, archive_entries, now)
         cjson.encode({ reason = 'malformed claim record', raw = rec, discarded_ms = now or redis_now_ms() }))
     end
   end
-  return n, rang, moved
+  return n, moved
 end
 
 

@@ -11,7 +11,7 @@
 -- (ARGV[3] = '1') throttled keys still wait for a wake}: a delay, not a
 -- time, so the caller can wait for it on its own clock.
 local now = redis_now_ms()
-local moved, rang = 0, false
+local moved = 0
 for k = 1, 2 do
   local items = redis.call('ZRANGEBYSCORE', KEYS[k], '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))
   for _, m in ipairs(items) do
@@ -28,7 +28,7 @@ for k = 1, 2 do
         redis.call('DECR', KEYS[7])
       else
         if id then redis.call('HSET', KEYS[5], id, 'ready|' .. channel) end
-        if redis.call('LPUSH', ARGV[2] .. 'channel:' .. channel, env) == 1 then rang = true end
+        if redis.call('LPUSH', ARGV[2] .. 'channel:' .. channel, env) == 1 then ring(channel) end
         moved = moved + 1
       end
     else
@@ -69,21 +69,21 @@ if ARGV[3] == '1' then
         -- (expired) entries: the first entry left is the next to expire,
         -- and with none left the moved jobs' own entries (about now) are.
         local next_at = redis.call('LINDEX', log, math.min(math.max(room - free, 0), expired))
-        if move_back_many(ARGV[2], KEYS[5], list, room) then rang = true end
+        move_back_many(ARGV[2], KEYS[5], list, room)
         if redis.call('EXISTS', ARGV[2] .. list) == 1 then
           local at = next_at and tonumber(next_at) or now
           -- More room than one call moves: wake again at once.
           if free + expired > 100 then at = now - rw end
           redis.call('ZADD', wake_key, 'LT', math.max(at + rw, now + 1), hex)
         end
-      elseif move_back(ARGV[2], KEYS[5], list) then
-        rang = true
+      else
+        move_back(ARGV[2], KEYS[5], list)
       end
     end
   end
 end
 -- <<< rate limits
-if rang then redis.call('PUBLISH', KEYS[3], 'ready') end
+ring_channels(KEYS[3])
 local next_due = -1
 for k = 1, 2 do
   local first = redis.call('ZRANGE', KEYS[k], 0, 0, 'WITHSCORES')

@@ -48,7 +48,8 @@ if run then
   -- An ordinary ready job from here on: indexed, pushed, announced as
   -- enqueue.lua does. Its id is new, so the HSETNX always writes.
   if redis.call('HSETNX', KEYS[5], ARGV[8], 'ready|' .. ARGV[6]) == 1 then
-    if redis.call('LPUSH', KEYS[2], ARGV[7]) == 1 then redis.call('PUBLISH', KEYS[4], 'ready') end
+    if redis.call('LPUSH', KEYS[2], ARGV[7]) == 1 then ring(ARGV[6]) end
+    ring_channels(KEYS[4])
     redis.call('SADD', KEYS[3], ARGV[6])
   end
   for _, v in ipairs({'job_id', ARGV[8], 'job_tick_ms', tick, 'enqueued_ms', now}) do fields[#fields + 1] = v end

@@ -12,4 +12,6 @@ local held = {}
 for i = 2, #ARGV do
   if redis.call('ZREM', KEYS[1], ARGV[i]) == 1 then held[#held + 1] = ARGV[i] end
 end
-return release_all(held, redis_now_ms(), ARGV[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8])
+local n = release_all(held, redis_now_ms(), ARGV[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8])
+ring_channels(KEYS[3])
+return n

@@ -36,7 +36,7 @@ for i = 1, #all, 2 do
   end
   if keep then entries[#entries + 1] = { all[i], rec } end
 end
-local n, rang, moved = requeue_records(entries, ARGV[1], KEYS[6], KEYS[5], nil)
+local n, moved = requeue_records(entries, ARGV[1], KEYS[6], KEYS[5], nil)
 if mode == 'release' or mode == 'tokens' then
   for _, e in ipairs(entries) do redis.call('HDEL', KEYS[1], e[1]) end
   if mode == 'tokens' and n > 0 then redis.call('INCRBY', ARGV[1] .. 'metric:handed_back', n) end
@@ -45,7 +45,7 @@ else
   redis.call('SREM', KEYS[3], ARGV[2])
   redis.call('ZREM', ARGV[1] .. 'node_deadlines', ARGV[2])
 end
-if rang then redis.call('PUBLISH', KEYS[4], 'ready') end
+ring_channels(KEYS[4])
 if ARGV[5] == '1' then
   table.insert(moved, 1, n)
   return moved

@@ -4,7 +4,8 @@
 -- "nothing claimable"), so resume rings it when the channel holds ready
 -- jobs: they start at once, not at the next heartbeat.
 -- KEYS[1] flow:<name>, KEYS[2] paused hash, KEYS[3] the channel's list,
--- KEYS[4] doorbell
+-- KEYS[4] doorbell (the ring goes to the channel's own `doorbell:<name>`:
+-- only nodes serving it can claim its jobs)
 -- ARGV[1] channel name
 -- Returns 1 when the channel was paused, 0 when it was not.
 local flow = redis.call('GET', KEYS[1])
@@ -27,5 +28,5 @@ for level = 0, 9 do
     ready = redis.call('LLEN', KEYS[3] .. ':' .. level) > 0
   end
 end
-if ready then redis.call('PUBLISH', KEYS[4], 'ready') end
+if ready then redis.call('PUBLISH', KEYS[4] .. ':' .. ARGV[1], 'ready') end
 return was

@@ -12,7 +12,8 @@ if claim ~= 'taken' then return claim == 'done' and 1 or 0 end
 -- Concurrency limits (decision 39): a waiting retry holds no slot. The
 -- envelope the node re-encoded keeps its meta (order preserved), so its
 -- flow object names the key; released only when the claim was taken here.
-if release_slot_of(prefix_of(KEYS[5]), KEYS[5], ARGV[3], ARGV[1]) then redis.call('PUBLISH', KEYS[3], 'ready') end
+release_slot_of(prefix_of(KEYS[5]), KEYS[5], ARGV[3], ARGV[1])
+ring_channels(KEYS[3])
 local due = redis_now_ms() + tonumber(ARGV[2])
 redis.call('ZADD', KEYS[2], due, ARGV[3])
 redis.call('HSET', KEYS[5], ARGV[4], 'retrying|' .. ARGV[5])

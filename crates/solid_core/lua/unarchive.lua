@@ -9,6 +9,7 @@ if redis.call('ZSCORE', KEYS[1], ARGV[1]) == false then return 0 end
 if redis.call('HSETNX', KEYS[6], ARGV[1], 'ready|' .. ARGV[2]) == 0 then return 0 end
 redis.call('ZREM', KEYS[1], ARGV[1])
 redis.call('HDEL', KEYS[2], ARGV[1])
-if redis.call('LPUSH', KEYS[3], ARGV[3]) == 1 then redis.call('PUBLISH', KEYS[5], 'ready') end
+if redis.call('LPUSH', KEYS[3], ARGV[3]) == 1 then ring(ARGV[2]) end
+ring_channels(KEYS[5])
 redis.call('SADD', KEYS[4], route_channel(prefix_of(KEYS[6]), ARGV[2]))
 return 1

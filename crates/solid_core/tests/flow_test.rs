@@ -73,7 +73,8 @@ fn a_limit_of_two_claims_two_blocks_the_rest_and_each_ack_moves_one_back() {
     push(&store, &mut c, &envs);
     let mut bell = redis::Client::open(_redis.url()).unwrap().get_connection().unwrap();
     let mut pubsub = bell.as_pubsub();
-    pubsub.subscribe("solid_jobs:doorbell").unwrap();
+    // `ready` rings on the channel's own doorbell (decision 50).
+    pubsub.subscribe("solid_jobs:doorbell:default").unwrap();
     pubsub.set_read_timeout(Some(std::time::Duration::from_millis(500))).unwrap();
 
     let first = claim(&store, &mut c, 10);

@@ -108,7 +108,9 @@ fn resume_rings_the_doorbell_only_when_the_channel_has_ready_jobs() {
     let (redis, mut c, store) = setup();
     let mut sub = redis.conn();
     let mut pubsub = sub.as_pubsub();
-    pubsub.subscribe("solid_jobs:doorbell").unwrap();
+    // `ready` rings on the channel's own doorbell (decision 50); the
+    // namespace's is listened to as well, to see that nothing rings there.
+    pubsub.subscribe(&["solid_jobs:doorbell", "solid_jobs:doorbell:a"]).unwrap();
     pubsub.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
 
     store.pause_channel(&mut c, "a", None).unwrap();
@@ -117,11 +119,19 @@ fn resume_rings_the_doorbell_only_when_the_channel_has_ready_jobs() {
 
     store.pause_channel(&mut c, "a", None).unwrap();
     store.enqueue(&mut c, "a", &envs("a", 1)).unwrap();
-    let rung: String = pubsub.get_message().unwrap().get_payload().unwrap();
-    assert_eq!(rung, "ready"); // the enqueue's own ring (empty -> non-empty)
+    let msg = pubsub.get_message().unwrap();
+    // The enqueue's own ring (empty -> non-empty).
+    assert_eq!(
+        (msg.get_channel_name(), msg.get_payload::<String>().unwrap().as_str()),
+        ("solid_jobs:doorbell:a", "ready")
+    );
     store.resume_channel(&mut c, "a").unwrap();
-    let rung: String = pubsub.get_message().unwrap().get_payload().unwrap();
-    assert_eq!(rung, "ready");
+    let msg = pubsub.get_message().unwrap();
+    assert_eq!(
+        (msg.get_channel_name(), msg.get_payload::<String>().unwrap().as_str()),
+        ("solid_jobs:doorbell:a", "ready")
+    );
+    assert!(pubsub.get_message().is_err(), "one ring per resume");
 }
 
 #[test]

@@ -76,7 +76,8 @@ fn a_rate_of_three_claims_three_throttles_the_rest_and_the_wake_moves_them_back(
     push(&store, &mut c, &envs);
     let mut bell = redis::Client::open(_redis.url()).unwrap().get_connection().unwrap();
     let mut pubsub = bell.as_pubsub();
-    pubsub.subscribe("solid_jobs:doorbell").unwrap();
+    // `throttled` rings the namespace's doorbell, `ready` the channel's (decision 50).
+    pubsub.subscribe(&["solid_jobs:doorbell", "solid_jobs:doorbell:default"]).unwrap();
     pubsub.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
 
     let before = redis_ms(&mut c);
@@ -93,7 +94,9 @@ fn a_rate_of_three_claims_three_throttles_the_rest_and_the_wake_moves_them_back(
     assert_eq!(c.hget::<_, _, String>("solid_jobs:jobs", &envs[3].id).unwrap(), "throttled|default");
     assert_eq!(c.get::<_, i64>("solid_jobs:metric:throttled").unwrap(), 2);
     assert_eq!(c.get::<_, Option<i64>>("solid_jobs:metric:blocked").unwrap(), None, "throttled is not blocked");
-    assert_eq!(pubsub.get_message().unwrap().get_payload::<String>().unwrap(), "throttled", "a new earliest wake rang");
+    let msg = pubsub.get_message().unwrap();
+    assert_eq!(msg.get_channel_name(), "solid_jobs:doorbell");
+    assert_eq!(msg.get_payload::<String>().unwrap(), "throttled", "a new earliest wake rang");
 
     // Nothing due yet: a waking promotion moves nothing, and says when.
     let (_, next, waiting) = store.promote_waking(&mut c, 100, true).unwrap();
@@ -112,7 +115,11 @@ fn a_rate_of_three_claims_three_throttles_the_rest_and_the_wake_moves_them_back(
     assert_eq!(wake(&mut c, "a"), None);
     assert!(!store.promote_waking(&mut c, 100, true).unwrap().2, "no wake left: the node may stop waking");
     assert_eq!(c.hget::<_, _, String>("solid_jobs:jobs", &envs[3].id).unwrap(), "ready|default");
-    assert_eq!(pubsub.get_message().unwrap().get_payload::<String>().unwrap(), "ready");
+    let msg = pubsub.get_message().unwrap();
+    assert_eq!(
+        (msg.get_channel_name(), msg.get_payload::<String>().unwrap().as_str()),
+        ("solid_jobs:doorbell:default", "ready")
+    );
     let second = claim(&store, &mut c, 10);
     assert_eq!(ids(&second), ids_of(&envs[3..]), "moved back oldest first");
     assert_eq!(log(&mut c, "a").len(), 2, "the old log expired with its window: only the new admissions");

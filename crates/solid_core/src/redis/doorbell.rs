@@ -1,7 +1,11 @@
-//! Wake-ups without polling. Producers publish on the Redis doorbell channel
-//! only when a list goes from empty to non-empty (or a new earliest due time
-//! is planned); one subscriber thread per node turns each message into a
-//! local [`Bell`] ring that idle threads wait on.
+//! Wake-ups without polling. Producers publish only when a list goes from
+//! empty to non-empty (`ready`, on that channel's own doorbell,
+//! `<ns>:doorbell:<channel>`) or a new earliest due time or rate wake is
+//! written (`planned`, `throttled`, on the namespace's `<ns>:doorbell`).
+//! One subscriber thread per node listens to the namespace's doorbell and
+//! to the doorbells of the channels it serves, and turns each message into a
+//! local [`Bell`] ring that idle threads wait on. So a push wakes only the
+//! nodes that can claim it (decision 50).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -10,6 +14,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use crate::redis::connection::{signals_deferred, Connector};
+use crate::redis::keyspace::Keyspace;
 
 /// An epoch counter with a condition variable. A waiter reads the epoch
 /// *before* looking for work and then waits for it to move, so a ring that
@@ -67,25 +72,68 @@ impl Bells {
 
 const SUBSCRIBER_READ_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Subscribes to `channel` until `closed` is set, reconnecting with backoff.
-/// After every (re)subscription both bells ring, since messages published
-/// while disconnected were missed. `reached` hears whether each
-/// (re)connection succeeded and when a live subscription breaks.
+/// What a node's subscriber listens to: the namespace's doorbell (`planned`,
+/// `throttled`) and the per-channel doorbells of the channels it serves,
+/// whose every message means `ready`.
+#[derive(Debug, Clone)]
+pub struct Doorbells {
+    pub namespace: String,
+    pub channels: Vec<String>,
+}
+
+impl Doorbells {
+    /// The doorbells of a node serving `channels` (names) in `keys`.
+    pub fn of<'a>(keys: &Keyspace, channels: impl IntoIterator<Item = &'a str>) -> Self {
+        let mut names: Vec<String> = channels.into_iter().map(|c| keys.doorbell_channel(c)).collect();
+        names.sort();
+        names.dedup();
+        Doorbells { namespace: keys.doorbell(), channels: names }
+    }
+
+    /// Every pub/sub channel, for one SUBSCRIBE.
+    fn all(&self) -> Vec<&str> {
+        std::iter::once(self.namespace.as_str()).chain(self.channels.iter().map(String::as_str)).collect()
+    }
+}
+
+/// Subscribes to `doorbells` (one connection, one SUBSCRIBE) until `closed`
+/// is set, reconnecting with backoff. After every (re)subscription every
+/// bell rings, since messages published while disconnected were missed.
+/// `reached` hears whether each (re)connection succeeded and when a live
+/// subscription breaks.
 pub fn run_subscriber(
     connector: Connector,
-    channel: String,
+    doorbells: Doorbells,
     bells: Arc<Bells>,
     closed: Arc<AtomicBool>,
     reached: impl Fn(bool),
 ) {
     // Its reads wait on a socket with a read timeout: a signal would cut
     // them short (see `signals_deferred`) and cost a resubscription.
-    signals_deferred(|| subscribe_until_closed(connector, channel, bells, closed, reached))
+    signals_deferred(|| subscribe_until_closed(connector, doorbells, bells, closed, reached))
+}
+
+/// Rings the bell a message on pub/sub channel `channel` stands for.
+fn ring_for(bells: &Bells, doorbells: &Doorbells, channel: &[u8], payload: &[u8]) {
+    // A per-channel doorbell only ever says `ready`. On the namespace's,
+    // anything but `planned` and `throttled` is `ready` too: producers of
+    // an earlier version still ring it there (decision 50).
+    if channel != doorbells.namespace.as_bytes() {
+        return bells.ready.ring();
+    }
+    match payload {
+        b"planned" => bells.planned.ring(),
+        b"throttled" => {
+            bells.throttled.ring();
+            bells.planned.ring();
+        }
+        _ => bells.ready.ring(),
+    }
 }
 
 fn subscribe_until_closed(
     connector: Connector,
-    channel: String,
+    doorbells: Doorbells,
     bells: Arc<Bells>,
     closed: Arc<AtomicBool>,
     reached: impl Fn(bool),
@@ -97,7 +145,7 @@ fn subscribe_until_closed(
                 .connect()
                 .map_err(|e| redis::RedisError::from((redis::ErrorKind::IoError, "connect", e.to_string())))?;
             let mut pubsub = conn.as_pubsub();
-            pubsub.subscribe(&channel)?;
+            pubsub.subscribe(doorbells.all())?;
             // The read timeout only bounds how long the thread outlives its
             // node (nobody waits for it at shutdown); a short one would wake
             // an idle process several times a second.
@@ -108,14 +156,7 @@ fn subscribe_until_closed(
             delay = Duration::from_millis(50);
             while !closed.load(Ordering::Acquire) {
                 match pubsub.get_message() {
-                    Ok(msg) => match msg.get_payload_bytes() {
-                        b"planned" => bells.planned.ring(),
-                        b"throttled" => {
-                            bells.throttled.ring();
-                            bells.planned.ring();
-                        }
-                        _ => bells.ready.ring(),
-                    },
+                    Ok(msg) => ring_for(&bells, &doorbells, msg.get_channel_name().as_bytes(), msg.get_payload_bytes()),
                     Err(e) if e.is_timeout() => continue,
                     Err(e) => return Err(e),
                 }
@@ -153,5 +194,27 @@ mod tests {
         std::thread::sleep(Duration::from_millis(20));
         bell.ring();
         assert!(t.join().unwrap());
+    }
+
+    #[test]
+    fn a_per_channel_message_rings_ready_and_the_namespace_keeps_its_kinds() {
+        let keys = Keyspace::new("ns");
+        let doorbells = Doorbells::of(&keys, ["a", "b", "a"]);
+        assert_eq!(doorbells.channels, vec!["ns:doorbell:a".to_string(), "ns:doorbell:b".to_string()]);
+        assert_eq!(doorbells.all(), vec!["ns:doorbell", "ns:doorbell:a", "ns:doorbell:b"]);
+        let epochs = |b: &Bells| (b.ready.epoch(), b.planned.epoch(), b.throttled.epoch());
+        let bells = Bells::default();
+        ring_for(&bells, &doorbells, b"ns:doorbell:a", b"ready");
+        assert_eq!(epochs(&bells), (1, 0, 0));
+        // Whatever the payload: a per-channel doorbell means `ready`.
+        ring_for(&bells, &doorbells, b"ns:doorbell:b", b"planned");
+        assert_eq!(epochs(&bells), (2, 0, 0));
+        ring_for(&bells, &doorbells, b"ns:doorbell", b"planned");
+        assert_eq!(epochs(&bells), (2, 1, 0));
+        ring_for(&bells, &doorbells, b"ns:doorbell", b"throttled");
+        assert_eq!(epochs(&bells), (2, 2, 1));
+        // An earlier version's producer rings `ready` on the namespace's.
+        ring_for(&bells, &doorbells, b"ns:doorbell", b"ready");
+        assert_eq!(epochs(&bells), (3, 2, 1));
     }
 }

@@ -186,10 +186,21 @@ impl Keyspace {
     pub fn metric(&self, name: &str) -> String {
         self.key(&format!("metric:{name}"))
     }
-    /// Pub/sub channel: `ready` when a channel list goes from empty to
-    /// non-empty, `planned` when a new earliest due time is written.
+    /// Pub/sub channel: `planned` when a new earliest due time is written,
+    /// `throttled` when a new earliest rate wake is. Every node listens.
+    /// (`ready` rings moved to [`Keyspace::doorbell_channel`], decision 50;
+    /// a node still takes any other message here for `ready`, as a
+    /// producer of an earlier version sends it.)
     pub fn doorbell(&self) -> String {
         self.key("doorbell")
+    }
+    /// Pub/sub channel: `ready` when a list of channel `channel` (its base
+    /// list or a priority level's, `channel:<name>:<p>`) goes from empty to
+    /// non-empty. Only the nodes serving the channel listen, so a push wakes
+    /// no node that could not claim it (decision 50). The scripts build it
+    /// as `doorbell() + ":" + channel` (`ring_channels` in prelude.lua).
+    pub fn doorbell_channel(&self, channel: &str) -> String {
+        self.key(&format!("doorbell:{channel}"))
     }
     /// ZSET of `due_ms|channel|envelope` scored by expiry (ms): publications
     /// written but not yet visible, while the publisher emits its events
@@ -286,6 +297,7 @@ mod tests {
             k.settled(7),
             k.metric("processed"),
             k.doorbell(),
+            k.doorbell_channel("mailers"),
             k.publishing(),
             k.telemetry(),
             k.observations("n1"),
@@ -308,6 +320,8 @@ mod tests {
         }
         assert_eq!(k.channel("critical"), "solid_jobs:channel:critical");
         assert_eq!(Keyspace::new("t1").claims("n"), "t1:claims:n");
+        // The scripts append `:<channel>` to the doorbell they are given.
+        assert_eq!(k.doorbell_channel("mailers"), format!("{}:mailers", k.doorbell()));
         // A pattern is its key with `*` in the name's place, so stripping
         // the text before `*` from a matched key yields the name.
         assert_eq!(k.channel_pattern(), "solid_jobs:channel:*");

@@ -7,7 +7,8 @@
 //! - acker: batches completions into one script call;
 //! - heartbeat: refreshes the node key, recovers dead nodes, writes the
 //!   node's telemetry, promotes due jobs;
-//! - subscriber: turns doorbell messages into local wake-ups;
+//! - subscriber: turns doorbell messages (the namespace's, and the served
+//!   channels' own) into local wake-ups;
 //! - scheduler (only with recurring schedules): proposes their ticks.
 //!
 //! Workers never share a Ruby object or a lock on the hot path: jobs reach
@@ -34,7 +35,7 @@ use crate::now_ms;
 use crate::prefetch::Prefetch;
 use crate::recurring::RecurringSchedule;
 use crate::redis::connection::{Connector, Pool, Reconnecting, Timeouts};
-use crate::redis::doorbell::{run_subscriber, Bell, Bells};
+use crate::redis::doorbell::{run_subscriber, Bell, Bells, Doorbells};
 use crate::redis::holdings::Holdings;
 use crate::redis::keyspace::Keyspace;
 use crate::redis::scheduler::Scheduler;
@@ -296,12 +297,16 @@ impl RedisSource {
             std::thread::Builder::new().name(format!("solid-jobs-{name}")).spawn(f).expect("spawn dispatcher thread")
         };
         {
-            let (bells, closed, doorbell) = (shared.bells.clone(), shared.closed.clone(), shared.store.keys.doorbell());
+            // The served channels are fixed for the node's life, so one
+            // subscription lists them all: a push on any other channel
+            // wakes this node for nothing, so it does not hear it.
+            let doorbells = Doorbells::of(&shared.store.keys, shared.cfg.channels.iter().map(|(n, _)| n.as_str()));
+            let (bells, closed) = (shared.bells.clone(), shared.closed.clone());
             let s = shared.clone();
             let reached = move |ok: bool| s.stats().note_reached(ok);
             threads.push((
                 "subscriber",
-                spawn("subscriber", Box::new(move || run_subscriber(connector, doorbell, bells, closed, reached))),
+                spawn("subscriber", Box::new(move || run_subscriber(connector, doorbells, bells, closed, reached))),
             ));
         }
         {
