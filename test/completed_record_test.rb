@@ -8,7 +8,9 @@ require_relative "test_helper"
 # the newest `keep` completions plus at most one batch, whatever the batch
 # sizes, and a reset counter cannot make it grow without bound.
 class CompletedRecordTest < SolidJobsTest
-  ACK = File.read(File.expand_path("../crates/solid_core/lua/ack.lua", __dir__))
+  # As solid_core sends it (scripts.rs): the prelude, then the script.
+  LUA = File.expand_path("../crates/solid_core/lua", __dir__)
+  ACK = "#{File.read(File.join(LUA, "prelude.lua"))}\n#{File.read(File.join(LUA, "ack.lua"))}"
 
   def setup
     super

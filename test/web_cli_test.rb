@@ -27,7 +27,8 @@ class WebCLITest < SolidJobsTest
     assert_includes response.body, %(<span class="ok">yes</span>), "it reaches the Redis it was given"
     assert_includes response.body, "namespace #{@namespace}"
     channels = @server.get("/channels")
-    assert_match(%r{<code>default</code></td><td class="num">1</td>}, channels.body, "the job waiting in this namespace")
+    assert_match(%r{<code>default</code></td><td><code>redis</code></td><td class="num">1</td>}, channels.body,
+                 "the job waiting in this namespace")
     assert_equal "200", @server.get("/nodes.json").code
     assert_equal "404", @server.get("/nowhere").code
     status = @server.stop

@@ -9,6 +9,9 @@ require "solid_jobs/web"
 # SolidJobs::Web through rack-test: every route, the headers, escaping,
 # basic auth, and that job arguments never reach a page or its JSON.
 class WebTest < SolidJobsTest
+  # The Channels page's backend cell of a channel on Redis.
+  ON_REDIS = "<td><code>redis</code></td>"
+
   include Rack::Test::Methods
 
   HTML_ROUTES = %w[/ /channels /executions /nodes /resources /redis /telemetry /recurring /flow /archive
@@ -44,13 +47,14 @@ class WebTest < SolidJobsTest
     SolidJobs::Channels.pause("critical", by: HOSTILE)
     get "/channels"
     escaped = "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;"
-    state = %r{<code>critical</code></td><td class="num">1</td><td class="num">[^<]*</td><td>(<span[^>]*>[^<]*</span>)}
+    state = %r{<code>critical</code></td>#{ON_REDIS}<td class="num">1</td><td class="num">[^<]*</td><td>(<span[^>]*>[^<]*</span>)}
     since = /paused since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC by /
     assert_match(/\A<span class="stale" title="solid-jobs channel resume critical">#{since}/, last_response.body[state, 1])
     assert last_response.body[state, 1].end_with?("by #{escaped}</span>"), last_response.body[state, 1]
     refute_includes last_response.body, HOSTILE
     claiming = %(<span class="muted">claiming</span>)
-    assert_match(%r{<code>default</code></td><td class="num">1</td><td class="num">[^<]*</td><td>#{claiming}}, last_response.body)
+    assert_match(%r{<code>default</code></td>#{ON_REDIS}<td class="num">1</td><td class="num">[^<]*</td><td>#{claiming}},
+                 last_response.body)
     get "/channels.json"
     channels = JSON.parse(last_response.body)["channels"].to_h { |c| [c["name"], c] }
     assert_equal HOSTILE, channels.fetch("critical")["paused"]["by"]
@@ -63,8 +67,8 @@ class WebTest < SolidJobsTest
     seed
     2.times { LedgerTask.set(priority: 1).enqueue(ledger_path, SENTINEL) }
     get "/channels"
-    assert_match(%r{<code>default</code></td><td class="num">3</td>.*?<td>1: 2 · 5: 1</td>}, last_response.body)
-    assert_match(%r{<code>critical</code></td>(<td[^>]*>[^<]*</td>){2}<td><span[^>]*>claiming</span></td><td>—</td>},
+    assert_match(%r{<code>default</code></td>#{ON_REDIS}<td class="num">3</td>.*?<td>1: 2 · 5: 1</td>}, last_response.body)
+    assert_match(%r{<code>critical</code></td>#{ON_REDIS}(<td[^>]*>[^<]*</td>){2}<td><span[^>]*>claiming</span></td><td>—</td>},
                  last_response.body)
     get "/channels.json"
     channels = JSON.parse(last_response.body)["channels"].to_h { |c| [c["name"], c] }
@@ -87,7 +91,7 @@ class WebTest < SolidJobsTest
     assert_match(/<svg[^>]+class="chart"/, last_response.body)
     assert_match(/<path d="M[\d. ]+L/, last_response.body, "the throughput line is drawn")
     get "/channels"
-    assert_match(%r{<code>critical</code></td><td class="num">1</td>}, last_response.body)
+    assert_match(%r{<code>critical</code></td>#{ON_REDIS}<td class="num">1</td>}, last_response.body)
     get "/nodes"
     assert_includes last_response.body, "worker-host:4242"
     assert_match(/class="state running"/, last_response.body)
