@@ -10,7 +10,7 @@ require_relative "test_helper"
 class CompletedRecordTest < SolidJobsTest
   # As solid_core sends it (scripts.rs): the prelude, then the script.
   LUA = File.expand_path("../crates/solid_core/lua", __dir__)
-  ACK = "#{File.read(File.join(LUA, "prelude.lua"))}\n#{File.read(File.join(LUA, "ack.lua"))}"
+  ACK = "#{File.read(File.join(LUA, "prelude.lua"))}\n#{File.read(File.join(LUA, "ack.lua"))}".freeze
 
   def setup
     super
