@@ -26,11 +26,6 @@
 -- Redis's (TIME), not the node's, so a node's skewed clock cannot lower it;
 -- a Redis host whose clock steps back (or a replica's clock behind its
 -- primary's) defeats it: keep Redis hosts on NTP.
-if redis.call('EXISTS', KEYS[3]) == 0 then
-  -- Recovery may already have declared this node dead; a claim recorded now
-  -- would never be recovered. The node re-registers with a heartbeat first.
-  return redis.error_reply('NODE_EXPIRED node heartbeat missing')
-end
 -- The last of `n` fresh tokens, as a number (exact: tokens stay below 2^53
 -- until the year 2248). One SET ... GET: the counter is read and raised to
 -- the clock floor at once; only a counter already ahead of the clock (more
@@ -57,16 +52,21 @@ end
 local want = tonumber(ARGV[1])
 local prefix = prefix_of(KEYS[4])
 -- >>> flow: pausing channels (docs/flow-control.md, "Pausing channels")
--- The cancelled-waiting counter and every channel's flow string in one
--- MGET: the same one command a plain claim always made (GET before), so a
--- pause is seen by the next claim of every node, at no cost for channels
--- never paused (their value is nil).
+-- The node's heartbeat key, the cancelled-waiting counter and every
+-- channel's flow string in one MGET: the one command a plain claim always
+-- made (EXISTS and GET before), so a pause is seen by the next claim of
+-- every node, at no cost for channels never paused (their value is nil).
 local n = #ARGV - 2
-local read = redis.call('MGET', KEYS[6], unpack(KEYS, 8 + n, 7 + 2 * n))
-local check = tonumber(read[1] or '0') > 0
+local read = redis.call('MGET', KEYS[3], KEYS[6], unpack(KEYS, 8 + n, 7 + 2 * n))
+if not read[1] then
+  -- Recovery may already have declared this node dead; a claim recorded now
+  -- would never be recovered. The node re-registers with a heartbeat first.
+  return redis.error_reply('NODE_EXPIRED node heartbeat missing')
+end
+local check = tonumber(read[2] or '0') > 0
 local paused, flags = {}, {}
 for k = 1, n do
-  local flow = read[k + 1]
+  local flow = read[k + 2]
   if flow then
     paused[7 + k] = string.byte(flow, 1) == 80 -- 'P'
     flags[#flags + 1] = ARGV[k + 2] .. '=' .. flow
@@ -190,7 +190,7 @@ end
 -- one of one byte, the pause flag) and visits its base list alone, as
 -- before. No command: the string came with the MGET above.
 local function routes_of(k)
-  local base, name, flow = KEYS[7 + k], ARGV[k + 2], read[k + 1]
+  local base, name, flow = KEYS[7 + k], ARGV[k + 2], read[k + 2]
   if not flow or #flow < 2 then return { { base, name } } end
   local visits = {}
   for level = 0, 9 do
@@ -206,7 +206,8 @@ end
 for i = 8, 7 + n do
   for _, visit in ipairs(paused[i] and {} or routes_of(i - 7)) do
     while want > 0 do
-      local envs = redis.call('RPOP', visit[1], want)
+      local asked = want
+      local envs = redis.call('RPOP', visit[1], asked)
       if not envs then break end
       -- The route (`name` or `name:p`) is what the claim record, the reply
       -- and any blocked entry carry, so every script that puts the job back
@@ -248,6 +249,10 @@ for i = 8, 7 + n do
         want = want - #keep
       end
       if blocked >= BLOCKED_BUDGET then more = true; break end
+      -- Fewer than asked for: the list is empty now, so no RPOP to find it
+      -- so. Unless cancelled jobs were dropped: dropping one of a limited
+      -- key moves the key's next blocked job back to this list.
+      if #envs < asked and not check then break end
     end
     if more or want == 0 then break end
   end

@@ -1,10 +1,27 @@
-//! The completion writer shared by every job source: completions queue up
-//! while a write is in flight and go out together in the next one.
+//! The completions of one job source's workers, and the thread that writes
+//! them. Completions are asynchronous: no worker waits for them, and a crash
+//! before one is written only runs that job again (at-least-once).
+//!
+//! Two writers share them (decision 51). A fetcher about to claim takes
+//! every pending completion into the same call ([`Completions::carry`]:
+//! on Redis one `ack_claim.lua` acknowledges them and claims the next
+//! batch), so while jobs flow a node makes one script call per claim, not
+//! one per claim plus one per completion batch. The acker thread ([`run`])
+//! writes what no claim carried: at once when nothing will be claimed soon
+//! (the fetcher found its channels empty, is paused or stopping), or when a
+//! completion must not wait (it releases a concurrency slot or a unique
+//! lock), and otherwise after `CARRY_WAIT`.
+//!
+//! One batch is in flight at a time, whichever thread writes it (the
+//! `writing` lock): a batch whose reply was lost is resent, unchanged and
+//! alone, before anything else, so `ack.lua`'s last-batch marker recognises
+//! it as applied instead of stale.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use crossbeam_channel::Sender;
+use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::claim::MAX_BATCH;
 use crate::error::Result;
@@ -12,103 +29,303 @@ use crate::log::{log, Throttled};
 use crate::redis::connection::Reconnecting;
 use crate::source::Stats;
 
-pub enum AckMsg<T> {
-    /// A completed job, in the source's own terms (token and id, id and fence).
-    Done(T),
-    /// Replies once everything queued before it is written.
-    Flush(Sender<()>),
-}
-
-/// A safety net only: closing sends a message (see [`wake`]), so an idle
-/// acker does not need to wake on a timer to notice it.
+/// A safety net only: closing and flushing notify the acker, so an idle
+/// acker does not need to wake on a timer to notice them.
 const IDLE_WAKE: Duration = Duration::from_secs(5);
 
-/// How long an acker holding a small batch waits for more completions
-/// before writing it (completions are asynchronous: no worker waits for
-/// this, and a crash loses nothing, since an unwritten completion means the
-/// job runs again). Below LINGER_BELOW completions it is worth it.
+/// How long the acker holding a small batch waits for more completions
+/// when no claim will carry them: below LINGER_BELOW completions a few
+/// more per write are worth it (each tiny write is a script call, and a
+/// blocked acker costs every completing worker a futex wake).
 const LINGER: Duration = Duration::from_micros(500);
 const LINGER_BELOW: usize = 64;
 
-/// Wakes an acker blocked on an empty queue so it sees `closed`.
-pub fn wake<T>(acks_tx: &Sender<AckMsg<T>>) {
-    let (tx, _) = crossbeam_channel::bounded(1);
-    let _ = acks_tx.send(AckMsg::Flush(tx));
+/// How long a completion may wait for a claim to carry it while claims
+/// flow (decision 51). Above the claim interval of the regimes where the
+/// call per job counts (a claim every 12 jobs: 36 ms of 3 ms jobs on one
+/// worker, 75 ms of 50 ms jobs on eight); what it costs is that a job
+/// finished within it runs again after a crash, and reads as running a
+/// little longer. Completions that release something others wait for
+/// (a concurrency slot, a unique lock) never wait for it.
+pub const CARRY_WAIT: Duration = Duration::from_millis(100);
+
+pub struct Completions<T> {
+    state: Mutex<Pending<T>>,
+    wake: Condvar,
+    /// Held while a batch is written, by the acker or by a claim carrying
+    /// it: one batch in flight per node (see the module documentation).
+    writing: Mutex<()>,
+    /// A claim is expected soon (the last one filled its request): the
+    /// acker leaves plain completions for it, up to CARRY_WAIT.
+    carried: AtomicBool,
 }
 
-/// Writes completions until `closed` is set and the queue is empty.
+struct Pending<T> {
+    items: Vec<T>,
+    /// When the oldest of `items` was completed.
+    since: Option<Instant>,
+    /// Some pending completion must not wait for a claim.
+    urgent: bool,
+    /// A batch whose write failed, possibly after it applied: written
+    /// next, alone and unchanged.
+    resend: Option<Vec<T>>,
+    /// Flush requests, answered once everything completed before them is
+    /// written.
+    flushes: Vec<Sender<()>>,
+}
+
+/// Completions a claim carries: written by that call, or handed back
+/// ([`Carry::failed`]) to be resent by the acker. Holds the `writing` lock.
+pub struct Carry<'a, T> {
+    completions: &'a Completions<T>,
+    _writing: MutexGuard<'a, ()>,
+    pub items: Vec<T>,
+}
+
+impl<T> Default for Completions<T> {
+    fn default() -> Self {
+        Completions {
+            state: Mutex::new(Pending {
+                items: Vec::new(),
+                since: None,
+                urgent: false,
+                resend: None,
+                flushes: Vec::new(),
+            }),
+            wake: Condvar::new(),
+            writing: Mutex::new(()),
+            carried: AtomicBool::new(false),
+        }
+    }
+}
+
+impl<T> Completions<T> {
+    /// A worker completed a job. `urgent`: the completion releases
+    /// something other jobs wait for, so it does not wait for a claim.
+    pub fn push(&self, item: T, urgent: bool) {
+        let mut st = self.state.lock();
+        let first = st.items.is_empty();
+        if first {
+            st.since = Some(Instant::now());
+        }
+        st.items.push(item);
+        // The acker sleeps until the oldest completion is due; it is woken
+        // only when that changes, not once per completion.
+        let notify = first || (urgent && !st.urgent) || st.items.len() == LINGER_BELOW || st.items.len() == MAX_BATCH;
+        st.urgent |= urgent;
+        drop(st);
+        if notify {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Whether the fetcher expects to claim soon; false wakes the acker,
+    /// which writes what was left for a claim that will not come.
+    pub fn set_carried(&self, carried: bool) {
+        if self.carried.swap(carried, Ordering::AcqRel) && !carried {
+            let _st = self.state.lock();
+            self.wake.notify_one();
+        }
+    }
+
+    /// Takes the pending completions (at most MAX_BATCH) for a claim to
+    /// carry. None when there are none, when a batch must be resent first,
+    /// or when the acker is writing (the claim goes alone rather than wait).
+    pub fn carry(&self) -> Option<Carry<'_, T>> {
+        let writing = self.writing.try_lock()?;
+        let mut st = self.state.lock();
+        if st.resend.is_some() || st.items.is_empty() {
+            return None;
+        }
+        let items = take_batch(&mut st);
+        Some(Carry { completions: self, _writing: writing, items })
+    }
+
+    /// Waits until everything completed before this call is written, at
+    /// most `budget`; false when it was not.
+    pub fn flush(&self, budget: Duration) -> bool {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        self.state.lock().flushes.push(tx);
+        self.wake.notify_one();
+        rx.recv_timeout(budget).is_ok()
+    }
+
+    /// Wakes the acker so it sees its `closed` flag.
+    pub fn wake(&self) {
+        let _st = self.state.lock();
+        self.wake.notify_one();
+    }
+
+    /// How long until the acker must write: zero now, None when nothing is
+    /// pending.
+    fn due_in(&self, st: &Pending<T>, closed: bool) -> Option<Duration> {
+        if st.resend.is_some() || !st.flushes.is_empty() || (closed && !st.items.is_empty()) {
+            return Some(Duration::ZERO);
+        }
+        let since = st.since.filter(|_| !st.items.is_empty())?;
+        let carried = self.carried.load(Ordering::Acquire) && !st.urgent;
+        let (wait, now_at) = if carried { (CARRY_WAIT, MAX_BATCH) } else { (LINGER, LINGER_BELOW) };
+        if st.items.len() >= now_at {
+            return Some(Duration::ZERO);
+        }
+        Some((since + wait).saturating_duration_since(Instant::now()))
+    }
+}
+
+impl<T> Carry<'_, T> {
+    /// The call failed (its reply lost, it may have applied): the acker
+    /// resends these, alone and first.
+    pub fn failed(self) {
+        let mut st = self.completions.state.lock();
+        st.resend = Some(self.items);
+        drop(st);
+        self.completions.wake.notify_one();
+    }
+}
+
+fn take_batch<T>(st: &mut Pending<T>) -> Vec<T> {
+    let items = if st.items.len() > MAX_BATCH {
+        let rest = st.items.split_off(MAX_BATCH);
+        std::mem::replace(&mut st.items, rest)
+    } else {
+        std::mem::take(&mut st.items)
+    };
+    if st.items.is_empty() {
+        st.since = None;
+        st.urgent = false;
+    }
+    items
+}
+
+/// Writes completions until `closed` is set and nothing is pending.
 /// `write` sends one batch and returns the stale entries (rejected by the
 /// backend: someone else owns the job now). A batch is retried until
 /// written: dropping a completion would run a finished job again.
 pub fn run<T: std::fmt::Debug>(
-    acks_rx: Receiver<AckMsg<T>>,
+    completions: &Completions<T>,
     mut conn: Reconnecting,
     closed: &AtomicBool,
     stats: &Stats,
     mut write: impl FnMut(&mut Reconnecting, &[T]) -> Result<Vec<T>>,
 ) {
-    let mut batch: Vec<T> = Vec::new();
-    let mut flushes: Vec<Sender<()>> = Vec::new();
     // A failing write is retried every 50 ms or so: warn at a bounded rate.
     let write_warning = Throttled::default();
     loop {
-        let mut next = match acks_rx.recv_timeout(IDLE_WAKE) {
-            Ok(m) => Some(m),
-            Err(RecvTimeoutError::Timeout) => None,
-            Err(RecvTimeoutError::Disconnected) => return,
+        {
+            let mut st = completions.state.lock();
+            loop {
+                let is_closed = closed.load(Ordering::Acquire);
+                match completions.due_in(&st, is_closed) {
+                    Some(wait) if wait.is_zero() => break,
+                    Some(wait) => {
+                        completions.wake.wait_for(&mut st, wait);
+                    }
+                    None if is_closed => return,
+                    None => {
+                        completions.wake.wait_for(&mut st, IDLE_WAKE);
+                    }
+                }
+            }
+        }
+        // Waits for a claim carrying completions to finish (or hand them
+        // back), so nothing completed before a flush is still in flight.
+        let writing = completions.writing.lock();
+        let flushes = loop {
+            let batch = {
+                let mut st = completions.state.lock();
+                match st.resend.take() {
+                    Some(batch) => batch,
+                    None if !st.items.is_empty() => take_batch(&mut st),
+                    None => break std::mem::take(&mut st.flushes),
+                }
+            };
+            loop {
+                match write(&mut conn, &batch) {
+                    Ok(stale) => {
+                        stats.completed.fetch_add((batch.len() - stale.len()) as u64, Ordering::Relaxed);
+                        note_stale(stats, &stale);
+                        break;
+                    }
+                    Err(e) => {
+                        stats.redis_errors.fetch_add(1, Ordering::Relaxed);
+                        if !e.is_connection() {
+                            write_warning.log("WARN", &format!("writing completions failed: {e}; retrying"));
+                        }
+                        if closed.load(Ordering::Acquire) {
+                            return;
+                        }
+                        std::thread::sleep(conn.backoff_remaining().max(Duration::from_millis(50)));
+                    }
+                }
+            }
         };
-        let mut lingered = false;
-        while let Some(msg) = next.take() {
-            match msg {
-                AckMsg::Done(item) => batch.push(item),
-                AckMsg::Flush(reply) => flushes.push(reply),
-            }
-            if batch.len() < MAX_BATCH {
-                next = acks_rx.try_recv().ok();
-                // A small batch while jobs flow: wait a moment for more
-                // instead of writing now. A blocked acker costs every
-                // completing worker a futex wake, and each tiny write an
-                // EVALSHA; lingering (asleep, so senders need not wake it)
-                // turns a stream of completions into few large writes.
-                if next.is_none()
-                    && !lingered
-                    && flushes.is_empty()
-                    && batch.len() < LINGER_BELOW
-                    && !closed.load(Ordering::Acquire)
-                {
-                    lingered = true;
-                    std::thread::sleep(LINGER);
-                    next = acks_rx.try_recv().ok();
-                }
-            }
-        }
-        while !batch.is_empty() {
-            match write(&mut conn, &batch) {
-                Ok(stale) => {
-                    stats.completed.fetch_add((batch.len() - stale.len()) as u64, Ordering::Relaxed);
-                    if !stale.is_empty() {
-                        stats.stale.fetch_add(stale.len() as u64, Ordering::Relaxed);
-                        log("WARN", &format!("{} completion(s) rejected as stale (their jobs were recovered or redelivered: {:?}); nothing was changed", stale.len(), stale));
-                    }
-                    batch.clear();
-                }
-                Err(e) => {
-                    stats.redis_errors.fetch_add(1, Ordering::Relaxed);
-                    if !e.is_connection() {
-                        write_warning.log("WARN", &format!("writing completions failed: {e}; retrying"));
-                    }
-                    if closed.load(Ordering::Acquire) {
-                        return;
-                    }
-                    std::thread::sleep(conn.backoff_remaining().max(Duration::from_millis(50)));
-                }
-            }
-        }
-        for reply in flushes.drain(..) {
+        drop(writing);
+        for reply in flushes {
             let _ = reply.send(());
         }
-        if closed.load(Ordering::Acquire) && acks_rx.is_empty() {
-            return;
-        }
+    }
+}
+
+/// Counts and logs completions the backend rejected as stale.
+pub fn note_stale<T: std::fmt::Debug>(stats: &Stats, stale: &[T]) {
+    if !stale.is_empty() {
+        stats.stale.fetch_add(stale.len() as u64, Ordering::Relaxed);
+        log(
+            "WARN",
+            &format!(
+                "{} completion(s) rejected as stale (their jobs were recovered or redelivered: {:?}); nothing was changed",
+                stale.len(),
+                stale
+            ),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_claim_carries_what_is_pending_and_a_failed_carry_is_resent_first_and_alone() {
+        let c = Completions::default();
+        assert!(c.carry().is_none(), "nothing pending");
+        c.push(1, false);
+        c.push(2, false);
+        let carry = c.carry().expect("pending completions");
+        assert_eq!(carry.items, [1, 2]);
+        assert!(c.writing.try_lock().is_none(), "one batch in flight");
+        c.push(3, false);
+        carry.failed();
+        assert!(c.carry().is_none(), "a resend goes first, written by the acker");
+        let st = c.state.lock();
+        assert_eq!(st.resend.as_deref(), Some(&[1, 2][..]));
+        assert_eq!(st.items, [3]);
+    }
+
+    #[test]
+    fn plain_completions_wait_for_a_claim_only_while_claims_flow() {
+        let c = Completions::default();
+        c.push(1, false);
+        let lingering = c.due_in(&c.state.lock(), false).unwrap();
+        assert!(lingering <= LINGER, "no claim expected: written after the linger");
+        c.set_carried(true);
+        let carried = c.due_in(&c.state.lock(), false).unwrap();
+        assert!(carried > LINGER && carried <= CARRY_WAIT, "left for the next claim: {carried:?}");
+        c.push(2, true);
+        assert!(c.due_in(&c.state.lock(), false).unwrap() <= LINGER, "an urgent completion does not wait");
+        assert_eq!(c.due_in(&c.state.lock(), true), Some(Duration::ZERO), "closing writes at once");
+        let taken = c.carry().unwrap();
+        assert_eq!(taken.items, [1, 2]);
+        drop(taken);
+        assert_eq!(c.due_in(&c.state.lock(), false), None, "nothing pending");
+        assert!(!c.state.lock().urgent, "urgency goes with the batch");
+    }
+
+    #[test]
+    fn a_carry_takes_at_most_one_batch() {
+        let c = Completions::default();
+        (0..MAX_BATCH + 5).for_each(|i| c.push(i, false));
+        assert_eq!(c.carry().unwrap().items.len(), MAX_BATCH);
+        assert_eq!(c.carry().unwrap().items, (MAX_BATCH..MAX_BATCH + 5).collect::<Vec<_>>());
     }
 }

@@ -20,6 +20,20 @@ pub const TARGET_BUFFERED_WORK: Duration = Duration::from_millis(10);
 /// its plain window.
 const RATE_CAP_HOLD_MS: u64 = 10_000;
 
+/// The least an adaptive window's refill claims while it holds no more
+/// than `MAX_HELD_WORK` per worker (decision 51): a claim is one script
+/// call whatever its size, and carries the completions made since the
+/// last, so claims of at least this many jobs keep a node's Redis cost at
+/// about one command per job when jobs take milliseconds (3 ms CPU jobs on
+/// one worker claimed 2 at a time before: 9 commands per job).
+pub const MIN_CLAIM: usize = 12;
+/// The most unstarted work per worker the `MIN_CLAIM` floor may hold: at
+/// 50 ms jobs it is 3 per worker (a window of 24 on 8 workers), and slow
+/// jobs keep the plain window (one per worker for jobs of 150 ms or more).
+/// What the floor costs is the same as the window's: jobs a node holds
+/// that an idle node could have run, and more handed back at shutdown.
+pub const MAX_HELD_WORK: Duration = Duration::from_millis(150);
+
 /// Upper bound of the adaptive window. With no-op jobs a 512 window starved
 /// the workers: refilled at half, its 256 remaining jobs ran out before the
 /// next claim of 256 came back. A claim is still at most claim::MAX_BATCH.
@@ -190,6 +204,8 @@ impl PrefetchWindow {
                 let in_flight = round_trip.saturating_mul(2).div_ceil(avg);
                 let per_worker = buffered.saturating_add(in_flight).min(MAX_WINDOW as u64) as usize;
                 let window = per_worker.saturating_mul(workers).clamp(workers.min(MAX_WINDOW), MAX_WINDOW);
+                let held = (MAX_HELD_WORK.as_nanos() as u64 / avg).min(MAX_WINDOW as u64) as usize;
+                let window = window.max((2 * MIN_CLAIM).min(held.saturating_mul(workers)));
                 self.rate_cap().map_or(window, |cap| window.min(cap))
             }
         }
@@ -228,7 +244,11 @@ mod tests {
         for _ in 0..200 {
             w.record(Duration::from_millis(3));
         }
-        assert_eq!(w.window(), 6, "3 ms jobs: about 10 ms per worker");
+        assert_eq!(w.window(), 2 * MIN_CLAIM, "3 ms jobs: claims of MIN_CLAIM (10 ms per worker would be 6)");
+        for _ in 0..200 {
+            w.record(Duration::from_millis(50));
+        }
+        assert_eq!(w.window(), 6, "50 ms jobs: the floor holds at most 150 ms of work per worker");
         for _ in 0..200 {
             w.record(Duration::from_secs(2));
         }
@@ -241,13 +261,18 @@ mod tests {
         for _ in 0..200 {
             w.record(Duration::from_millis(20));
         }
-        assert_eq!(w.window(), 2, "20 ms jobs next to Redis: one per worker");
+        assert_eq!(w.window(), 14, "20 ms jobs next to Redis: the claim floor, 7 (140 ms) per worker");
         for _ in 0..50 {
-            w.record_round_trip(Duration::from_millis(40));
+            w.record(Duration::from_millis(200));
         }
-        // 1 + 80 ms / 20 ms per worker: the half left when a refill is
-        // asked for (5 jobs, 50 ms of work for 2 workers) outlasts it.
-        assert_eq!(w.window(), 10, "40 ms round trips: the refill arrives before the buffer runs dry");
+        assert_eq!(w.window(), 2, "200 ms jobs: one per worker, the floor holds none");
+        for _ in 0..50 {
+            w.record_round_trip(Duration::from_millis(390));
+        }
+        // 1 + 780 ms / 200 ms per worker, rounded up: the half left when a
+        // refill is asked for (5 jobs, 500 ms of work for 2 workers)
+        // outlasts it.
+        assert_eq!(w.window(), 10, "390 ms round trips: the refill arrives before the buffer runs dry");
         for _ in 0..50 {
             w.record_round_trip(Duration::from_micros(200));
         }

@@ -12,10 +12,10 @@ use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, unbounded, Receiver, RecvTimeoutError, Sender};
+use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
 use parking_lot::Mutex;
 
-use crate::acker::{self, AckMsg};
+use crate::acker::{self, Completions};
 use crate::channel_order::{ChannelOrder, ChannelSelector};
 use crate::claim::{ClaimedJob, FailureCount};
 use crate::deadline;
@@ -98,7 +98,7 @@ impl Shared {
 
 pub struct EngineSource {
     shared: Arc<Shared>,
-    acks_tx: Sender<AckMsg<(String, u64)>>,
+    completions: Arc<Completions<(String, u64)>>,
     /// Dropped when the source closes: ends the presence announcer and the
     /// lease extender, which must outlive `stop_claiming` because running
     /// tasks still need their leases.
@@ -114,7 +114,7 @@ impl EngineSource {
         let pool = Pool::new(wire::connector(&cfg.url, cfg.password.as_deref(), cfg.timeouts)?);
         pool.with(|c| redis::cmd("PING").query::<String>(c).map_err(Error::from))?;
         let (feed, fetcher) = Feed::new(cfg.prefetch);
-        let (acks_tx, acks_rx) = unbounded();
+        let completions = Arc::new(Completions::default());
         let (close_tx, close_rx) = bounded::<()>(0);
         let shared = Arc::new(Shared {
             names: cfg.channels.iter().map(|(n, id, _)| (*id, n.clone())).collect(),
@@ -136,8 +136,8 @@ impl EngineSource {
                 spawn("fetcher", Box::new(move || fetcher.run(&s.feed, &mut Fetching::new(&s))))
             },
             {
-                let s = shared.clone();
-                spawn("acker", Box::new(move || ack_loop(&s, acks_rx)))
+                let (s, c) = (shared.clone(), completions.clone());
+                spawn("acker", Box::new(move || ack_loop(&s, &c)))
             },
         ];
         if let Some(presence) = shared.cfg.presence.clone() {
@@ -149,7 +149,7 @@ impl EngineSource {
             let s = shared.clone();
             threads.push(spawn("leases", Box::new(move || extend_loop(&s, close_rx))));
         }
-        Ok(EngineSource { shared, acks_tx, close_tx: Mutex::new(Some(close_tx)), threads: Mutex::new(threads) })
+        Ok(EngineSource { shared, completions, close_tx: Mutex::new(Some(close_tx)), threads: Mutex::new(threads) })
     }
 
     fn settled(&self, job: &ClaimedJob) {
@@ -226,7 +226,8 @@ impl JobSource for EngineSource {
     /// The acker forgets the reservation once the ACK is written.
     fn complete(&self, job: &ClaimedJob) {
         self.shared.feed.ran(job);
-        let _ = self.acks_tx.send(AckMsg::Done((job.envelope.id.clone(), job.token)));
+        // No claim carries an engine completion: the acker writes it.
+        self.completions.push((job.envelope.id.clone(), job.token), false);
         self.shared.feed.settled();
     }
 
@@ -288,11 +289,9 @@ impl JobSource for EngineSource {
     fn shutdown(&self, budget: Duration) -> Result<u64> {
         let deadline = Instant::now() + budget;
         self.stop_claiming();
-        let (tx, rx) = bounded(1);
-        let _ = self.acks_tx.send(AckMsg::Flush(tx));
-        let flushed = rx.recv_timeout(budget).is_ok();
+        let flushed = self.completions.flush(budget);
         self.shared.closed.store(true, Ordering::Release);
-        acker::wake(&self.acks_tx);
+        self.completions.wake();
         self.close_tx.lock().take();
         // Out of the lock before waiting: a second shutdown never queues
         // behind a thread blocked on a silent engine (left behind at the
@@ -339,7 +338,7 @@ impl Drop for EngineSource {
     fn drop(&mut self) {
         self.shared.feed.stop();
         self.shared.closed.store(true, Ordering::Release);
-        acker::wake(&self.acks_tx);
+        self.completions.wake();
         self.close_tx.lock().take();
     }
 }
@@ -447,9 +446,9 @@ impl Fetch for Fetching<'_> {
     }
 }
 
-fn ack_loop(s: &Shared, acks_rx: Receiver<AckMsg<(String, u64)>>) {
+fn ack_loop(s: &Shared, completions: &Completions<(String, u64)>) {
     let conn = Reconnecting::new(s.pool.connector().clone());
-    acker::run(acks_rx, conn, &s.closed, s.stats(), |conn, batch| {
+    acker::run(completions, conn, &s.closed, s.stats(), |conn, batch| {
         let written = conn.run(|c| wire::ack_many(c, batch));
         s.stats().note(&written);
         let stale = written?;

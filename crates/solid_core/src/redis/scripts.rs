@@ -22,6 +22,7 @@ pub struct Scripts {
     pub schedule: Script,
     pub claim: Script,
     pub ack: Script,
+    pub ack_claim: Script,
     pub record_failure: Script,
     pub retry: Script,
     pub discard: Script,
@@ -59,6 +60,19 @@ fn allowing_oom_with_prelude(body: &str) -> Script {
     Script::new(&format!("{ALLOW_OOM}\n{PRELUDE}\n{body}"))
 }
 
+/// `ack_claim.lua` with `ack.lua` and `claim.lua` as its functions
+/// `ack_part` and `claim_part`: the two scripts' text, unchanged, each
+/// reading its own KEYS and ARGV (function parameters shadow Redis'
+/// globals), so the combined call cannot drift from either.
+fn ack_claim() -> Script {
+    let (ack, claim) = (include_str!("../../lua/ack.lua"), include_str!("../../lua/claim.lua"));
+    Script::new(&format!(
+        "{ALLOW_OOM}\n{PRELUDE}\nlocal function ack_part(KEYS, ARGV)\n{ack}\nend\n\
+         local function claim_part(KEYS, ARGV)\n{claim}\nend\n{}",
+        include_str!("../../lua/ack_claim.lua")
+    ))
+}
+
 impl Default for Scripts {
     fn default() -> Self {
         Scripts {
@@ -72,6 +86,7 @@ impl Default for Scripts {
             // With the prelude for the concurrency slot release (it only defines
             // functions: no command for plain jobs).
             ack: allowing_oom_with_prelude(include_str!("../../lua/ack.lua")),
+            ack_claim: ack_claim(),
             record_failure: allowing_oom(include_str!("../../lua/record_failure.lua")),
             retry: allowing_oom_with_prelude(include_str!("../../lua/retry.lua")),
             discard: allowing_oom_with_prelude(include_str!("../../lua/discard.lua")),

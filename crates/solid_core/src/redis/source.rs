@@ -4,7 +4,8 @@
 //!
 //! Threads of one node:
 //! - fetcher: keeps the prefetch window of unstarted jobs filled, in batches;
-//! - acker: batches completions into one script call;
+//! - acker: writes the completions no claim carried (decision 51: while
+//!   jobs flow, each claim carries the completions made since the last);
 //! - heartbeat: refreshes the node key, recovers dead nodes, writes the
 //!   node's telemetry, promotes due jobs;
 //! - subscriber: turns doorbell messages (the namespace's, and the served
@@ -19,11 +20,10 @@ use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use parking_lot::Mutex;
 use redis::Connection;
 
-use crate::acker::{self, AckMsg};
+use crate::acker::{self, Completions};
 use crate::channel_order::{ChannelOrder, ChannelSelector};
 use crate::claim::{ClaimToken, ClaimedJob, FailureCount};
 use crate::deadline;
@@ -118,6 +118,9 @@ struct Shared {
     pool: Pool,
     bells: Arc<Bells>,
     feed: Feed,
+    /// Completed jobs not yet written: carried by the next claim, or
+    /// written by the acker (decision 51).
+    completions: Completions<(ClaimToken, String)>,
     /// Background threads must exit.
     closed: Arc<AtomicBool>,
     heartbeat_closed: AtomicBool,
@@ -190,6 +193,24 @@ impl Shared {
         Ok((heartbeat, lost))
     }
 
+    /// A completion batch was answered (completed, or `stale`): these
+    /// claims are no longer held, and the telemetry learns which completed.
+    fn answered(&self, batch: &[(ClaimToken, String)], stale: &[ClaimToken]) {
+        self.holdings.release(batch.iter().map(|(token, _)| *token));
+        if let Some((index, t, _)) = self.telemetry.get() {
+            t.acknowledged(*index, batch.iter().map(|(token, _)| *token).filter(|token| !stale.contains(token)));
+            t.unacknowledged(*index, stale.iter().copied());
+        }
+    }
+
+    /// A claim carried `batch` (decision 51): as the acker's write would.
+    fn acknowledged(&self, batch: &[(ClaimToken, String)], stale: &[ClaimToken]) {
+        self.answered(batch, stale);
+        self.stats().completed.fetch_add((batch.len() - stale.len()) as u64, Ordering::Relaxed);
+        let stale: Vec<_> = batch.iter().filter(|(t, _)| stale.contains(t)).collect();
+        acker::note_stale(self.stats(), &stale);
+    }
+
     /// Says in plain words when Redis lost this namespace or went back in
     /// time (`went_back`: the node's holding record was older than one Redis
     /// had acknowledged, by that many ms), and which claims the heartbeat
@@ -259,7 +280,6 @@ impl Shared {
 
 pub struct RedisSource {
     shared: Arc<Shared>,
-    acks_tx: Sender<AckMsg<(ClaimToken, String)>>,
     threads: Mutex<Vec<(&'static str, JoinHandle<()>)>>,
 }
 
@@ -273,13 +293,13 @@ impl RedisSource {
         store.archive = cfg.archive;
         let pool = Pool::new(connector.clone());
         let (feed, fetcher) = Feed::new(cfg.prefetch);
-        let (acks_tx, acks_rx) = unbounded();
         let shared = Arc::new(Shared {
             cfg,
             store,
             pool,
             bells: Arc::new(Bells::default()),
             feed,
+            completions: Completions::default(),
             closed: Arc::new(AtomicBool::new(false)),
             heartbeat_closed: AtomicBool::new(false),
             scheduler_closed: AtomicBool::new(false),
@@ -315,7 +335,7 @@ impl RedisSource {
         }
         {
             let s = shared.clone();
-            threads.push(("acker", spawn("acker", Box::new(move || ack_loop(&s, acks_rx)))));
+            threads.push(("acker", spawn("acker", Box::new(move || ack_loop(&s)))));
         }
         {
             let s = shared.clone();
@@ -329,7 +349,7 @@ impl RedisSource {
             };
             threads.push(("scheduler", spawn("scheduler", Box::new(run))));
         }
-        Ok(RedisSource { shared, acks_tx, threads: Mutex::new(threads) })
+        Ok(RedisSource { shared, threads: Mutex::new(threads) })
     }
 
     pub fn node_id(&self) -> &str {
@@ -362,7 +382,7 @@ impl RedisSource {
         let s = &self.shared;
         self.stop_scheduler();
         s.closed.store(true, Ordering::Release);
-        acker::wake(&self.acks_tx);
+        s.completions.wake();
         s.bells.ring_all();
         self.join_until(&["acker"], deadline);
         self.detach("subscriber");
@@ -478,12 +498,17 @@ impl JobSource for RedisSource {
         None
     }
 
-    /// The task returned: complete the claim (batched, asynchronous). The job
-    /// stays claimed in Redis until the batch is written, so a crash before
-    /// then reruns it: at-least-once.
+    /// The task returned: complete the claim (batched, asynchronous: the
+    /// next claim carries it, or the acker writes it). The job stays
+    /// claimed in Redis until then, so a crash before then reruns it:
+    /// at-least-once. A job whose completion releases what other jobs wait
+    /// for (a concurrency slot, a unique lock) is written without waiting
+    /// for a claim.
     fn complete(&self, job: &ClaimedJob) {
         self.shared.feed.ran(job);
-        let _ = self.acks_tx.send(AckMsg::Done((job.token, job.envelope.id.clone())));
+        let releases =
+            job.envelope.meta.as_ref().is_some_and(|m| m.contains_key("flow") || m.contains_key("unique"));
+        self.shared.completions.push((job.token, job.envelope.id.clone()), releases);
         self.shared.feed.settled();
     }
 
@@ -553,6 +578,7 @@ impl JobSource for RedisSource {
     /// Stops claiming; an idle fetcher waiting for the doorbell wakes too.
     fn stop_claiming(&self) {
         self.shared.feed.stop();
+        self.shared.completions.set_carried(false);
         self.shared.bells.ring_all();
     }
 
@@ -570,9 +596,7 @@ impl JobSource for RedisSource {
     fn shutdown(&self, budget: Duration) -> Result<u64> {
         let deadline = Instant::now() + budget;
         self.stop_claiming();
-        let (tx, rx) = bounded(1);
-        let _ = self.acks_tx.send(AckMsg::Flush(tx));
-        let flushed = rx.recv_timeout(budget).is_ok();
+        let flushed = self.shared.completions.flush(budget);
         // Stop heartbeating before deregistering, or a late heartbeat would
         // re-create the node key after the requeue removed it. (A heartbeat
         // stuck on a silent Redis past the deadline may still land late:
@@ -632,7 +656,9 @@ impl JobSource for RedisSource {
 
     fn set_paused(&self, paused: bool) {
         self.shared.feed.set_paused(paused);
-        if !paused {
+        if paused {
+            self.shared.completions.set_carried(false);
+        } else {
             // Claim at once rather than at the next doorbell.
             self.shared.bells.ready.ring();
         }
@@ -645,7 +671,7 @@ impl Drop for RedisSource {
         self.shared.heartbeat_closed.store(true, Ordering::Release);
         self.shared.closed.store(true, Ordering::Release);
         self.stop_scheduler();
-        acker::wake(&self.acks_tx);
+        self.shared.completions.wake();
         self.shared.bells.ring_all();
     }
 }
@@ -777,6 +803,9 @@ impl Fetch for Claimer<'_> {
         }
     }
 
+    /// Claims, carrying the completions made since the last claim
+    /// (decision 51): one `ack_claim.lua` call, or `claim.lua` when there
+    /// are none to carry.
     fn fetch(&mut self, fetcher: &Fetcher, want: usize) -> bool {
         let s = self.s;
         let seen = s.bells.ready.epoch();
@@ -784,13 +813,38 @@ impl Fetch for Claimer<'_> {
         let names: Vec<&str> = order.iter().map(|&i| self.selector.names()[i].as_str()).collect();
         let stamp = s.holdings.begin_claim();
         let sent = Instant::now();
-        let claimed = self.conn.run(|c| s.store.claim(c, &s.cfg.node_id, &names, want, stamp));
-        s.stats().note(&claimed);
+        let carry = s.completions.carry();
+        let node = &s.cfg.node_id;
+        let out = match &carry {
+            Some(carry) => self.conn.run(|c| s.store.ack_claim(c, node, &carry.items, &names, want, stamp)),
+            None => self.conn.run(|c| s.store.claim(c, node, &names, want, stamp)).map(|batch| (Vec::new(), Ok(batch))),
+        };
+        s.stats().note(&out);
+        let claimed = match (out, carry) {
+            (Ok((stale, claimed)), carry) => {
+                if let Some(carry) = carry {
+                    s.acknowledged(&carry.items, &stale);
+                }
+                claimed
+            }
+            (Err(e), carry) => {
+                // Applied or not, the acker resends them: a batch that
+                // applied is recognised by ack.lua's marker.
+                if let Some(carry) = carry {
+                    carry.failed();
+                }
+                Err(e)
+            }
+        };
         match claimed {
             Ok(batch) => {
                 let tokens = batch.jobs.iter().map(|j| j.token).chain(batch.malformed.iter().map(|m| m.token));
                 s.holdings.claimed(stamp, tokens);
                 s.feed.claimed_in(sent.elapsed());
+                // A claim that got all it asked for is followed by another
+                // once the workers take half the window: completions may
+                // wait for it. One that found the channels empty is not.
+                s.completions.set_carried(batch.len() >= want || batch.more);
                 // Every claim reads every channel's flow string: what it
                 // says replaces what the node knew.
                 *s.paused.lock() = batch.flow.iter().filter(|f| f.paused()).map(|f| f.channel.clone()).collect();
@@ -798,6 +852,7 @@ impl Fetch for Claimer<'_> {
                 self.deliver(fetcher, batch, want, seen)
             }
             Err(e) => {
+                s.completions.set_carried(false);
                 self.failed(fetcher, e, stamp);
                 true
             }
@@ -805,18 +860,14 @@ impl Fetch for Claimer<'_> {
     }
 }
 
-fn ack_loop(s: &Shared, acks_rx: Receiver<AckMsg<(ClaimToken, String)>>) {
+/// Writes the completions no claim carried.
+fn ack_loop(s: &Shared) {
     let conn = Reconnecting::new(s.pool.connector().clone());
-    acker::run(acks_rx, conn, &s.closed, s.stats(), |conn, batch| {
+    acker::run(&s.completions, conn, &s.closed, s.stats(), |conn, batch| {
         let written = conn.run(|c| s.store.ack_resendable(c, &s.cfg.node_id, batch));
         s.stats().note(&written);
         let stale = written?;
-        // Answered (completed or stale): these claims are no longer held.
-        s.holdings.release(batch.iter().map(|(token, _)| *token));
-        if let Some((index, t, _)) = s.telemetry.get() {
-            t.acknowledged(*index, batch.iter().map(|(token, _)| *token).filter(|token| !stale.contains(token)));
-            t.unacknowledged(*index, stale.iter().copied());
-        }
+        s.answered(batch, &stale);
         Ok(batch.iter().filter(|(t, _)| stale.contains(t)).cloned().collect())
     });
 }

@@ -278,8 +278,47 @@ impl Store {
         max: usize,
         stamp: u64,
     ) -> Result<ClaimBatch> {
-        let now = stamp;
         let mut inv = self.scripts.claim.prepare_invoke();
+        self.claim_invocation(&mut inv, node_id, channels, max, stamp);
+        let flat: Vec<Value> = inv.invoke(conn)?;
+        parse_claim(flat, stamp)
+    }
+
+    /// Completes `done` as [`Store::ack_resendable`] does, then claims as
+    /// [`Store::claim`] does, in one script call (`ack_claim.lua`, decision
+    /// 51). Returns the stale tokens, and the claim or why it was refused
+    /// (`NODE_EXPIRED`): the completions applied either way. An `Err` means
+    /// neither is known to have applied or not.
+    pub fn ack_claim(
+        &self,
+        conn: &mut Connection,
+        node_id: &str,
+        done: &[(ClaimToken, String)],
+        channels: &[&str],
+        max: usize,
+        stamp: u64,
+    ) -> Result<(Vec<ClaimToken>, Result<ClaimBatch>)> {
+        let done = &done[..done.len().min(MAX_BATCH)];
+        let mut inv = self.scripts.ack_claim.prepare_invoke();
+        inv.arg(2 + 2 * done.len());
+        self.ack_invocation(&mut inv, node_id, done, true);
+        self.claim_invocation(&mut inv, node_id, channels, max, stamp);
+        let (stale, claimed): (Vec<ClaimToken>, Value) = inv.invoke(conn)?;
+        let claimed = match claimed {
+            Value::Array(flat) => parse_claim(flat, stamp),
+            refused => Err(Error::Redis(redis::from_redis_value::<String>(&refused)?)),
+        };
+        Ok((stale, claimed))
+    }
+
+    fn claim_invocation(
+        &self,
+        inv: &mut redis::ScriptInvocation<'_>,
+        node_id: &str,
+        channels: &[&str],
+        max: usize,
+        stamp: u64,
+    ) {
         inv.key(self.keys.claims(node_id))
             .key(self.keys.fence())
             .key(self.keys.node(node_id))
@@ -293,46 +332,10 @@ impl Store {
         for c in channels {
             inv.key(self.keys.flow(c));
         }
-        inv.arg(max.min(MAX_BATCH)).arg(now);
+        inv.arg(max.min(MAX_BATCH)).arg(stamp);
         for c in channels {
             inv.arg(*c);
         }
-        let flat: Vec<Value> = inv.invoke(conn)?;
-        let mut batch = ClaimBatch::default();
-        for triple in flat.chunks(3) {
-            let (token, channel, raw): (ClaimToken, String, String) = match triple {
-                [t, c, r] => (redis::from_redis_value(t)?, redis::from_redis_value(c)?, redis::from_redis_value(r)?),
-                _ => return Err(Error::Redis("claim script returned a partial record".into())),
-            };
-            // The trailer (token 0, never a real token): the channels' flow
-            // strings, and `more` in its third field.
-            if token == 0 {
-                batch.flow = ChannelFlow::parse_trailer(&channel);
-                batch.more = raw == "1";
-                continue;
-            }
-            // >>> priority: the reply names the route (`name` or `name:p`).
-            let (channel, priority) = match crate::priority::split_route(&channel) {
-                Ok((name, p)) => (name.to_owned(), p),
-                Err(_) => (channel, crate::priority::DEFAULT),
-            };
-            // <<< priority
-            match Envelope::decode(&raw) {
-                Ok(envelope) => batch.jobs.push(ClaimedJob {
-                    token,
-                    channel,
-                    priority,
-                    raw,
-                    envelope,
-                    claimed_ms: now,
-                    taken_at: None,
-                    source: 0,
-                    attempts: 0,
-                }),
-                Err(e) => batch.malformed.push(Malformed { token, channel, raw, reason: e.to_string() }),
-            }
-        }
-        Ok(batch)
     }
 
     /// Completes claims; returns the stale tokens (rejected, nothing changed).
@@ -366,22 +369,33 @@ impl Store {
         let mut stale = Vec::new();
         for chunk in done.chunks(MAX_BATCH) {
             let mut inv = self.scripts.ack.prepare_invoke();
-            inv.key(self.keys.claims(node_id))
-                .key(self.keys.attempts())
-                .key(self.keys.metric("processed"))
-                .key(self.keys.metric("stale"))
-                .key(self.keys.jobs())
-                .key(self.keys.acked(node_id))
-                .key(self.keys.completed())
-                .arg(if resendable { "1" } else { "0" })
-                .arg(COMPLETED_KEPT);
-            for (token, id) in chunk {
-                inv.arg(*token).arg(id);
-            }
+            self.ack_invocation(&mut inv, node_id, chunk, resendable);
             let s: Vec<ClaimToken> = inv.invoke(conn)?;
             stale.extend(s);
         }
         Ok(stale)
+    }
+
+    /// `ack.lua`'s keys and arguments for one batch (at most MAX_BATCH).
+    fn ack_invocation(
+        &self,
+        inv: &mut redis::ScriptInvocation<'_>,
+        node_id: &str,
+        done: &[(ClaimToken, String)],
+        resendable: bool,
+    ) {
+        inv.key(self.keys.claims(node_id))
+            .key(self.keys.attempts())
+            .key(self.keys.metric("processed"))
+            .key(self.keys.metric("stale"))
+            .key(self.keys.jobs())
+            .key(self.keys.acked(node_id))
+            .key(self.keys.completed())
+            .arg(if resendable { "1" } else { "0" })
+            .arg(COMPLETED_KEPT);
+        for (token, id) in done {
+            inv.arg(*token).arg(id);
+        }
     }
 
     /// Counts one failure of a claimed job. The script keeps failure times on
@@ -999,4 +1013,44 @@ pub struct TickDecision {
     /// (None: no state, or `Early`, which reads none). Below a tick this
     /// node saw decided, Redis has lost writes.
     pub previous_ms: Option<u64>,
+}
+
+/// A claim script's reply (see `claim.lua`): the jobs in claim order, the
+/// entries that did not decode, and the trailer.
+fn parse_claim(flat: Vec<Value>, stamp: u64) -> Result<ClaimBatch> {
+    let mut batch = ClaimBatch::default();
+    for triple in flat.chunks(3) {
+        let (token, channel, raw): (ClaimToken, String, String) = match triple {
+            [t, c, r] => (redis::from_redis_value(t)?, redis::from_redis_value(c)?, redis::from_redis_value(r)?),
+            _ => return Err(Error::Redis("claim script returned a partial record".into())),
+        };
+        // The trailer (token 0, never a real token): the channels' flow
+        // strings, and `more` in its third field.
+        if token == 0 {
+            batch.flow = ChannelFlow::parse_trailer(&channel);
+            batch.more = raw == "1";
+            continue;
+        }
+        // >>> priority: the reply names the route (`name` or `name:p`).
+        let (channel, priority) = match crate::priority::split_route(&channel) {
+            Ok((name, p)) => (name.to_owned(), p),
+            Err(_) => (channel, crate::priority::DEFAULT),
+        };
+        // <<< priority
+        match Envelope::decode(&raw) {
+            Ok(envelope) => batch.jobs.push(ClaimedJob {
+                token,
+                channel,
+                priority,
+                raw,
+                envelope,
+                claimed_ms: stamp,
+                taken_at: None,
+                source: 0,
+                attempts: 0,
+            }),
+            Err(e) => batch.malformed.push(Malformed { token, channel, raw, reason: e.to_string() }),
+        }
+    }
+    Ok(batch)
 }
