@@ -24,15 +24,19 @@ class CommandCountsTest < SolidJobsTest
     # recognised as applied, not stale (docs/reliability.md); and records the
     # batch's ids as one element of the bounded `completed` list (LPUSH, and
     # LINDEX of the oldest element: RPOP only once it is out of bounds), so a
-    # lookup tells "completed" from "unknown" (Console#find).
-    worker_turn: {commands: 2, lua: 15, round_trips: 2},
+    # lookup tells "completed" from "unknown" (Console#find). Trimmed for
+    # issue 19 (15 in Lua before): the claim reads the node's heartbeat key
+    # with its MGET (no EXISTS) and pops no second time once a pop returned
+    # fewer than asked for (the list is empty); the ack looks at the
+    # list's oldest element (LINDEX) only once per 1/16 of its bound.
+    worker_turn: {commands: 2, lua: 12, round_trips: 2},
     # Scripts that compare or store due times read Redis' clock with TIME
     # (docs/reliability.md, "Clocks"): one command inside the script each,
     # no command sent and no round trip added.
     # claim (+TIME, the fence floor), record_failure (+TIME), retry (+TIME),
     # promote (+TIME; woken by `planned`, nothing due). retry.lua also
     # counts the retry (INCR metric:retried, for /metrics) in the same call.
-    retry: {commands: 4, lua: 25, round_trips: 4},
+    retry: {commands: 4, lua: 23, round_trips: 4},
     # schedule (+TIME), promote (+TIME; nothing due), promote (+TIME; moves
     # it and rings `ready` on doorbell:later). The node serves another
     # channel, so it no longer hears that ring (decision 50): the claim
@@ -51,18 +55,18 @@ class CommandCountsTest < SolidJobsTest
     # of each; SRANDMEMBER and a ZSCORE for each sampled node not already
     # found (a node without a deadline); requeue.lua ZREMs the dead node's
     # deadline.
-    recovery: {commands: 4, lua: 39, round_trips: 4},
+    recovery: {commands: 4, lua: 36, round_trips: 4},
     # enqueue_unique.lua (docs/unique.md): MGET (the lock is free), HSETNX,
     # SET (the lock), LPUSH SADD PUBLISH
     unique_enqueue: {commands: 1, lua: 6, round_trips: 1},
     # enqueue_unique.lua: MGET (the lock), HMGET (its job is live): nothing written
     unique_duplicate: {commands: 1, lua: 2, round_trips: 1},
     # pause.lua: GET (not paused yet), TIME, SETRANGE, HSET (paused), SADD;
-    # the claim the pushed job's doorbell triggers: EXISTS, MGET (the flow
+    # the claim the pushed job's doorbell triggers: MGET (the node key; the flow
     # string says paused: no RPOP); resume.lua: GET HDEL, DEL (nothing else
     # in the flow string), LLEN, PUBLISH (the channel holds a job); then the
     # worker turn (claim and ack, as above).
-    pause_resume: {commands: 5, lua: 27, round_trips: 5},
+    pause_resume: {commands: 5, lua: 23, round_trips: 5},
     # Concurrency limits (docs/flow-control.md). The enqueue is a plain
     # enqueue.lua call: the limit rides in the envelope's meta.
     limited_enqueue: {commands: 1, lua: 4, round_trips: 1},
@@ -70,7 +74,7 @@ class CommandCountsTest < SolidJobsTest
     # key per call) and SADD (the slot, with the claim record); in the ack,
     # SREM (the slot, with the claim record) and RPOP (no blocked job to
     # move back).
-    limited_turn: {commands: 2, lua: 19, round_trips: 2},
+    limited_turn: {commands: 2, lua: 16, round_trips: 2},
     # Two jobs of one key, limit 1, in one push. claim: SCARD, the first is
     # claimed (TIME SET HSET SADD), the second blocked (LPUSH blocked:<hex>,
     # HSET its index state) and counted (INCRBY metric:blocked). ack: SREM,
@@ -79,20 +83,21 @@ class CommandCountsTest < SolidJobsTest
     # PUBLISH ready (the list was empty). The ring wakes the
     # fetcher: a claim as in limited_turn, and its ack (SREM, RPOP nil).
     # No round trip beyond two worker turns.
-    limited_blocked_turn: {commands: 4, lua: 46, round_trips: 4},
+    limited_blocked_turn: {commands: 4, lua: 41, round_trips: 4},
     # Priorities (docs/flow-control.md). enqueue.lua for the route `name:2`:
     # HSETNX LPUSH SADD, SETRANGE (level 2 in use in flow:<name>), PUBLISH.
     priority_enqueue: {commands: 1, lua: 5, round_trips: 1},
     # worker_turn plus one RPOP in the claim: the level list is popped
-    # (the job), popped again (empty), then the base list (empty); the MGET
+    # (the job: fewer than asked for, so not again), then the base list
+    # (empty); the MGET
     # that reads the flow string (pause, levels in use) is the one every
     # claim makes. One RPOP per level in use per claim call, not per job.
-    priority_turn: {commands: 2, lua: 16, round_trips: 2},
+    priority_turn: {commands: 2, lua: 13, round_trips: 2},
     # Rate limits (decision 42). worker_turn plus, in the claim, LLEN (the
     # key's log, once per key per call: under the limit, no LINDEX), and
     # RPUSH PEXPIRE (the admission logged, once per key per call). The ack
     # is a plain ack: an admission is not given back.
-    rate_turn: {commands: 2, lua: 18, round_trips: 2},
+    rate_turn: {commands: 2, lua: 15, round_trips: 2},
     # Two jobs of one key at 1 per second in one push. claim: LLEN, the
     # first admitted (TIME SET HSET, RPUSH PEXPIRE), the second throttled
     # (LPUSH throttled:<hex>, HSET its index state, ZADD LT CH flow:wake,
@@ -105,7 +110,14 @@ class CommandCountsTest < SolidJobsTest
     # left, PUBLISH ready). The fetcher claims it (LLEN: the log expired
     # with its window, RPUSH PEXPIRE). Two worker turns and two promotions;
     # nothing polls.
-    rate_throttled_turn: {commands: 6, lua: 67, round_trips: 6}
+    rate_throttled_turn: {commands: 6, lua: 62, round_trips: 6},
+    # Ack-and-claim (decision 51): claim (the first job), claim (the
+    # second, as the first starts), then ack_claim.lua twice: the first
+    # job's completion and the third job in one call, the second's
+    # completion and a claim that finds the channel empty (MGET RPOP) in
+    # another; the acker writes the third's (no claim follows). 7 calls
+    # before: a claim and an ack per job, and the empty claim.
+    back_to_back: {commands: 5, lua: 38, round_trips: 5}
   }.freeze
   # Seconds without traffic that end an operation: far above any scheduling
   # delay of a runnable thread on a loaded host, so nothing late is missed.

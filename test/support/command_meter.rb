@@ -311,8 +311,16 @@ module CommandCounts
         end
         raise Error, "no script declarations found in #{CORE}/#{SCRIPTS} (has its layout changed?)" if found.empty?
 
-        found.freeze
+        found.merge(composed(prelude, shebang)).freeze
       end
+    end
+
+    # Scripts scripts.rs composes from others: `ack_claim` (its fn
+    # `ack_claim`) wraps ack.lua and claim.lua as functions.
+    def composed(prelude, shebang)
+      read = ->(file) { File.read(File.join(CORE, "lua/#{file}.lua")) }
+      {"ack_claim" => "#{shebang}\n#{prelude}\nlocal function ack_part(KEYS, ARGV)\n#{read["ack"]}\nend\n" \
+                      "local function claim_part(KEYS, ARGV)\n#{read["claim"]}\nend\n#{read["ack_claim"]}"}
     end
 
     # {sha1 => script name}

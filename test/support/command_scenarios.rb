@@ -71,6 +71,15 @@ module CommandCounts
       def execute_task(*) = nil
     end
 
+    # Long enough that the fetcher's next claim (a round trip on loopback)
+    # is back before the job ends, short for the run.
+    class Brief
+      include SolidJobs::Task
+      task_options channel: CHANNEL
+
+      def execute_task(*) = sleep(0.02)
+    end
+
     # Scheduled onto a channel no measured node serves: a promotion ends with
     # the job ready in its list, not run.
     class Later
@@ -100,7 +109,7 @@ module CommandCounts
   class SolidJobsScenarios
     OPERATIONS = %i[enqueue enqueue_many worker_turn retry scheduled_promotion recovery unique_enqueue
                     unique_duplicate pause_resume limited_enqueue limited_turn limited_blocked_turn priority_enqueue
-                    priority_turn rate_turn rate_throttled_turn].freeze
+                    priority_turn rate_turn rate_throttled_turn back_to_back].freeze
     TITLES = {
       enqueue: "Task.enqueue (one job, empty channel)",
       enqueue_many: "Task.enqueue_many (100 jobs)",
@@ -117,11 +126,12 @@ module CommandCounts
       priority_enqueue: "Task.set(priority: 2).enqueue (one job, empty level list)",
       priority_turn: "worker turn, a priority-2 job (its channel has a level in use)",
       rate_turn: "worker turn, rate-limited job, its key under the rate",
-      rate_throttled_turn: "two jobs of one key at 1 per second: one throttled, woken by a promotion, run"
+      rate_throttled_turn: "two jobs of one key at 1 per second: one throttled, woken by a promotion, run",
+      back_to_back: "three 20 ms jobs back to back on one worker (prefetch 1): each next claim carries the last completion"
     }.freeze
     # What each connection of a producer or a node sends first.
     ROLES = {
-      "enqueue" => "producer", "schedule" => "producer", "claim" => "fetcher", "ack" => "acker",
+      "enqueue" => "producer", "schedule" => "producer", "claim" => "fetcher", "ack_claim" => "fetcher", "ack" => "acker",
       "promote" => "heartbeat thread", "heartbeat" => "node pool", "SUBSCRIBE" => "subscriber"
     }.freeze
     IDLE_HEARTBEAT = 3600
@@ -291,6 +301,21 @@ module CommandCounts
       end
     end
 
+    # Three jobs in one push, one worker, a window of one (decision 51): the
+    # fetcher claims the first, then the second as the first starts; from
+    # then on each take refills the window with one ack_claim.lua call that
+    # carries the completion just made (the third job, then an empty claim
+    # that finds the channel drained), and the acker writes the last
+    # completion, which no claim follows. Two calls per job before.
+    def back_to_back
+      with_node(prefetch: 1) do
+        measure(:back_to_back) do
+          3.times { push_directly(Tasks::Brief) }
+          processed(4)
+        end
+      end
+    end
+
     # claim, record_failure, retry (its `planned` doorbell wakes the
     # heartbeat thread: one promote, nothing due yet).
     def retry
@@ -385,13 +410,13 @@ module CommandCounts
     # Runs the block with a node serving CHANNEL, after one warm-up job has
     # opened every connection the node uses; stops the node after.
     # `fresh: false` keeps the namespace the caller has set a scene in.
-    def with_node(heartbeat: IDLE_HEARTBEAT, producer: false, fresh: true)
+    def with_node(heartbeat: IDLE_HEARTBEAT, producer: false, fresh: true, prefetch: 2)
       if producer
         self.producer
       elsif fresh
         fresh_namespace
       end
-      node = SolidJobs::Conductor.new(node_config(heartbeat)).start
+      node = SolidJobs::Conductor.new(node_config(heartbeat, prefetch)).start
       push_directly(Tasks::Noop)
       @meter.wait_until("the warm-up job", &processed(1))
       settle_doorbell
@@ -413,13 +438,13 @@ module CommandCounts
       @meter.wait_until_quiet
     end
 
-    def node_config(heartbeat)
+    def node_config(heartbeat, prefetch)
       SolidJobs::Configuration.new.tap do |c|
         c.redis_url = @meter.proxy.url
         c.namespace = @namespace
         c.channels = [Tasks::CHANNEL]
         c.concurrency = 1
-        c.prefetch = 2
+        c.prefetch = prefetch
         c.execution_mode = :thread
         c.heartbeat_interval = heartbeat
         c.recovery_delay = heartbeat * 2

@@ -506,8 +506,7 @@ impl JobSource for RedisSource {
     /// for a claim.
     fn complete(&self, job: &ClaimedJob) {
         self.shared.feed.ran(job);
-        let releases =
-            job.envelope.meta.as_ref().is_some_and(|m| m.contains_key("flow") || m.contains_key("unique"));
+        let releases = job.envelope.meta.as_ref().is_some_and(|m| m.contains_key("flow") || m.contains_key("unique"));
         self.shared.completions.push((job.token, job.envelope.id.clone()), releases);
         self.shared.feed.settled();
     }
