@@ -14,16 +14,27 @@
 #
 # Environment (defaults in parentheses):
 #   BENCH_CLIENTS       comma list (all five)
-#   BENCH_SCENARIOS     comma list (noop,process-cpu,process-io,process-mixed)
-#   BENCH_CONCURRENCY   comma list (1,2,4,8)
+#   BENCH_SCENARIOS     comma list (noop,process-cpu,process-io,process-mixed);
+#                       also process-io-50ms, each job a 50 ms sleep (the
+#                       process-io twin, I/O-bound), only when listed here
+#   BENCH_CONCURRENCY   comma list (1,2,4,8), or lists per scenario:
+#                       scenario=list groups separated by ";", a group
+#                       without a name for the scenarios not named
+#                       ('process-cpu=1,2;process-io-50ms=8,32')
 #   BENCH_REPETITIONS   runs per case; the table shows the median and the
 #                       min–max of jobs/s (1)
 #   BENCH_JOBS          jobs per case: one number, or scenario=number pairs
-#                       (noop=100000,process-cpu=4000,process-io=4000,process-mixed=4000)
+#                       (noop=100000,process-cpu=4000,process-io=4000,process-mixed=4000,
+#                       process-io-50ms=800: about 5 s at c=8)
 #   BENCH_CASE_TIMEOUT  seconds a drain may take before the run fails (300)
 #   BENCH_SMOKE=1       tiny sizes, c=1, three clients, two scenarios
 #   BENCH_OUTPUT_DIR    where comparison.{md,csv} and the PNGs go
 #                       (benchmark/results; nowhere in a smoke run)
+#
+# Issue 19's Redis cost (the "Redis cost" table and PASS/MISS lines):
+#
+#   BENCH_SCENARIOS=process-cpu,process-io-50ms BENCH_CLIENTS=sidekiq,solid-jobs \
+#     BENCH_CONCURRENCY='process-cpu=1,2;process-io-50ms=8,32' bundle exec rake benchmark:comparison
 #
 # Exit status is non-zero when a case had errors or could not be measured;
 # missing a performance target is a result (PASS/MISS lines), not an error.
@@ -40,10 +51,14 @@ module Bench
     # Every drain then lasts about a second or more for the fastest client,
     # long enough that the 5 ms poll, 10 ms CPU ticks and 50 ms memory
     # samples are noise.
-    DEFAULTS = {clients: SYSTEMS.keys, scenarios: SCENARIOS.keys, concurrencies: [1, 2, 4, 8], timeout: 300,
-                jobs: {"noop" => 100_000, "process-cpu" => 4000, "process-io" => 4000, "process-mixed" => 4000}}.freeze
+    # process-io-50ms is not in the default list: 800 jobs are about 5 s at
+    # c=8 but 40 s at c=1 for every client.
+    DEFAULTS = {clients: SYSTEMS.keys, scenarios: DEFAULT_SCENARIOS, concurrencies: [1, 2, 4, 8], timeout: 300,
+                jobs: {"noop" => 100_000, "process-cpu" => 4000, "process-io" => 4000, "process-mixed" => 4000,
+                       "process-io-50ms" => 800}}.freeze
     SMOKE = {clients: %w[sidekiq solid-jobs solid-jobs-engine], scenarios: %w[noop process-mixed], concurrencies: [1],
-             timeout: 30, jobs: {"noop" => 2000, "process-cpu" => 30, "process-io" => 40, "process-mixed" => 40}}.freeze
+             timeout: 30, jobs: {"noop" => 2000, "process-cpu" => 30, "process-io" => 40, "process-mixed" => 40,
+                                 "process-io-50ms" => 20}}.freeze
     LEDGER = false
 
     NOOP_TARGET = 10.0
@@ -52,9 +67,18 @@ module Bench
     MEMORY_TARGET = 1.0 / 3
     CPU_CONCURRENCY = 2
     LARGE_CONCURRENCY = 8
+    # Issue 19: on these scenarios, at every concurrency measured, SolidJobs
+    # on Redis sends at most this many commands per job, and costs Redis no
+    # more CPU per job than Sidekiq.
+    REDIS_COST_SCENARIOS = %w[process-cpu process-io-50ms].freeze
+    COMMANDS_TARGET = 1.5
+    REDIS_COST_COLUMNS = ["Scenario", "c", "solid-jobs cmds/job", "sidekiq cmds/job", "solid-jobs Redis CPU-s/1k",
+                          "sidekiq Redis CPU-s/1k", "Redis CPU ratio", "jobs/s ratio", "solid-jobs scripts/job", "µs/script",
+                          "Verdict"].freeze
     CSV_HEADER = %w[scenario concurrency client jobs runs measured_runs jobs_per_s_median jobs_per_s_min jobs_per_s_max
                     drain_seconds worker_cpu_percent worker_cpu_s_per_1k_jobs server_cpu_s_per_1k_jobs peak_pss_mb
-                    allocations_per_job redis_commands_per_job errors error_detail].freeze
+                    allocations_per_job redis_commands_per_job errors error_detail script_calls_per_job
+                    usec_per_script_call redis_usec_per_job].freeze
 
     METHOD = <<~TEXT.strip
       **Method.** Every case starts from a fresh private redis-server (no persistence) and, for the SolidEngine clients, a
@@ -75,7 +99,11 @@ module Bench
       benchmark/jobs.rb is loaded (after the library, before workers start) to process exit, divided by jobs; it includes
       worker start, heartbeats and the graceful stop. *Redis cmds/job*: INFO commandstats delta from worker start to the end
       of the drain, less the benchmark's own probe commands (commands run inside Lua scripts count too); SolidEngine clients
-      do not use Redis, and their column shows what their workers sent to the case's idle redis-server (0). *Errors*: failed
+      do not use Redis, and their column shows what their workers sent to the case's idle redis-server (0). *Scripts/job*:
+      EVALSHA calls per job over the same window; *µs/script*: Redis' own time per EVALSHA (commandstats `usec`, which
+      includes the commands the script runs). In the CSV, *redis_usec_per_job* sums the `usec` of every command over the
+      window (probe calls' share removed); a command run by a script counts both in its own `usec` and in the EVALSHA's, so
+      for a client that uses scripts it is an upper bound of Redis' time on its behalf. *Errors*: failed
       jobs, jobs lost or completed more than once by the system's own counters (Sidekiq stat:processed/failed, SolidJobs
       metric:processed/failed, SolidEngine acked/failed/retried totals), and worker processes that did not stop cleanly on TERM
       (needed KILL, exited non-zero, or skipped their exit hooks); a case with errors is flagged in bold and cannot pass a target.
@@ -89,13 +117,14 @@ module Bench
         "### #{scenario}\n\n#{SCENARIOS.fetch(scenario).description}.\n\n#{table(scenario)}"
       end
       targets = target_lines + notes
+      cost = redis_cost
       plots = ScalingPlots.new(cases, @settings.output_dir).write if @settings.output_dir
       images = plots&.map { |p| "![#{File.basename(p, ".png")}](#{File.basename(p)})" }
       plot_lines = plots&.any? ? ["", "## Plots", "", *images] : []
       publish("comparison", title: "SolidJobs vs Sidekiq: comparison",
                             intro: "#{sizes_line}\nGenerated by `bundle exec rake benchmark:comparison`.\n\n#{METHOD}",
                             body: ["## Results", "", tables.join("\n\n"), "", "## Targets", "", *targets.map { |l| "- #{l}" },
-                                   *plot_lines].join("\n"),
+                                   *cost, *plot_lines].join("\n"),
                             csv: Bench.csv(CSV_HEADER, cases.map { |c| csv_row(c) }))
     end
 
@@ -110,7 +139,7 @@ module Bench
       rows = @cases.select { |c| c.scenario == scenario }.sort_by { |c| [c.concurrency, *ClientNames.order(c.client)] }.map do |c|
         run = c.median_run
         flag = c.ok? ? "0" : "**#{c.error_count}**: #{c.error_text}"
-        next [c.concurrency, c.client, "not measured", *Array.new(8, ""), flag] unless run
+        next [c.concurrency, c.client, "not measured", *Array.new(10, ""), flag] unless run
 
         sidekiq = find("sidekiq", c.scenario, c.concurrency)
         versus = sidekiq&.measured? && c.client != "sidekiq" ? format("%.2fx", c.jobs_per_second / sidekiq.jobs_per_second) : ""
@@ -119,10 +148,12 @@ module Bench
         [c.concurrency, c.client, Bench.delimit(c.jobs_per_second), spread,
          versus, format("%.0f", run.worker_cpu_percent), format("%.2f", run.worker_cpu_per_thousand),
          format("%.2f", run.server_cpu_per_thousand), format("%.1f", run.peak_pss_mb),
-         run.allocations_per_job ? format("%.1f", run.allocations_per_job) : "n/a", commands, flag]
+         run.allocations_per_job ? format("%.1f", run.allocations_per_job) : "n/a", commands,
+         format("%.3f", run.script_calls_per_job), run.usec_per_script_call&.then { |u| format("%.1f", u) } || "", flag]
       end
       Bench.table(["c", "Client", "jobs/s", "min–max", "vs sidekiq", "Worker CPU %", "Worker CPU-s/1k jobs",
-                   "Server CPU-s/1k jobs", "Peak PSS MB", "Allocs/job", "Redis cmds/job", "Errors"], rows)
+                   "Server CPU-s/1k jobs", "Peak PSS MB", "Allocs/job", "Redis cmds/job", "Scripts/job", "µs/script",
+                   "Errors"], rows)
     end
 
     def csv_row(c)
@@ -134,7 +165,10 @@ module Bench
                  else
                    Array.new(10)
                  end
-      [c.scenario, c.concurrency, c.client, c.jobs, c.runs.size, c.measured_runs.size, *measured, c.error_count, c.error_text]
+      scripts = []
+      scripts = [run.script_calls_per_job.round(4), run.usec_per_script_call&.round(2), run.redis_usec_per_job.round(2)] if run
+      [c.scenario, c.concurrency, c.client, c.jobs, c.runs.size, c.measured_runs.size, *measured, c.error_count, c.error_text,
+       *scripts]
     end
 
     # "PASS ...", "MISS ..." or "n/a ..." (a case not run or not measured);
@@ -145,8 +179,72 @@ module Bench
       end
       cpu = CPU_TARGETS.map { |other, target| ratio_line("solid-jobs", other, "process-cpu", CPU_CONCURRENCY, target) }
       io = ratio_line("solid-jobs", "sidekiq", "process-io", LARGE_CONCURRENCY, IO_TARGET)
-      [*noop, *cpu, io, *memory_lines].compact
+      [*noop, *cpu, io, *memory_lines, *redis_cost_cases.flat_map { |s, c| redis_cost_lines(s, c) }].compact
     end
+
+    # [scenario, concurrency] of the Redis-cost targets this run has a case of.
+    def redis_cost_cases
+      REDIS_COST_SCENARIOS.flat_map { |scenario| concurrencies(scenario).map { |c| [scenario, c] } }
+                          .select { |scenario, c| find("solid-jobs", scenario, c) || find("sidekiq", scenario, c) }
+    end
+
+    # Issue 19's targets at one scenario and concurrency: SolidJobs' Redis
+    # commands per job, its Redis CPU per job against Sidekiq's, and (a
+    # figure, not a target here: the target is against an earlier SolidJobs)
+    # its jobs/s against Sidekiq's.
+    def redis_cost_lines(scenario, concurrency)
+      solid, sidekiq = find("solid-jobs", scenario, concurrency), find("sidekiq", scenario, concurrency)
+      at = "#{scenario} at c=#{concurrency}"
+      commands = if solid&.measured?
+                   value = solid.median_run.commands_per_job
+                   text = format("%s: solid-jobs Redis commands/job = %.2f (target <= %.1f)", at, value, COMMANDS_TARGET)
+                   verdict(value <= COMMANDS_TARGET, [solid], text)
+                 else
+                   "n/a   #{at}: solid-jobs Redis commands/job (needs solid-jobs measured)"
+                 end
+      what = "#{at}: Redis CPU-s/1k jobs, solid-jobs / sidekiq"
+      return [commands, "n/a   #{what} (needs both cases measured)"] unless solid&.measured? && sidekiq&.measured?
+
+      mine, theirs = solid.median_run.server_cpu_per_thousand, sidekiq.median_run.server_cpu_per_thousand
+      cpu = verdict(mine <= theirs, [solid, sidekiq],
+                    format("%s = %.3f / %.3f%s (target <= sidekiq's)", what, mine, theirs,
+                           theirs.positive? ? format(" = %.2fx", mine / theirs) : ""))
+      rate = format("info  %s: solid-jobs / sidekiq jobs/s = %.2fx (%s / %s)", at, rate_ratio(solid, sidekiq),
+                    Bench.delimit(solid.jobs_per_second), Bench.delimit(sidekiq.jobs_per_second))
+      [commands, cpu, rate]
+    end
+
+    # The "Redis cost" section: the figures behind redis_cost_lines, one
+    # row per scenario and concurrency; [] when the run has none of them.
+    def redis_cost
+      rows = redis_cost_cases.map do |scenario, c|
+        solid, sidekiq = [find("solid-jobs", scenario, c), find("sidekiq", scenario, c)].map { |r| r&.measured? ? r : nil }
+        mine, theirs = [solid, sidekiq].map { |r| r&.median_run }
+        ratio = mine&.server_cpu_per_thousand&./(theirs.server_cpu_per_thousand) if theirs&.server_cpu_per_thousand&.positive?
+        commands_ok = mine && solid.ok? && mine.commands_per_job <= COMMANDS_TARGET
+        cpu_ok = mine && theirs && solid.ok? && sidekiq.ok? && mine.server_cpu_per_thousand <= theirs.server_cpu_per_thousand
+        verdict = if mine.nil? || theirs.nil? then "n/a"
+                  elsif commands_ok && cpu_ok then "PASS"
+                  else "MISS (#{[("cmds/job" unless commands_ok), ("Redis CPU" unless cpu_ok)].compact.join(", ")})"
+                  end
+        figure = ->(run, f, metric) { run ? format(f, run.public_send(metric)) : "" }
+        [scenario, c, figure.(mine, "%.2f", :commands_per_job), figure.(theirs, "%.2f", :commands_per_job),
+         figure.(mine, "%.3f", :server_cpu_per_thousand), figure.(theirs, "%.3f", :server_cpu_per_thousand),
+         ratio ? format("%.2fx", ratio) : "", solid && sidekiq ? format("%.2fx", rate_ratio(solid, sidekiq)) : "",
+         figure.(mine, "%.3f", :script_calls_per_job), mine&.usec_per_script_call&.then { |u| format("%.1f", u) } || "", verdict]
+      end
+      return [] if rows.empty?
+
+      ["", "## Redis cost", "",
+       "Issue 19's targets: on #{REDIS_COST_SCENARIOS.join(" and ")}, at every concurrency, solid-jobs sends Redis at most " \
+       "#{COMMANDS_TARGET} commands per job (INFO commandstats, Lua-run commands included) and costs redis-server no more CPU " \
+       "per 1,000 jobs than sidekiq. *Redis CPU ratio*: solid-jobs / sidekiq; *jobs/s ratio*: solid-jobs / sidekiq (a figure; " \
+       "the throughput target is against an earlier SolidJobs); *scripts/job* and *µs/script*: solid-jobs' EVALSHA calls per " \
+       "job and Redis' time per call.", "",
+       Bench.table(REDIS_COST_COLUMNS, rows)]
+    end
+
+    def rate_ratio(solid, sidekiq) = solid.jobs_per_second / sidekiq.jobs_per_second
 
     # Engine clients should send Redis no command.
     def notes

@@ -29,7 +29,7 @@ require_relative "jobs"
 
 module Bench
   class Stress < DrainHarness
-    DEFAULTS = {clients: %w[solid-jobs solid-jobs-engine solid-jobs-engine-threads], scenarios: SCENARIOS.keys,
+    DEFAULTS = {clients: %w[solid-jobs solid-jobs-engine solid-jobs-engine-threads], scenarios: DEFAULT_SCENARIOS,
                 concurrencies: [2, 8], timeout: 600, jobs: SCENARIOS.keys.to_h { |s| [s, 10_000] }}.freeze
     SMOKE = {clients: %w[solid-jobs solid-jobs-engine], scenarios: %w[noop process-mixed], concurrencies: [2], timeout: 30,
              jobs: SCENARIOS.keys.to_h { |s| [s, 200] }}.freeze

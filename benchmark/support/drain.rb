@@ -29,6 +29,8 @@ module Bench
     def argument_lists(jobs, work) = Array.new(jobs) { |n| arguments.call(n, work) }
   end
 
+  IO_50MS_SECONDS = 0.05
+
   SCENARIOS = [
     Scenario.new(name: "noop", twin: "Noop", arguments: ->(n, _work) { [n] }, description: "Each job does nothing"),
     Scenario.new(name: "process-cpu", twin: "Cpu", arguments: ->(n, work) { [work.cpu_iterations, n] },
@@ -36,17 +38,27 @@ module Bench
     Scenario.new(name: "process-io", twin: "Io", arguments: ->(n, work) { [work.io_seconds, n] },
                  description: "Each job sleeps 5 ms (a blocking call that uses no CPU)"),
     Scenario.new(name: "process-mixed", twin: "Mixed", arguments: ->(n, work) { [work.cpu_iterations, work.io_seconds, n] },
-                 description: "Jobs alternate: even-numbered ones are process-cpu jobs, odd ones process-io jobs")
+                 description: "Jobs alternate: even-numbered ones are process-cpu jobs, odd ones process-io jobs"),
+    # The twin of process-io with a wait ten times as long: throughput is
+    # set by the sleeps (c / 50 ms), so what differs between systems is
+    # what each job costs Redis and the worker, not how fast they run.
+    Scenario.new(name: "process-io-50ms", twin: "Io", arguments: ->(n, _work) { [IO_50MS_SECONDS, n] },
+                 description: "Each job sleeps 50 ms (I/O-bound: a blocking call that uses no CPU)")
   ].to_h { |s| [s.name, s] }.freeze
+  # The scenarios a harness runs when BENCH_SCENARIOS is not set;
+  # process-io-50ms only when chosen (a drain is paced by its sleeps).
+  DEFAULT_SCENARIOS = %w[noop process-cpu process-io process-mixed].freeze
 
   # One run of one case (client x scenario x concurrency). `errors` holds
   # only non-zero counts, by kind ("failed", "lost", ...); `failure` says
   # why a run could not be measured at all; `exactly_once` counts the jobs
   # the ledger saw exactly once (stress only).
   # `script_usec`: Redis' own time in scripts (EVALSHA usec) over the same
-  # window as `commands`; `counts`: the system's counters after the stop.
+  # window as `commands`; `redis_usec`: the usec of every command in that
+  # window, less the probes' share (CommandStats.usec_delta); `counts`: the
+  # system's counters after the stop.
   RunResult = Struct.new(:jobs, :seconds, :worker_cpu_seconds, :server_cpu_seconds, :peak_pss_kb, :allocations,
-                         :commands, :script_usec, :counts, :exactly_once, :errors, :failure, keyword_init: true) do
+                         :commands, :script_usec, :redis_usec, :counts, :exactly_once, :errors, :failure, keyword_init: true) do
     def measured? = failure.nil?
     def error_count = errors.values.sum + (measured? ? 0 : 1)
     def jobs_per_second = jobs / seconds
@@ -59,6 +71,9 @@ module Bench
     def commands_per_job = commands.values.sum.fdiv(jobs)
     def script_calls_per_job = commands.fetch("evalsha", 0).fdiv(jobs)
     def script_usec_per_job = script_usec.fdiv(jobs)
+    # nil when no script ran.
+    def usec_per_script_call = (calls = commands.fetch("evalsha", 0)).positive? ? script_usec.fdiv(calls) : nil
+    def redis_usec_per_job = redis_usec.fdiv(jobs)
   end
 
   # All repetitions of one case. Figures come from the median run (by
@@ -177,7 +192,8 @@ module Bench
       @systems = systems
       @clients = clients
       @scenarios = scenarios
-      @concurrencies = concurrencies
+      # One list for every scenario, or {scenario => list}.
+      @concurrencies = concurrencies.is_a?(Hash) ? concurrencies : scenarios.to_h { |s| [s, concurrencies] }
       @repetitions = repetitions
       @jobs = jobs # scenario name -> jobs per case
       @timeout = timeout
@@ -186,12 +202,13 @@ module Bench
 
     def run
       @work = Work.calibrate
-      puts "#{@clients.size * @scenarios.size * @concurrencies.size * @repetitions} runs; jobs per case: " \
+      pairs = @scenarios.flat_map { |scenario| @concurrencies.fetch(scenario).map { |c| [scenario, c] } }
+      puts "#{@clients.size * pairs.size * @repetitions} runs; jobs per case: " \
            "#{@jobs.slice(*@scenarios).map { |s, n| "#{s} #{n}" }.join(", ")}; cpu job = #{@work.cpu_iterations} iterations " \
            "(#{format("%.2f", @work.cpu_ms)} ms here)"
       cases = {}
       @repetitions.times do |repetition|
-        @scenarios.product(@concurrencies, @clients).each do |scenario, concurrency, client|
+        pairs.product(@clients).each do |(scenario, concurrency), client|
           print "#{"[#{repetition + 1}/#{@repetitions}] " if @repetitions > 1}#{scenario} c=#{concurrency} #{client}: "
           jobs = @jobs.fetch(scenario)
           run = run_case(@systems.call(client), @catalog.fetch(scenario), concurrency, jobs)
@@ -221,6 +238,7 @@ module Bench
       own = system.own_commands.merge("info" => 1) { |_, a, b| a + b }
       result.commands = CommandStats.delta(CommandStats.calls(before), CommandStats.calls(after), own)
       result.script_usec = CommandStats.usec(after, "evalsha") - CommandStats.usec(before, "evalsha")
+      result.redis_usec = CommandStats.usec_delta(before, after, own)
       result.seconds, result.worker_cpu_seconds, result.server_cpu_seconds, result.peak_pss_kb = metered.to_a
       count_errors(result, system, workers, lab)
       result
@@ -308,7 +326,7 @@ module Bench
       defaults = @smoke ? self.class::SMOKE : self.class::DEFAULTS
       @clients = settings.choices("BENCH_CLIENTS", client_names, defaults.fetch(:clients))
       @scenarios = settings.choices("BENCH_SCENARIOS", catalog.keys, defaults.fetch(:scenarios))
-      @concurrencies = settings.integers("BENCH_CONCURRENCY", defaults.fetch(:concurrencies))
+      @concurrencies = settings.per_kind_integers("BENCH_CONCURRENCY", @scenarios, defaults.fetch(:concurrencies))
       @repetitions = settings.integer("BENCH_REPETITIONS", defaults.fetch(:repetitions, 1))
       @jobs = settings.per_kind("BENCH_JOBS", defaults.fetch(:jobs))
       @timeout = settings.integer("BENCH_CASE_TIMEOUT", defaults.fetch(:timeout))
@@ -337,7 +355,8 @@ module Bench
     def sizes_line
       "Jobs per case: #{@jobs.slice(*@scenarios).map { |s, n| "#{s} #{n}" }.join(", ")}; process-cpu job = " \
         "#{@suite.work.cpu_iterations} iterations of Bench.spin (#{format("%.2f", @suite.work.cpu_ms)} ms when calibrated), " \
-        "process-io job = sleep #{(@suite.work.io_seconds * 1000).round} ms. #{@repetitions} run(s) per case. Run at #{run_time}."
+        "process-io job = sleep #{(@suite.work.io_seconds * 1000).round} ms#{", process-io-50ms job = sleep 50 ms" if
+        @scenarios.include?("process-io-50ms")}. #{@repetitions} run(s) per case. Run at #{run_time}."
     end
   end
 end

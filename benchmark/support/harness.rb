@@ -57,6 +57,30 @@ module Bench
       values.uniq
     end
 
+    # A list of integers for each of `kinds`: one list for all ("1,2,8"),
+    # or lists by kind, separated by ";" ("process-cpu=1,2;process-io-50ms=8,32");
+    # a group without a kind ("1,2;noop=8") is the list of the kinds not
+    # named, which otherwise keep `default`. A named kind must be one of
+    # `kinds`, so a list cannot silently go unused.
+    def per_kind_integers(name, kinds, default)
+      text = @env[name]
+      return kinds.to_h { |kind| [kind, integers(name, default)] } unless text&.include?("=")
+
+      rest = default
+      named = text.split(";").map(&:strip).reject(&:empty?).each_with_object({}) do |group, lists|
+        kind, list = group.include?("=") ? group.split("=", 2).map(&:strip) : [nil, group]
+        values = Settings.new(name => list).integers(name, nil)
+        next rest = values unless kind
+        raise Failure, "#{name}: #{kind} is not a scenario of this run (#{kinds.join(", ")})" unless kinds.include?(kind)
+
+        lists[kind] = values
+      end
+      kinds.to_h { |kind| [kind, named.fetch(kind, rest)] }
+    rescue Failure => e
+      raise Failure, "#{e.message}; #{name} takes a comma list, or scenario=list groups separated by \";\" " \
+                     "(got #{text.inspect})"
+    end
+
     # Names from `allowed`, in the order given.
     def choices(name, allowed, default)
       return default unless @env[name]

@@ -118,6 +118,22 @@ module Bench
     # the whole script's run, the commands it called included.
     def usec(info, command) = Integer(info.dig(command, "usec") || 0)
 
+    # Microseconds Redis spent in every command between two INFO
+    # commandstats replies, less the share of the calls the benchmark made
+    # itself (`own`, by name: a command's usec pro rata to its calls). A
+    # command run inside a script counts in its own usec and in the
+    # EVALSHA's, so for a client that uses scripts this counts that part
+    # twice: an upper bound of Redis' time on its behalf.
+    def usec_delta(before, after, own)
+      after.keys.sum do |name|
+        calls = Integer(after[name].fetch("calls")) - Integer(before.dig(name, "calls") || 0)
+        next 0 unless calls.positive?
+
+        theirs = [calls - own.fetch(name, 0), 0].max
+        (usec(after, name) - usec(before, name)) * theirs.fdiv(calls)
+      end
+    end
+
     # Calls between two snapshots, less those the benchmark made itself.
     def delta(before, after, own)
       after.to_h { |name, calls| [name, calls - before.fetch(name, 0) - own.fetch(name, 0)] }
