@@ -95,7 +95,7 @@ fn raise_fd_limit() {
     }
 }
 
-fn start_node(a: &Args, i: usize, stop: &Arc<AtomicBool>) -> Node {
+fn start_node(a: &Args, i: usize) -> Node {
     let channel = format!("ch{}", i % a.channels);
     let cfg = RedisSourceConfig {
         redis_url: a.url.clone(),
@@ -114,11 +114,11 @@ fn start_node(a: &Args, i: usize, stop: &Arc<AtomicBool>) -> Node {
     let source = Arc::new(RedisSource::start(cfg).expect("start node"));
     let (ran, foreign) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     for _ in 0..a.workers {
-        let (source, ran, foreign, stop, channel) =
-            (source.clone(), ran.clone(), foreign.clone(), stop.clone(), channel.clone());
+        let (source, ran, foreign, channel) = (source.clone(), ran.clone(), foreign.clone(), channel.clone());
+        // Blocks until a job comes (no polling: an idle node's threads
+        // sleep); ends with the process.
         std::thread::spawn(move || {
-            while !stop.load(Relaxed) {
-                let Ok(mut job) = source.jobs().recv_timeout(Duration::from_millis(200)) else { continue };
+            while let Ok(mut job) = source.jobs().recv() {
                 source.taken(&mut job);
                 if job.channel != channel {
                     foreign.fetch_add(1, Relaxed);
@@ -163,9 +163,8 @@ fn wait_for_harness(lines: &mut impl Iterator<Item = std::io::Result<String>>) {
 fn main() {
     raise_fd_limit();
     let a = args();
-    let stop_workers = Arc::new(AtomicBool::new(false));
     let started = Instant::now();
-    let nodes: Vec<Node> = (0..a.nodes).map(|i| start_node(&a, i, &stop_workers)).collect();
+    let nodes: Vec<Node> = (0..a.nodes).map(|i| start_node(&a, i)).collect();
     let start_seconds = started.elapsed().as_secs_f64();
     std::thread::sleep(Duration::from_secs(a.settle));
     say(json!({"ready": true, "nodes": a.nodes, "start_seconds": start_seconds}));
@@ -192,7 +191,6 @@ fn main() {
                    "columns": ["claims", "empty_claims", "doorbells", "ran", "foreign"], "nodes": per_node}));
         wait_for_harness(&mut lines);
     }
-    stop_workers.store(true, Relaxed);
     std::thread::scope(|scope| {
         for n in &nodes {
             scope.spawn(|| n.source.shutdown(Duration::from_secs(5)));
