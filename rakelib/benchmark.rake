@@ -15,6 +15,8 @@ namespace :benchmark do
     latency: [true, "Enqueue→start p50/p95/p99 with idle workers and after 2.5 s idle; " \
                     "SolidJobs on Redis and SolidEngine vs Sidekiq"],
     idle: [false, "Worker CPU and Redis commands/s of an idle worker (concurrency 8), SolidJobs vs Sidekiq"],
+    nodes: [false, "Redis commands/s and CPU of 1/10/50/200 worker nodes (Rust core, one channel each of 20), idle " \
+                   "and at 1,000 jobs/s; claims, empty claims and doorbells per node (BENCH_NODES, BENCH_SECONDS, BENCH_RATE)"],
     commands: [false, "Redis commands and round trips per SolidJobs operation (enqueue, worker turn, retry...), " \
                       "next to Sidekiq's"],
     flow: [false, "Drain of a concurrency-limited no-op task (1,000 keys x limit 5; one key x limit 8), a rate-limited " \

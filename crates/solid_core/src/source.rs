@@ -108,6 +108,10 @@ pub struct Stats {
     pub recovered: AtomicU64,
     pub promoted: AtomicU64,
     pub redis_errors: AtomicU64,
+    /// Claim calls the fetcher made, and those of them that found nothing
+    /// (a wake-up for nothing). Observation only (benchmark/nodes.rb).
+    pub claim_calls: AtomicU64,
+    pub empty_claims: AtomicU64,
     /// When an operation last got a reply from the backend (epoch ms; 0: never).
     pub last_ok_ms: AtomicU64,
     /// When an operation last failed to reach the backend (epoch ms; 0: never).

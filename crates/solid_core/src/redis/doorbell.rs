@@ -7,7 +7,7 @@
 //! local [`Bell`] ring that idle threads wait on. So a push wakes only the
 //! nodes that can claim it (decision 50).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -60,6 +60,9 @@ pub struct Bells {
     /// the node's promotions wake throttled keys until one finds none.
     pub throttled: Bell,
     pub subscribed: AtomicBool,
+    /// Doorbell messages the subscriber received. Observation only
+    /// (benchmark/nodes.rb).
+    pub messages: AtomicU64,
 }
 
 impl Bells {
@@ -156,7 +159,10 @@ fn subscribe_until_closed(
             delay = Duration::from_millis(50);
             while !closed.load(Ordering::Acquire) {
                 match pubsub.get_message() {
-                    Ok(msg) => ring_for(&bells, &doorbells, msg.get_channel_name().as_bytes(), msg.get_payload_bytes()),
+                    Ok(msg) => {
+                        bells.messages.fetch_add(1, Ordering::Relaxed);
+                        ring_for(&bells, &doorbells, msg.get_channel_name().as_bytes(), msg.get_payload_bytes())
+                    }
                     Err(e) if e.is_timeout() => continue,
                     Err(e) => return Err(e),
                 }

@@ -356,6 +356,11 @@ impl RedisSource {
         &self.shared.cfg.node_id
     }
 
+    /// Doorbell messages this node's subscriber received (observation only).
+    pub fn doorbell_messages(&self) -> u64 {
+        self.shared.bells.messages.load(Ordering::Relaxed)
+    }
+
     /// Settles after a write that succeeded or was rejected as stale; after a
     /// connection error the job stays unsettled (and held) so the caller can
     /// try again.
@@ -837,6 +842,8 @@ impl Fetch for Claimer<'_> {
         };
         match claimed {
             Ok(batch) => {
+                s.stats().claim_calls.fetch_add(1, Ordering::Relaxed);
+                s.stats().empty_claims.fetch_add(batch.is_empty() as u64, Ordering::Relaxed);
                 let tokens = batch.jobs.iter().map(|j| j.token).chain(batch.malformed.iter().map(|m| m.token));
                 s.holdings.claimed(stamp, tokens);
                 s.feed.claimed_in(sent.elapsed());
