@@ -186,7 +186,8 @@ class ClaimsFaultTest < SolidJobsTest
     w = worker(@proxy.url, "--concurrency", "2")
     eventually("registered") { w.node_id(redis) }
     5.times do |round|
-      # ack.lua is the one script that names the processed metric.
+      # ack.lua and ack_claim.lua are the scripts that name the processed
+      # metric: a completion written alone or carried by a claim.
       @proxy.cut_replies(1, request: /#{@namespace}:metric:processed/)
       LedgerTask.enqueue_many(Array.new(5) { |i| [path, "j#{round}-#{i}"] })
       eventually("round #{round} acknowledged") { redis.get(key("metric:processed")).to_i == 5 * (round + 1) }
@@ -196,6 +197,35 @@ class ClaimsFaultTest < SolidJobsTest
     assert_equal 0, redis.get(key("metric:stale")).to_i, "no resent completion counted as stale"
     stop_cleanly(w)
     refute_match(/stale/, File.read(w.log))
+  end
+
+  # Decision 51: a claim carrying completions (ack_claim.lua) applies in
+  # Redis and its reply is cut. Both halves are recovered as they are
+  # alone: the claim's jobs go back to their list by the call's stamp and
+  # run once, later; the acker resends the completions, alone and
+  # unchanged, and the marker the lost call wrote recognises them as
+  # applied, not stale.
+  def test_a_claim_carrying_completions_whose_reply_is_cut_loses_and_repeats_nothing
+    @proxy = FaultProxy.new(REDIS.port).start
+    path = ledger_path
+    w = worker(@proxy.url, "--concurrency", "1", env: {"SOLID_JOBS_TEST_PREFETCH" => "1"})
+    node = eventually("registered") { w.node_id(redis) }
+    # The request names the completions' processed metric and, after it,
+    # the claim's fence counter: ack_claim.lua and nothing else.
+    @proxy.cut_replies(3, request: /#{@namespace}:metric:processed[\s\S]*#{@namespace}:fence/)
+    labels = Array.new(8) { |i| "c#{i}" }
+    SlowTask.enqueue_many(labels.map { |l| [path, l, 0.05] })
+    eventually("all acknowledged") { redis.get(key("metric:processed")).to_i == labels.size }
+    assert_equal 3, @proxy.cuts_done, "three claims carrying completions lost their replies"
+    finished = ledger_lines.reject { |l| l.start_with?("start ") }.map { |l| l.split.first }
+    assert_equal labels, finished.sort, "each job ran exactly once"
+    assert_equal 0, redis.get(key("metric:stale")).to_i, "no resent completion counted as stale"
+    assert_equal 0, redis.llen(key("channel:default")), "nothing left ready"
+    assert_equal 0, redis.hlen(key("claims:#{node}")), "nothing left claimed"
+    stop_cleanly(w)
+    log = File.read(w.log)
+    refute_match(/stale/, log)
+    assert_match(/requeued \d+ job\(s\) claimed by a call whose reply was lost/, log)
   end
 
   # Item 6 on SolidEngine: ACKMANY replies cut mid-way, the acker resends

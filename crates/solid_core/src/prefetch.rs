@@ -28,11 +28,12 @@ const RATE_CAP_HOLD_MS: u64 = 10_000;
 /// one worker claimed 2 at a time before: 9 commands per job).
 pub const MIN_CLAIM: usize = 12;
 /// The most unstarted work per worker the `MIN_CLAIM` floor may hold: at
-/// 50 ms jobs it is 3 per worker (a window of 24 on 8 workers), and slow
-/// jobs keep the plain window (one per worker for jobs of 150 ms or more).
+/// 50 ms jobs it is 3 per worker (a window of 24 on 8 workers: a job that
+/// sleeps 50 ms takes a little more), and slow jobs keep the plain window
+/// (one per worker for jobs of 200 ms or more).
 /// What the floor costs is the same as the window's: jobs a node holds
 /// that an idle node could have run, and more handed back at shutdown.
-pub const MAX_HELD_WORK: Duration = Duration::from_millis(150);
+pub const MAX_HELD_WORK: Duration = Duration::from_millis(200);
 
 /// Upper bound of the adaptive window. With no-op jobs a 512 window starved
 /// the workers: refilled at half, its 256 remaining jobs ran out before the
@@ -248,7 +249,7 @@ mod tests {
         for _ in 0..200 {
             w.record(Duration::from_millis(50));
         }
-        assert_eq!(w.window(), 6, "50 ms jobs: the floor holds at most 150 ms of work per worker");
+        assert_eq!(w.window(), 8, "50 ms jobs: the floor holds at most 200 ms of work per worker");
         for _ in 0..200 {
             w.record(Duration::from_secs(2));
         }
@@ -261,11 +262,11 @@ mod tests {
         for _ in 0..200 {
             w.record(Duration::from_millis(20));
         }
-        assert_eq!(w.window(), 14, "20 ms jobs next to Redis: the claim floor, 7 (140 ms) per worker");
+        assert_eq!(w.window(), 20, "20 ms jobs next to Redis: the claim floor, 10 (200 ms) per worker");
         for _ in 0..50 {
             w.record(Duration::from_millis(200));
         }
-        assert_eq!(w.window(), 2, "200 ms jobs: one per worker, the floor holds none");
+        assert_eq!(w.window(), 2, "200 ms jobs: one per worker, the floor holds no more");
         for _ in 0..50 {
             w.record_round_trip(Duration::from_millis(390));
         }
