@@ -2,6 +2,7 @@
 
 require_relative "test_helper"
 require_relative "support/fault_proxy"
+require_relative "support/command_meter"
 require "fileutils"
 
 # Claims under faults the happy path never meets, with real worker
@@ -47,6 +48,10 @@ class ClaimsFaultTest < SolidJobsTest
     # b prefetched (the window is 1), c and d ready.
     eventually("b prefetched") { redis.llen(key("channel:default")) == 2 && redis.hlen(key("claims:#{node}")) == 2 }
 
+    # The held call is the fetcher's first ack_claim.lua (it carries a's
+    # completion): loaded here, or it would be refused NOSCRIPT when it
+    # arrives, and no one reads that reply to load it and send it again.
+    redis.script(:load, CommandCounts::ScriptNames.sources.fetch("ack_claim"))
     @proxy.hold_existing!
     # a finishes, the worker takes b and the fetcher claims again: held.
     eventually("a claim is held in flight") { @proxy.held_request?(/#{@namespace}:fence/) }
@@ -210,6 +215,9 @@ class ClaimsFaultTest < SolidJobsTest
     path = ledger_path
     w = worker(@proxy.url, "--concurrency", "1", env: {"SOLID_JOBS_TEST_PREFETCH" => "1"})
     node = eventually("registered") { w.node_id(redis) }
+    # Loaded first, so no cut falls on a NOSCRIPT reply (a call that did
+    # not run).
+    redis.script(:load, CommandCounts::ScriptNames.sources.fetch("ack_claim"))
     # The request names the completions' processed metric and, after it,
     # the claim's fence counter: ack_claim.lua and nothing else.
     @proxy.cut_replies(3, request: /#{@namespace}:metric:processed[\s\S]*#{@namespace}:fence/)

@@ -48,6 +48,57 @@ fn enqueue_claim_ack_round_trip() {
     assert_eq!(c.get::<_, i64>("solid_jobs:metric:processed").unwrap(), 3);
 }
 
+/// Decision 51: `ack_claim.lua` completes, then claims, in one call, each
+/// half fenced as on its own; a resent batch (its first attempt applied,
+/// the reply lost) is recognised, and the claim half still claims; a
+/// refused claim (the node expired) keeps the completions it applied.
+#[test]
+fn ack_claim_completes_then_claims_each_half_as_alone() {
+    let redis = RedisServer::start();
+    let mut c = redis.conn();
+    let store = Store::new(Keyspace::default());
+    let envs: Vec<String> = (0..4).map(|i| env("Foo", "default", i).encode()).collect();
+    store.enqueue(&mut c, "default", &envs).unwrap();
+    register(&store, &mut c, "n1");
+    let first = store.claim(&mut c, "n1", &["default"], 1, now_ms()).unwrap();
+    let done: Vec<(u64, String)> = first.jobs.iter().map(|j| (j.token, j.envelope.id.clone())).collect();
+
+    let (stale, claimed) = store.ack_claim(&mut c, "n1", &done, &["default"], 1, now_ms()).unwrap();
+    assert!(stale.is_empty());
+    let second = claimed.unwrap();
+    assert_eq!(second.jobs[0].raw, envs[1], "FIFO");
+    assert_eq!(c.get::<_, i64>("solid_jobs:metric:processed").unwrap(), 1);
+    assert_eq!(c.hlen::<_, i64>("solid_jobs:claims:n1").unwrap(), 1, "the first completed, the second claimed");
+
+    // The same batch again, as after a lost reply: applied, not stale, and
+    // the claim half claims as usual.
+    let (stale, claimed) = store.ack_claim(&mut c, "n1", &done, &["default"], 1, now_ms()).unwrap();
+    assert!(stale.is_empty(), "a resent batch is recognised, not stale");
+    assert_eq!(claimed.unwrap().jobs[0].raw, envs[2]);
+    assert_eq!(c.get::<_, i64>("solid_jobs:metric:processed").unwrap(), 1, "nothing completed twice");
+
+    // A token no longer held is stale, the rest completes.
+    let mixed = vec![(second.jobs[0].token, second.jobs[0].envelope.id.clone()), (1, "gone".to_owned())];
+    let (stale, _) = store.ack_claim(&mut c, "n1", &mixed, &["default"], 0, now_ms()).unwrap();
+    assert_eq!(stale, vec![1]);
+    assert_eq!(c.get::<_, i64>("solid_jobs:metric:processed").unwrap(), 2);
+
+    // The node expired: the claim is refused, the completions apply.
+    let held: Vec<(u64, String)> = c
+        .hgetall::<_, std::collections::HashMap<u64, String>>("solid_jobs:claims:n1")
+        .unwrap()
+        .into_iter()
+        .map(|(token, rec)| (token, Envelope::decode(rec.splitn(3, '|').nth(2).unwrap()).unwrap().id))
+        .collect();
+    assert_eq!(held.len(), 1);
+    let _: () = c.del("solid_jobs:node:n1").unwrap();
+    let (stale, claimed) = store.ack_claim(&mut c, "n1", &held, &["default"], 1, now_ms()).unwrap();
+    assert!(stale.is_empty());
+    assert!(matches!(&claimed, Err(Error::Redis(m)) if m.contains("NODE_EXPIRED")), "{claimed:?}");
+    assert_eq!(c.get::<_, i64>("solid_jobs:metric:processed").unwrap(), 3);
+    assert_eq!(c.llen::<_, i64>("solid_jobs:channel:default").unwrap(), 1, "nothing claimed");
+}
+
 #[test]
 fn claim_visits_channels_in_order_and_requires_a_live_node() {
     let redis = RedisServer::start();
