@@ -14,7 +14,10 @@
 -- when the claim was refused (NODE_EXPIRED): the completions applied
 -- either way.
 local n = tonumber(ARGV[1])
-local stale = ack_part({ unpack(KEYS, 1, 7) }, { unpack(ARGV, 2, 1 + n) })
+-- ack.lua's ARGV is two settings, then token and id pairs: none, nothing
+-- to complete.
+local stale = {}
+if n > 2 then stale = ack_part({ unpack(KEYS, 1, 7) }, { unpack(ARGV, 2, 1 + n) }) end
 local claimed = claim_part({ unpack(KEYS, 8) }, { unpack(ARGV, 2 + n) })
 if claimed.err then return { stale, claimed.err } end
 return { stale, claimed }

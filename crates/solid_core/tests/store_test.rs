@@ -83,6 +83,11 @@ fn ack_claim_completes_then_claims_each_half_as_alone() {
     assert_eq!(stale, vec![1]);
     assert_eq!(c.get::<_, i64>("solid_jobs:metric:processed").unwrap(), 2);
 
+    // Nothing to complete: a claim alone.
+    let (stale, claimed) = store.ack_claim(&mut c, "n1", &[], &["default"], 1, now_ms()).unwrap();
+    assert!(stale.is_empty());
+    assert_eq!(claimed.unwrap().jobs[0].raw, envs[3]);
+
     // The node expired: the claim is refused, the completions apply.
     let held: Vec<(u64, String)> = c
         .hgetall::<_, std::collections::HashMap<u64, String>>("solid_jobs:claims:n1")
@@ -90,13 +95,14 @@ fn ack_claim_completes_then_claims_each_half_as_alone() {
         .into_iter()
         .map(|(token, rec)| (token, Envelope::decode(rec.splitn(3, '|').nth(2).unwrap()).unwrap().id))
         .collect();
-    assert_eq!(held.len(), 1);
+    assert_eq!(held.len(), 2);
     let _: () = c.del("solid_jobs:node:n1").unwrap();
     let (stale, claimed) = store.ack_claim(&mut c, "n1", &held, &["default"], 1, now_ms()).unwrap();
     assert!(stale.is_empty());
     assert!(matches!(&claimed, Err(Error::Redis(m)) if m.contains("NODE_EXPIRED")), "{claimed:?}");
-    assert_eq!(c.get::<_, i64>("solid_jobs:metric:processed").unwrap(), 3);
-    assert_eq!(c.llen::<_, i64>("solid_jobs:channel:default").unwrap(), 1, "nothing claimed");
+    assert_eq!(c.get::<_, i64>("solid_jobs:metric:processed").unwrap(), 4);
+    assert_eq!(c.llen::<_, i64>("solid_jobs:channel:default").unwrap(), 0);
+    assert_eq!(c.hlen::<_, i64>("solid_jobs:claims:n1").unwrap(), 0, "nothing claimed");
 }
 
 #[test]
