@@ -71,7 +71,8 @@ module Bench
       priority_enqueue: "none: Sidekiq orders queues, not the jobs within one",
       priority_turn: "none: Sidekiq orders queues, not the jobs within one",
       rate_turn: "none: rate limiters are a Sidekiq Enterprise feature",
-      rate_throttled_turn: "none: rate limiters are a Sidekiq Enterprise feature"
+      rate_throttled_turn: "none: rate limiters are a Sidekiq Enterprise feature",
+      back_to_back: %i[fetch_and_process fetch_and_process fetch_and_process]
     }.freeze
 
     # What each command is, per operation (the measured breakdown follows).
@@ -81,17 +82,18 @@ module Bench
                "because the list went from empty to non-empty (an enqueue into a non-empty channel skips it: 3 in Lua).",
       enqueue_many: "the same script once for all 100 envelopes (up to 1,000 per call): HMGET finds which ids are " \
                     "already live, one HSET registers the others in the job index, then one LPUSH, SADD and PUBLISH.",
-      worker_turn: "the doorbell message wakes the idle fetcher. `claim.lua`: EXISTS checks the node's heartbeat key, MGET " \
-                   "whether any cancelled job is waiting and the channels' flow strings (none: never paused), RPOP " \
-                   "takes up to the free window (a second RPOP finds the list " \
-                   "empty), TIME and SET ... GET take a fence token above both the counter and a floor from Redis's " \
+      worker_turn: "the doorbell message wakes the idle fetcher. `claim.lua`: MGET reads the node's heartbeat key (a " \
+                   "claim for a node recovery declared dead is refused), whether any cancelled job is waiting and the " \
+                   "channels' flow strings (none: never paused), RPOP " \
+                   "takes up to the free window (it returned fewer than asked for: the list is empty, no second " \
+                   "RPOP), TIME and SET ... GET take a fence token above both the counter and a floor from Redis's " \
                    "clock (so tokens never repeat after a Redis rollback), HSET records the claim. It got fewer jobs " \
                    "than it asked for, so every channel was empty: the fetcher waits for the doorbell instead of " \
                    "claiming again. After the task returns, the acker's `ack.lua`: SET its node's last-batch marker (a " \
                    "batch resent after a lost reply is recognised as applied), HMGET checks the token is still held, " \
                    "HDEL ×3 removes the claim, the failure record and the job-index entry, INCRBY counts it processed, " \
-                   "LPUSH records the batch's ids as one element of the bounded `completed` list and LINDEX finds its " \
-                   "oldest element still within bounds (what tells a completed job from an unknown id).",
+                   "LPUSH records the batch's ids as one element of the bounded `completed` list (what tells a " \
+                   "completed job from an unknown id; LINDEX looks at its oldest element once per 1/16 of the bound).",
       retry: "the same claim; then, on the node's pooled connection, `record_failure.lua` (HEXISTS fence check, TIME " \
              "(failure times are on Redis' clock), HGET and HSET the failure record, INCR failed) and, once " \
              "FailurePolicy chose the delay, `retry.lua` (HDEL the claim, SET the settle marker that makes a resent " \
@@ -128,7 +130,7 @@ module Bench
                         "holder's id is returned and nothing is written.",
       pause_resume: "`pause.lua` (docs/flow-control.md): GET the channel's flow string (not paused yet), TIME, SETRANGE " \
                     "byte 0 to `P`, HSET the since/by record in `paused`, SADD the channel name. A job pushed on a " \
-                    "direct connection rings the doorbell; the idle node's `claim.lua` runs EXISTS and the MGET, whose " \
+                    "direct connection rings the doorbell; the idle node's `claim.lua` runs the MGET, whose " \
                     "flow string says paused, and pops nothing (the job stays ready). `resume.lua`: GET the flow " \
                     "string, HDEL the record, DEL the string (nothing else is recorded in it, so the channel is plain " \
                     "again), LLEN finds the job, PUBLISH `ready`; the fetcher wakes and the worker turn above follows.",
@@ -145,14 +147,20 @@ module Bench
       priority_enqueue: "`enqueue.lua` for the route `name:2` (docs/flow-control.md, \"Priorities\"): a plain enqueue " \
                         "into the level's list, plus SETRANGE marking level 2 in use in the channel's flow string.",
       priority_turn: "a worker turn whose claim learns the levels in use from the flow string its MGET already reads, " \
-                     "pops the level list (the job), pops it again (empty), then the base list: one RPOP per level in " \
-                     "use per claim call, not per job.",
+                     "pops the level list (the job, fewer than asked for: not again), then the base list (empty): one " \
+                     "RPOP per level in use per claim call, not per job.",
       rate_turn: "a worker turn whose claim reads the key's admission log (LLEN, once per key per call: under the " \
                  "limit) and logs the admission (RPUSH, PEXPIRE the window); the ack is a plain ack.",
       rate_throttled_turn: "two jobs of one key at 1 per second in one push. The claim admits the first and throttles " \
                            "the second (LPUSH `throttled:<hex>`, HSET its index state, ZADD LT `flow:wake`, PUBLISH " \
                            "`throttled`); at the wake time a promotion moves it back to the head of its channel and " \
-                           "rings `ready`; the fetcher claims it. Two worker turns and two promotions; nothing polls."
+                           "rings `ready`; the fetcher claims it. Two worker turns and two promotions; nothing polls.",
+      back_to_back: "three 20 ms jobs in one push, one worker, a window of one (decision 51). The fetcher claims the " \
+                    "first, and the second as the first starts (`claim.lua` twice). From then on each take refills the " \
+                    "window with one `ack_claim.lua` call: `ack.lua`'s commands for the completion just made, then " \
+                    "`claim.lua`'s for the next job (the third; then a claim that finds the channel empty: MGET RPOP). " \
+                    "The acker writes the last completion with `ack.lua`, as no claim follows it. A claim and an ack " \
+                    "per job before: 7 calls."
     }.freeze
 
     SIDEKIQ_WHY = {
