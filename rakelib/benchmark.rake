@@ -24,7 +24,8 @@ namespace :benchmark do
                   "unlimited, side by side: jobs/s, CPU, Redis commands and script time per job, ratios (BENCH_SCENARIOS, " \
                   "BENCH_CONCURRENCY, BENCH_REPETITIONS, BENCH_JOBS)"],
     engine: [true, "SolidEngine's load generator per durability mode"],
-    hybrid: [false, "Ractor path vs warm pool IPC round trip (transport, sustained, burst)"]
+    hybrid: [false, "Ractor path vs warm pool IPC round trip (transport, sustained, burst)"],
+    scripts: [false, "Redis time per call of claim.lua and ack.lua apart vs ack_claim.lua, at batches of 1, 12 and 100"]
   }.each do |name, (engine, description)|
     desc description
     task name => [:compile, *("engine:build" if engine)] do
