@@ -19,7 +19,11 @@ use solid_core::{now_ms, Envelope};
 fn stats(c: &mut redis::Connection) -> (u64, u64, u64) {
     let info: String = redis::cmd("INFO").arg("commandstats").query(c).expect("INFO");
     let field = |line: &str, name: &str| -> u64 {
-        line.split(&format!("{name}=")).nth(1).and_then(|v| v.split(',').next()).and_then(|v| v.parse().ok()).unwrap_or(0)
+        line.split(&format!("{name}="))
+            .nth(1)
+            .and_then(|v| v.split(',').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
     };
     let (mut calls, mut usec, mut inner) = (0, 0, 0);
     for line in info.lines().filter(|l| l.starts_with("cmdstat_")) {
@@ -47,7 +51,9 @@ fn main() {
         let store = Store::new(Keyspace::new(&format!("cost{batch}")));
         store.heartbeat(&mut c, "n1", 600_000, "{}", &["default"], 0).expect("heartbeat");
         let envs: Vec<String> = (0..batch * rounds * 2 + batch)
-            .map(|i| Envelope::build("Task", json!([i, "an argument"]), "default", 3, now_ms(), now_ms()).unwrap().encode())
+            .map(|i| {
+                Envelope::build("Task", json!([i, "an argument"]), "default", 3, now_ms(), now_ms()).unwrap().encode()
+            })
             .collect();
         for chunk in envs.chunks(1000) {
             store.enqueue(&mut c, "default", chunk).expect("enqueue");
