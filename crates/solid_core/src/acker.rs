@@ -242,8 +242,7 @@ pub fn run<T: std::fmt::Debug>(
             loop {
                 match write(&mut conn, &batch) {
                     Ok(stale) => {
-                        stats.completed.fetch_add((batch.len() - stale.len()) as u64, Ordering::Relaxed);
-                        note_stale(stats, &stale);
+                        note_written(stats, batch.len(), &stale);
                         break;
                     }
                     Err(e) => {
@@ -266,8 +265,10 @@ pub fn run<T: std::fmt::Debug>(
     }
 }
 
-/// Counts and logs completions the backend rejected as stale.
-pub fn note_stale<T: std::fmt::Debug>(stats: &Stats, stale: &[T]) {
+/// Counts a written batch of `written` completions, and logs those the
+/// backend rejected as stale (`stale`, among them).
+pub fn note_written<T: std::fmt::Debug>(stats: &Stats, written: usize, stale: &[T]) {
+    stats.completed.fetch_add((written - stale.len()) as u64, Ordering::Relaxed);
     if !stale.is_empty() {
         stats.stale.fetch_add(stale.len() as u64, Ordering::Relaxed);
         log(

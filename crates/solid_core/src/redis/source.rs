@@ -206,9 +206,8 @@ impl Shared {
     /// A claim carried `batch` (decision 51): as the acker's write would.
     fn acknowledged(&self, batch: &[(ClaimToken, String)], stale: &[ClaimToken]) {
         self.answered(batch, stale);
-        self.stats().completed.fetch_add((batch.len() - stale.len()) as u64, Ordering::Relaxed);
         let stale: Vec<_> = batch.iter().filter(|(t, _)| stale.contains(t)).collect();
-        acker::note_stale(self.stats(), &stale);
+        acker::note_written(self.stats(), batch.len(), &stale);
     }
 
     /// Says in plain words when Redis lost this namespace or went back in
