@@ -54,6 +54,20 @@ class CompletedRecordTest < SolidJobsTest
     assert_equal 10, kept_ids.size
   end
 
+  # With a bound of 64 the oldest element is looked at once per 4
+  # completions (1/16 of the bound), not on every call; a counter reset to
+  # 0 is looked at at once.
+  def test_the_bound_is_looked_at_once_per_sixteenth_and_a_reset_at_once
+    n = 0
+    40.times do
+      ack(Array.new(3) { "k#{n += 1}" }, 64)
+      assert_operator kept_ids.size, :<, 64 + 4 + 3, "at most the bound, 1/16 of it and one batch"
+    end
+    redis.set(@processed, 0)
+    ack(%w[z], 64)
+    assert_equal %w[z], kept_ids, "a reset counter is noticed by the first batch after it"
+  end
+
   def test_console_find_reads_the_batches
     configure_solid_jobs
     ack(%w[x1 x2 x3], 100)

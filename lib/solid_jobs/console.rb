@@ -128,7 +128,8 @@ module SolidJobs
     # Read only when no backend knows the id: the bounded list ack.lua
     # writes, one element per batch ("<processed total> id1 id2 ..."),
     # newest first, read in slices until the id shows. The list holds at
-    # most COMPLETED_KEPT ids plus one batch (under half a megabyte) in at
+    # most COMPLETED_KEPT ids plus 1/16 of that and one batch (ack.lua looks
+    # at its oldest element once per 1/16; under half a megabyte) in at
     # most as many elements, so an unknown id costs at most ~20 reads.
     COMPLETED_READ = 500
 

@@ -94,7 +94,9 @@ if #done > 0 then
   if keep > 0 then
     local element = total .. ' ' .. table.concat(ids, ' ')
     redis.pcall('LPUSH', KEYS[7], element)
-    local crossed = math.floor(total / step) ~= math.floor((total - #done) / step)
+    -- A counter that was reset to 0 (this batch is all it counts) is
+    -- looked at at once: elements numbered above it are dropped.
+    local crossed = math.floor(total / step) ~= math.floor((total - #done) / step) or total == #done
     -- Ends: the element just pushed is always kept.
     while crossed do
       local oldest = redis.pcall('LINDEX', KEYS[7], -1)

@@ -72,6 +72,8 @@ struct Pending<T> {
     /// Flush requests, answered once everything completed before them is
     /// written.
     flushes: Vec<Sender<()>>,
+    /// The acker has returned: a flush is answered false at once.
+    ended: bool,
 }
 
 /// Completions a claim carries: written by that call, or handed back
@@ -91,6 +93,7 @@ impl<T> Default for Completions<T> {
                 urgent: false,
                 resend: None,
                 flushes: Vec::new(),
+                ended: false,
             }),
             wake: Condvar::new(),
             writing: Mutex::new(()),
@@ -145,7 +148,12 @@ impl<T> Completions<T> {
     /// most `budget`; false when it was not.
     pub fn flush(&self, budget: Duration) -> bool {
         let (tx, rx) = crossbeam_channel::bounded(1);
-        self.state.lock().flushes.push(tx);
+        let mut st = self.state.lock();
+        if st.ended {
+            return false;
+        }
+        st.flushes.push(tx);
+        drop(st);
         self.wake.notify_one();
         rx.recv_timeout(budget).is_ok()
     }
@@ -203,6 +211,21 @@ fn take_batch<T>(st: &mut Pending<T>) -> Vec<T> {
 /// written: dropping a completion would run a finished job again.
 pub fn run<T: std::fmt::Debug>(
     completions: &Completions<T>,
+    conn: Reconnecting,
+    closed: &AtomicBool,
+    stats: &Stats,
+    write: impl FnMut(&mut Reconnecting, &[T]) -> Result<Vec<T>>,
+) {
+    write_until_closed(completions, conn, closed, stats, write);
+    // Whatever is pending now is never written: flushes, waiting or to
+    // come, are answered false at once (the senders dropped).
+    let mut st = completions.state.lock();
+    st.ended = true;
+    st.flushes.clear();
+}
+
+fn write_until_closed<T: std::fmt::Debug>(
+    completions: &Completions<T>,
     mut conn: Reconnecting,
     closed: &AtomicBool,
     stats: &Stats,
@@ -219,6 +242,11 @@ pub fn run<T: std::fmt::Debug>(
                     Some(wait) if wait.is_zero() => break,
                     Some(wait) => {
                         completions.wake.wait_for(&mut st, wait);
+                    }
+                    // A claim may still be carrying completions: wait for
+                    // its call, which may hand them back to be resent.
+                    None if is_closed && completions.writing.is_locked() => {
+                        MutexGuard::unlocked(&mut st, || drop(completions.writing.lock()));
                     }
                     None if is_closed => return,
                     None => {
@@ -320,6 +348,46 @@ mod tests {
         drop(taken);
         assert_eq!(c.due_in(&c.state.lock(), false), None, "nothing pending");
         assert!(!c.state.lock().urgent, "urgency goes with the batch");
+    }
+
+    #[test]
+    fn a_flush_after_the_acker_ended_is_answered_at_once() {
+        let c: Completions<u64> = Completions::default();
+        let conn = Reconnecting::new(
+            crate::redis::connection::Connector::with_timeouts("redis://127.0.0.1:1/0", Default::default()).unwrap(),
+        );
+        let closed = AtomicBool::new(true);
+        run(&c, conn, &closed, &Stats::default(), |_, _| unreachable!("nothing to write"));
+        let started = Instant::now();
+        assert!(!c.flush(Duration::from_secs(5)), "nothing will write it");
+        assert!(started.elapsed() < Duration::from_secs(1), "not the whole budget");
+    }
+
+    #[test]
+    fn a_closing_acker_waits_for_a_claim_carrying_completions_and_resends_them() {
+        let c = std::sync::Arc::new(Completions::default());
+        c.push(7u64, false);
+        let carry = c.carry().unwrap();
+        let closed = std::sync::Arc::new(AtomicBool::new(true));
+        let written = std::sync::Arc::new(Mutex::new(Vec::new()));
+        let acker = {
+            let (c, closed, written) = (c.clone(), closed.clone(), written.clone());
+            std::thread::spawn(move || {
+                let conn = Reconnecting::new(
+                    crate::redis::connection::Connector::with_timeouts("redis://127.0.0.1:1/0", Default::default())
+                        .unwrap(),
+                );
+                run(&c, conn, &closed, &Stats::default(), |_, batch: &[u64]| {
+                    written.lock().extend_from_slice(batch);
+                    Ok(Vec::new())
+                });
+            })
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!acker.is_finished(), "the acker waits for the carrying call");
+        carry.failed();
+        acker.join().unwrap();
+        assert_eq!(*written.lock(), [7], "the handed-back batch is written before the acker ends");
     }
 
     #[test]

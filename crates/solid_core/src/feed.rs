@@ -139,6 +139,11 @@ impl Feed {
         self.stopping.load(Ordering::SeqCst)
     }
 
+    /// Claiming goes on: neither stopping nor paused.
+    pub fn is_claiming(&self) -> bool {
+        !self.is_stopping() && !self.paused.load(Ordering::Acquire)
+    }
+
     pub fn set_paused(&self, paused: bool) {
         self.paused.store(paused, Ordering::Release);
     }

@@ -848,8 +848,10 @@ impl Fetch for Claimer<'_> {
                 s.feed.claimed_in(sent.elapsed());
                 // A claim that got all it asked for is followed by another
                 // once the workers take half the window: completions may
-                // wait for it. One that found the channels empty is not.
-                s.completions.set_carried(batch.len() >= want || batch.more);
+                // wait for it. One that found the channels empty is not,
+                // nor one that returns after the node stopped or paused
+                // claiming (which cleared the flag as this call ran).
+                s.completions.set_carried((batch.len() >= want || batch.more) && s.feed.is_claiming());
                 // Every claim reads every channel's flow string: what it
                 // says replaces what the node knew.
                 *s.paused.lock() = batch.flow.iter().filter(|f| f.paused()).map(|f| f.channel.clone()).collect();

@@ -298,7 +298,11 @@ impl Store {
         max: usize,
         stamp: u64,
     ) -> Result<(Vec<ClaimToken>, Result<ClaimBatch>)> {
-        let done = &done[..done.len().min(MAX_BATCH)];
+        if done.len() > MAX_BATCH {
+            // A caller that cut the batch itself would count the rest as
+            // written: refused, not cut.
+            return Err(Error::Invalid(format!("at most {MAX_BATCH} completions per claim, not {}", done.len())));
+        }
         let mut inv = self.scripts.ack_claim.prepare_invoke();
         inv.arg(2 + 2 * done.len());
         self.ack_invocation(&mut inv, node_id, done, true);
