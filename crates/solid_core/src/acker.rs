@@ -350,14 +350,18 @@ mod tests {
         assert!(!c.state.lock().urgent, "urgency goes with the batch");
     }
 
+    /// A connection the acker under test never opens: its `write` is a stub.
+    fn unused_connection() -> Reconnecting {
+        Reconnecting::new(
+            crate::redis::connection::Connector::with_timeouts("redis://127.0.0.1:1/0", Default::default()).unwrap(),
+        )
+    }
+
     #[test]
     fn a_flush_after_the_acker_ended_is_answered_at_once() {
         let c: Completions<u64> = Completions::default();
-        let conn = Reconnecting::new(
-            crate::redis::connection::Connector::with_timeouts("redis://127.0.0.1:1/0", Default::default()).unwrap(),
-        );
         let closed = AtomicBool::new(true);
-        run(&c, conn, &closed, &Stats::default(), |_, _| unreachable!("nothing to write"));
+        run(&c, unused_connection(), &closed, &Stats::default(), |_, _| unreachable!("nothing to write"));
         let started = Instant::now();
         assert!(!c.flush(Duration::from_secs(5)), "nothing will write it");
         assert!(started.elapsed() < Duration::from_secs(1), "not the whole budget");
@@ -373,11 +377,7 @@ mod tests {
         let acker = {
             let (c, closed, written) = (c.clone(), closed.clone(), written.clone());
             std::thread::spawn(move || {
-                let conn = Reconnecting::new(
-                    crate::redis::connection::Connector::with_timeouts("redis://127.0.0.1:1/0", Default::default())
-                        .unwrap(),
-                );
-                run(&c, conn, &closed, &Stats::default(), |_, batch: &[u64]| {
+                run(&c, unused_connection(), &closed, &Stats::default(), |_, batch: &[u64]| {
                     written.lock().extend_from_slice(batch);
                     Ok(Vec::new())
                 });
