@@ -71,13 +71,46 @@ module CommandCounts
       def execute_task(*) = nil
     end
 
-    # Long enough that the fetcher's next claim (a round trip on loopback)
-    # is back before the job ends, short for the run.
-    class Brief
+    # A job that ends when the scenario lets it (`Paced.let_one_end`), not
+    # after a time: back_to_back orders each completion after the claim it
+    # must follow on that claim's visible effect. 20 ms sleeps raced the
+    # node's fetcher on a loaded host (a late claim carries two completions
+    # instead of one).
+    class Paced
       include SolidJobs::Task
       task_options channel: CHANNEL
 
-      def execute_task(*) = sleep(0.02)
+      LOCK = Mutex.new
+      TURN = ConditionVariable.new
+      @permits = 0
+
+      class << self
+        def let_one_end
+          LOCK.synchronize do
+            @permits += 1
+            TURN.broadcast
+          end
+        end
+
+        def reset = LOCK.synchronize { @permits = 0 }
+
+        # Waits for a permit; the bound only keeps a broken scenario from
+        # holding the node's worker past its stop.
+        def take_permit(timeout)
+          deadline = CommandCounts.now + timeout
+          LOCK.synchronize do
+            until @permits.positive?
+              left = deadline - CommandCounts.now
+              raise CommandCounts::Error, "Paced job not let through within #{timeout}s" unless left.positive?
+
+              TURN.wait(LOCK, left)
+            end
+            @permits -= 1
+          end
+        end
+      end
+
+      def execute_task(*) = self.class.take_permit(CommandCounts::Meter::TIMEOUT)
     end
 
     # Scheduled onto a channel no measured node serves: a promotion ends with
@@ -307,10 +340,20 @@ module CommandCounts
     # carries the completion just made (the third job, then an empty claim
     # that finds the channel drained), and the acker writes the last
     # completion, which no claim follows. Two calls per job before.
+    # Each job ends only once the claim before it is visible in Redis, so
+    # the order is the same on a loaded host.
     def back_to_back
+      Tasks::Paced.reset
       with_node(prefetch: 1) do
         measure(:back_to_back) do
-          3.times { push_directly(Tasks::Brief) }
+          push_many_directly(Tasks::Paced, 3)
+          channel = key("channel:#{Tasks::CHANNEL}")
+          @meter.wait_until("the second claim (the first job started)") { @control.llen(channel) == 1 }
+          Tasks::Paced.let_one_end
+          @meter.wait_until("the claim carrying the first completion") { @control.llen(channel).zero? }
+          Tasks::Paced.let_one_end
+          @meter.wait_until("the claim carrying the second completion", &processed(3))
+          Tasks::Paced.let_one_end
           processed(4)
         end
       end
@@ -459,6 +502,14 @@ module CommandCounts
       options = task.solid_jobs_options
       client.push(task.name, [], SolidJobs::Publisher.route(options.fetch(:channel), priority), options.fetch(:max_failures),
                   nil)
+    end
+
+    # `count` jobs of `task` in one push, as push_directly.
+    def push_many_directly(task, count)
+      client = (@direct_clients ||= {})[@namespace] ||= SolidJobs::Native::Client.new(@meter.direct_url, @namespace)
+      options = task.solid_jobs_options
+      client.push_many(task.name, Array.new(count) { [] }, SolidJobs::Publisher.route(options.fetch(:channel), 5),
+                       options.fetch(:max_failures), nil)
     end
 
     # Tasks::Limited's jobs, pushed like push_directly, with their flow meta.

@@ -28,8 +28,9 @@
 -- primary's) defeats it: keep Redis hosts on NTP.
 -- The last of `n` fresh tokens, as a number (exact: tokens stay below 2^53
 -- until the year 2248). One SET ... GET: the counter is read and raised to
--- the clock floor at once; only a counter already ahead of the clock (more
--- than 1024 tokens in a millisecond) needs a second write. TIME is read
+-- the clock floor at once; a counter found at or past the floor needs a
+-- second write: another claim took tokens earlier in the same millisecond
+-- of Redis' clock (or more than 1024 were taken in one). TIME is read
 -- once, when the first job is claimed: a claim that finds nothing costs
 -- nothing more.
 local floor, now
