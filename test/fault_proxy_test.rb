@@ -6,13 +6,15 @@ require_relative "support/fault_proxy"
 # The fault proxy is the suite's tool for network faults; these tests pin
 # down that each fault does what the fault tests rely on, against a real
 # Redis.
-class FaultProxyTest < Minitest::Test
+class FaultProxyTest < SolidJobsTest
   def setup
+    super
     @proxy = FaultProxy.new(REDIS.port).start
   end
 
   def teardown
     @proxy.close
+    super
   end
 
   def client = Redis.new(url: @proxy.url, timeout: 1, reconnect_attempts: 0)
@@ -37,7 +39,7 @@ class FaultProxyTest < Minitest::Test
     assert_nil direct.get(key), "a held request must not reach the server"
     assert_equal "PONG", client.ping, "new connections pass while old ones are held"
     @proxy.release_held!
-    sleep 0.1
+    eventually("the released request reaches the server") { direct.get(key) }
     assert_equal "late", direct.get(key), "released, the held request arrives"
   end
 
@@ -79,8 +81,7 @@ class FaultProxyTest < Minitest::Test
     rescue Redis::BaseConnectionError => e
       e
     end
-    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 5
-    sleep 0.01 until @proxy.held_request?(/#{key}/) || Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+    eventually("the request is held in flight") { @proxy.held_request?(/#{key}/) }
     assert @proxy.held_request?(/#{key}/), "the request is held in flight"
     refute @proxy.held_request?(/no-such-request/)
     @proxy.disconnect_held_clients!
@@ -88,8 +89,7 @@ class FaultProxyTest < Minitest::Test
     direct = Redis.new(url: REDIS.url)
     assert_nil direct.get(key)
     @proxy.release_held!
-    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 5
-    sleep 0.01 until direct.get(key) || Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+    eventually("the request of the given-up connection reaches the server") { direct.get(key) }
     assert_equal "late", direct.get(key), "released, the request of the given-up connection arrives"
   end
 

@@ -15,7 +15,7 @@ class FlowConcurrencyOptionsTest < SolidJobsTest
 
     def execute_task(path, tenant, label)
       Ledger.append(path, "S #{tenant} #{label} #{Process.clock_gettime(Process::CLOCK_MONOTONIC)}")
-      sleep 0.05
+      sleep 0.05 # simulated work: two runs of one tenant would overlap if the limit failed
       Ledger.append(path, "E #{tenant} #{label} #{Process.clock_gettime(Process::CLOCK_MONOTONIC)}")
     end
   end

@@ -53,7 +53,7 @@ class FlowConcurrencyTest < SolidJobsTest
       lists.each_slice([JOBS / 100, 1].max) do |slice|
         FlowLimitedTask.enqueue_many(slice)
         @enqueued += slice.size
-        sleep 0.1
+        sleep 0.1 # pacing: jobs keep arriving while processes die or restart
       end
     end
   end

@@ -1,7 +1,6 @@
 # frozen_string_literal: true
 
 require_relative "test_helper"
-require_relative "support/command_meter"
 require "json"
 
 # Pausing channels (docs/flow-control.md, "Pausing channels") with real
@@ -14,9 +13,93 @@ class FlowPauseTest < SolidJobsTest
   HEARTBEAT = 10
   WORKERS = 2
 
+  # The claims and heartbeats the nodes make, by node, as MONITOR shows
+  # them: a call naming a node's claims hash and the fence counter is a
+  # claim (claim.lua, alone or after an ack), one whose first key is a
+  # node's heartbeat key is a heartbeat. Read from the keys, so it does
+  # not depend on the scripts' text. Every claim visits all the channels
+  # its node serves, paused or not.
+  class ScriptWatch
+    def initialize(namespace)
+      ns = Regexp.escape(namespace)
+      @kinds = {"claim" => /"#{ns}:claims:([^"]+)" "#{ns}:fence"/, "heartbeat" => /"\d+" "#{ns}:node:([^"]+)" "#{ns}:nodes"/}
+      @ready = "script-watch-#{SecureRandom.hex(4)}"
+      @events = []
+      @lock = Mutex.new
+      @client = Redis.new(url: REDIS.url)
+      @thread = Thread.new do
+        @client.monitor { |line| note(line) }
+      rescue Redis::BaseConnectionError, IOError
+        nil
+      end
+    end
+
+    # True once MONITOR shows what `redis` sends after it was started.
+    def watching?(redis)
+      redis.echo(@ready)
+      @lock.synchronize { @watching }
+    end
+
+    # Where the calls seen so far end.
+    def mark = @lock.synchronize { @events.size }
+
+    # {node id => calls of `kind` after `since`}.
+    def calls(kind, since = 0)
+      @lock.synchronize { @events.drop(since).filter_map { |k, node| node if k == kind }.tally }
+    end
+
+    # {node id => its heartbeats since its last claim}, for every node that
+    # claimed after `since`.
+    def beats_since_last_claim(since)
+      @lock.synchronize do
+        @events.drop(since).each_with_object({}) do |(kind, node), beats|
+          if kind == "claim" then beats[node] = 0
+          elsif beats.key?(node) then beats[node] += 1
+          end
+        end
+      end
+    end
+
+    def close
+      @client.close
+      @thread.join(5)
+    end
+
+    private
+
+    def note(line)
+      return @lock.synchronize { @watching = true } if line.include?(@ready)
+      return unless line.match?(/"EVAL(?:SHA)?"/i)
+
+      @kinds.each do |kind, pattern|
+        node = line[pattern, 1] or next
+        @lock.synchronize { @events << [kind, node] }
+        break
+      end
+    end
+  end
+
   def teardown
+    @watch&.close
     @workers&.each { |w| w.stop(timeout: 10) }
     super
+  end
+
+  def watch_scripts
+    @watch = ScriptWatch.new(@namespace)
+    eventually("MONITOR watching") { @watch.watching?(redis) }
+    @watch
+  end
+
+  # Enqueues a job on `b` and waits until it ran and every node claimed
+  # after the enqueue (its doorbell rings them all): a claim after
+  # whatever the caller waited for, by each node.
+  def every_node_claims_again(label)
+    since = @watch.mark
+    enqueue("b", [label])
+    eventually("#{label} ran and every node claimed after it was enqueued") do
+      labels(label).size == 1 && @watch.calls("claim", since).size == WORKERS
+    end
   end
 
   def start_workers(heartbeat: HEARTBEAT)
@@ -33,18 +116,23 @@ class FlowPauseTest < SolidJobsTest
   end
 
   def labels(prefix) = ledger_lines.filter_map { |l| l.split.first if l.start_with?(prefix) }
+  # SlowTask's lines: "start <label>" first, "<label> <worker> <pid>" once done.
+  def started_labels = ledger_lines.filter_map { |l| l.split[1] if l.start_with?("start ") }
+  def finished_labels = ledger_lines.filter_map { |l| l.split.first if l.start_with?("before-", "after-") }
   def depth(channel) = redis.llen(key("channel:#{channel}"))
   def monotonic = Process.clock_gettime(Process::CLOCK_MONOTONIC)
 
   def test_a_paused_channel_keeps_its_jobs_ready_while_another_drains_and_resume_wakes_idle_nodes
     start_workers
+    watch_scripts
     assert SolidJobs::Channels.pause("a", by: "flow-test")
     # Enqueued right after pause returned: never started. Both enqueues ring
     # the doorbell, so the idle nodes claim at once, and skip `a`.
     enqueue("a", Array.new(10) { |i| "a-#{i}" })
     enqueue("b", Array.new(10) { |i| "b-#{i}" })
     eventually("b drained") { labels("b-").size == 10 }
-    sleep 0.5 # a claim that would take `a` had every chance to
+    # Every node claims again once b is empty, and finds `a` paused still.
+    every_node_claims_again("late-b")
     assert_empty labels("a-")
     assert_equal 10, depth("a")
     assert_equal 0, depth("b")
@@ -73,14 +161,17 @@ class FlowPauseTest < SolidJobsTest
   # returned never start before resume.
   def test_busy_nodes_stop_claiming_at_their_next_claim
     start_workers
+    watch_scripts
     enqueue("a", Array.new(400) { |i| "before-#{i}" }, task: SlowTask, args: [0.05])
     eventually("jobs running") { ledger_lines.count { |l| l.start_with?("start before-") } >= 12 }
     SolidJobs::Channels.pause("a")
     enqueue("a", Array.new(20) { |i| "after-#{i}" }, task: SlowTask, args: [0.01])
-    sleep 1.0 # far more than the prefetch windows hold (about 10 ms of work per worker, at least one job)
-    started = ledger_lines.count { |l| l.start_with?("start ") }
-    sleep 1.5
-    assert_equal started, ledger_lines.count { |l| l.start_with?("start ") }, "a node kept claiming from a paused channel"
+    # The prefetch windows run out: every job started has finished, and no
+    # node holds a claim.
+    eventually("the nodes hold nothing") { claims_count.zero? && started_labels.sort == finished_labels.sort }
+    started = started_labels.size
+    every_node_claims_again("late-b")
+    assert_equal started, started_labels.size, "a node kept claiming from a paused channel"
     refute(ledger_lines.any? { |l| l.include?("after-") })
     assert_operator depth("a"), :>=, 420 - started
     assert_operator started, :<, 400, "the pause came too late to show anything"
@@ -97,25 +188,25 @@ class FlowPauseTest < SolidJobsTest
   # with MONITOR: heartbeats, and not one claim, while paused.
   def test_a_paused_backlog_does_not_wake_idle_nodes_every_heartbeat
     start_workers(heartbeat: 0.25)
+    watch = watch_scripts
     SolidJobs::Channels.pause("a")
+    since = watch.mark
     enqueue("a", %w[a-1 a-2 a-3]) # its doorbell: each node claims once, and learns `a` is paused
-    sleep 1.0
-    scripts = CommandCounts::ScriptNames.by_sha
-    seen = Hash.new(0)
-    watcher = Redis.new(url: REDIS.url)
-    monitor = Thread.new do
-      watcher.monitor do |line|
-        sha = line[/"EVALSHA" "(\h{40})"/i, 1]
-        seen[scripts.fetch(sha.downcase, "other")] += 1 if sha
-      end
-    rescue Redis::BaseConnectionError, IOError
-      nil
+    # Two heartbeats of each node after its last claim: a wake-up the node
+    # had coming before it learned (a heartbeat that saw `a`'s backlog) is
+    # behind it.
+    eventually("every node claimed, then beat twice") do
+      beats = watch.beats_since_last_claim(since)
+      beats.size == WORKERS && beats.values.all? { |n| n >= 2 }
     end
-    sleep 2.0
-    watcher.close
-    monitor.join(5)
-    assert_operator seen["heartbeat"], :>=, WORKERS * 4, "MONITOR saw the heartbeats: #{seen}"
-    assert_equal 0, seen["claim"], "idle nodes claimed while their only backlog was paused: #{seen}"
+    quiet = watch.mark
+    eventually("four heartbeats of every node") do
+      beats = watch.calls("heartbeat", quiet)
+      beats.size == WORKERS && beats.values.all? { |n| n >= 4 }
+    end
+    seen = {"heartbeat" => watch.calls("heartbeat", quiet), "claim" => watch.calls("claim", quiet)}
+    assert_operator seen["heartbeat"].values.sum, :>=, WORKERS * 4, "MONITOR saw the heartbeats: #{seen}"
+    assert_empty seen["claim"], "idle nodes claimed while their only backlog was paused: #{seen}"
     assert_equal 3, depth("a")
 
     resumed = monotonic

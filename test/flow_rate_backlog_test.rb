@@ -36,6 +36,7 @@ class FlowRateBacklogTest < SolidJobsTest
     # 100,000 starts per second. The bound only keeps a broken build from
     # hanging.
     deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 60
+    # Polled (not `eventually`) so that a stall fails with the figures below.
     sleep 0.1 until processed >= JOBS || Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
     assert_equal JOBS, processed, "the backlog stalled: #{redis.get(key("metric:handed_back")).to_i} jobs handed back " \
                                   "unstarted so far\n#{@worker.log_tail(5)}"

@@ -30,7 +30,7 @@ class FlowRateOptionsTest < SolidJobsTest
 
     def execute_task(path)
       Ledger.append(path, "slow")
-      sleep 0.6
+      sleep 0.6 # simulated work: the rated jobs wait behind it, in the prefetch window, past their slack
     end
   end
 

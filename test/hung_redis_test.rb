@@ -51,6 +51,17 @@ class HungRedisTest < SolidJobsTest
 
   def now = Process.clock_gettime(Process::CLOCK_MONOTONIC)
 
+  # Whether a connection to `port` holds request bytes the server has not
+  # read (a stopped Redis reads nothing): the kernel's receive queue.
+  def unanswered_request?(port)
+    %w[/proc/net/tcp /proc/net/tcp6].any? do |table|
+      File.exist?(table) && File.readlines(table).drop(1).any? do |row|
+        local, _remote, state, queues = row.split[1, 4]
+        local.end_with?(format(":%04X", port)) && state == "01" && queues.split(":").last.to_i(16).positive?
+      end
+    end
+  end
+
   # Runs the block in a thread; fails when it is still blocked after
   # `limit` seconds (the hang this file is about). Returns what the block
   # returned or raised, and how long it took.
@@ -138,12 +149,12 @@ class HungRedisTest < SolidJobsTest
       out_w.close
       assert_equal "ready", out_r.gets&.chomp, "the producer started"
       server.pause
-      sleep 0.3 # inside an enqueue that never gets an answer
+      eventually("the producer inside an enqueue that never gets an answer") { unanswered_request?(server.port) }
       Process.kill(signal, pid)
       started = now
       exited = Process.wait2(pid, Process::WNOHANG)
       until exited || now - started > 2 + SLACK
-        sleep 0.02
+        sleep 0.02 # poll interval of the bounded wait for the exit
         exited = Process.wait2(pid, Process::WNOHANG)
       end
       flunk("the producer ignored #{signal} for #{2 + SLACK}s") unless exited

@@ -25,7 +25,17 @@ class InterruptTest < Minitest::Test
   def test_stop_wakes_idle_workers_without_a_timer
     configure_solid_jobs(concurrency: 2)
     start_conductor
-    sleep 0.2
+    eventually("both workers registered") do
+      JSON.parse(@conductor.dispatcher.worker_states).count { |w| w["state"] == "waiting" } == 2
+    end
+    # A worker registers right before its first wait for a job: two
+    # heartbeats later both are long inside that native wait.
+    beats = []
+    eventually("two heartbeats after the workers registered") do
+      score = redis.zscore(key("node_deadlines"), @conductor.node_id)
+      beats << score if score && score != beats.last
+      beats.size > 2
+    end
     assert @conductor.stop(timeout: 5), "idle workers stopped"
   end
 end

@@ -10,7 +10,10 @@ class NodeControlTest < SolidJobsTest
     @worker = WorkerProcess.new(redis_url: REDIS.url, namespace: @namespace, log: File.join(@ledger_dir, "worker.log"),
                                 args: ["--concurrency", concurrency.to_s],
                                 env: {"SOLID_JOBS_TEST_OBSERVATION_INTERVAL" => "0.3"}.merge(env)).start
-    eventually("worker registered") { @worker.node_id(redis) }
+    eventually("worker registered", timeout: 60) do
+      flunk("the worker exited:\n#{@worker.log_tail}") if @worker.exited?
+      @worker.node_id(redis)
+    end
   end
 
   def teardown
@@ -20,6 +23,20 @@ class NodeControlTest < SolidJobsTest
 
   def node = SolidJobs::Nodes.new.find { |n| n.description&.fetch("pid") == @worker.pid }
   def node_state = SolidJobs::Observations.new.nodes.find { |n| n["node_id"] == node.id }&.dig("node", "state")
+
+  # The check stamp of the node's last heartbeat (its holding record,
+  # rewritten by each beat with a new stamp), nil before the first.
+  def heartbeat_stamp(id) = redis.get(key("holding:#{id}"))&.split("|", 3)&.fetch(1)
+
+  # Waits until node `id` has beaten `count` times from now.
+  def heartbeats(id, count)
+    stamps = [heartbeat_stamp(id)]
+    eventually("#{count} heartbeats of node #{id}") do
+      stamp = heartbeat_stamp(id)
+      stamps << stamp unless stamp == stamps.last
+      stamps.size > count
+    end
+  end
 
   def acted_on(action)
     SolidJobs::Telemetry::Journal.new.entries(count: 2000).any? do |e|
@@ -36,7 +53,9 @@ class NodeControlTest < SolidJobsTest
     assert_match(/\A\h{8}-/, request_id)
     eventually("paused") { acted_on("pause") && node_state == "paused" }
     LedgerTask.enqueue(path, "while-paused")
-    sleep 1.5 # three heartbeats and many claim opportunities: a paused node takes nothing
+    # Three heartbeats after the enqueue, each finding the job ready: a
+    # node that claimed would have by then.
+    heartbeats(node.id, 3)
     assert_equal 1, redis.llen(key("channel:default")), "a paused node claims nothing"
     assert_equal 1, ledger_lines.size
     node.request_control("resume")

@@ -85,8 +85,14 @@ class RecoveryTest < SolidJobsTest
                           args: %w[--concurrency 2], env: {"SOLID_JOBS_TEST_RECOVERY_DELAY" => "10"}).start
     eventually("some jobs ran") { ledger_lines.count { |l| l.start_with?("o") } >= 2 }
     outage_redis.stop
+    before = ledger_lines.size
     assert_raises(SolidJobs::ConnectionError) { SlowTask.enqueue(path, "during-outage", 0) }
-    sleep 1.0 # the outage: workers run into it while finishing and claiming
+    # A job finishes while Redis is down: its completion meets the outage
+    # (unless every job had already run, leaving nothing to meet it).
+    eventually("a job finished during the outage") do
+      ledger_lines.drop(before).any? { |l| l.match?(/\Ao\d+ /) } || (0...12).all? { |i| completions("o#{i}") >= 1 }
+    end
+    sleep 1.0 # the outage goes on: that completion's write and the claims retry against a Redis that is down
     outage_redis.start
     SlowTask.enqueue(path, "after-outage", 0)
     eventually("every job ran", timeout: 60) do

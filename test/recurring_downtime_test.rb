@@ -14,6 +14,16 @@ require_relative "support/recurring_helpers"
 class RecurringDowntimeTest < SolidJobsTest
   include RecurringHelpers
 
+  def setup
+    super
+    @watchers = []
+  end
+
+  def teardown
+    @watchers.each(&:close)
+    super
+  end
+
   def test_after_downtime_the_latest_missed_tick_runs_once
     jobs, state = restart_after_downtime("latest")
     assert_equal [@latest], jobs, "only the latest of the two missed ticks"
@@ -36,15 +46,41 @@ class RecurringDowntimeTest < SolidJobsTest
     redis.hset(key("recurring:probe"), "tick_ms", before, "decided_ms", before, "job_id", "before-the-downtime",
                "job_tick_ms", before, "enqueued_ms", before, "outcome", "enqueued")
     env = {"SOLID_JOBS_TEST_RECURRING_EVERY" => period_s.to_s, "SOLID_JOBS_TEST_RECURRING_MISSED" => missed}
+    proposers = watch_proposals
     3.times { |i| worker("node-#{i}", env: env) }
     # Each node proposes when it starts: the first decides, the others find
-    # it decided. Then a few more seconds for any second decision to show.
-    eventually("a decision after the downtime", timeout: 30) do
+    # it decided (and propose again only at the next tick, 30 s or more
+    # away). Once the three have proposed, a second decision would show.
+    eventually("a decision after the downtime", timeout: 60) do
       Integer(redis.hget(key("recurring:probe"), "tick_ms")) > before
     end
-    sleep 3
+    eventually("a proposal from each node", timeout: 60) { proposers.call.size >= 3 }
     @workers.each { |w| w.stop("TERM") }
     [ticks, redis.hgetall(key("recurring:probe"))]
+  end
+
+  # Watches, with MONITOR, the calls of recurring.lua for this schedule.
+  # Returns, once watching, a lambda that gives the connections that made
+  # one so far (a node proposes on its scheduler's own connection).
+  def watch_proposals
+    ready = "watch-#{SecureRandom.hex(4)}"
+    proposal = /"EVAL(?:SHA)?" .*"#{Regexp.escape(key("recurring:probe"))}"/i
+    seen = []
+    watching = false
+    lock = Mutex.new
+    watcher = Redis.new(url: REDIS.url)
+    @watchers << watcher
+    Thread.new do
+      watcher.monitor do |line|
+        if line.include?(ready) then lock.synchronize { watching = true }
+        elsif line.match?(proposal) then lock.synchronize { seen << line[/\[\d+ ([^\]]+)\]/, 1] }
+        end
+      end
+    rescue Redis::BaseConnectionError, IOError
+      nil
+    end
+    eventually("MONITOR watching") { redis.echo(ready) && lock.synchronize { watching } }
+    -> { lock.synchronize { seen.uniq } }
   end
 
   # An `every:` period (seconds) whose latest tick is 65 s or more behind

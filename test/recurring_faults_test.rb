@@ -28,11 +28,11 @@ class RecurringFaultsTest < SolidJobsTest
 
     file = File.join(@ledger_dir, "faketime")
     node = worker("stepped", env: FakeTime.stepping_env(file))
-    eventually("the first tick", timeout: 30) { !jobs_by_tick.empty? }
-    sleep 2.5
+    eventually("three ticks before the step", timeout: 60) { jobs_by_tick.size >= 3 }
     FakeTime.step(file, offset)
     stepped_at = redis_now_ms
-    sleep 6
+    # Six ticks due after the step (the node reads the new offset within a second).
+    eventually("six ticks after the step", timeout: 30) { jobs_by_tick.keys.count { |t| t > stepped_at } >= 6 }
     # Two readings of Redis' clock: the node enqueues until it has exited,
     # so "nothing early" compares with the reading after the exit (CI once
     # saw the tick due 7 ms after a reading taken before TERM), and "kept
@@ -63,7 +63,8 @@ class RecurringFaultsTest < SolidJobsTest
     client.bgsave
     eventually("the snapshot is written", timeout: 10) { client.lastsave != saved }
     nodes.each(&:resume)
-    sleep 3.5 # ticks decided and enqueued after the snapshot: Redis will forget them
+    # Ticks decided and enqueued after the snapshot: Redis will forget them.
+    eventually("three ticks after the snapshot", timeout: 30) { (jobs_by_tick(client).keys - snapshot.keys).size >= 3 }
     remembered = jobs_by_tick(client)
     server.kill! # a crash: nothing written since the snapshot survives
     server.start

@@ -161,7 +161,23 @@ class RecurringRailsTest < SolidJobsTest
     log = File.read(@worker.log)
     refute_match(/no task classes are loaded/, log)
     refute_match(/recurring scheduler/, log)
-    sleep 1.5
+    # A heartbeat of the node from after two more ticks fell due: a
+    # scheduler would have enqueued them (and the ones due at its start).
+    id = eventually("the node registered") { redis.smembers(key("nodes")).first }
+    now = redis_now_ms
+    second_tick = now - (now % 1000) + 2000
+    eventually("a heartbeat after the second tick due") { heartbeat_stamp(id).to_i > second_tick + 500 }
     assert_empty redis.keys(key("channel:*")), "no tick enqueued by a node without the scheduler"
   end
+
+  private
+
+  def redis_now_ms
+    s, us = redis.time
+    (s * 1000) + (us / 1000)
+  end
+
+  # The check stamp (node's wall clock, ms) of node `id`'s last heartbeat:
+  # its holding record, rewritten by each beat; nil before the first.
+  def heartbeat_stamp(id) = redis.get(key("holding:#{id}"))&.split("|", 3)&.fetch(1)&.to_i
 end

@@ -32,17 +32,24 @@ class RecurringTest < SolidJobsTest
     started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
     kills = 0
     round = 0
+    killed_at = jobs_by_tick.keys.max
     while Process.clock_gettime(Process::CLOCK_MONOTONIC) - started < SECONDS
-      sleep 1.5
-      # One node down at a time: SIGKILL (no shutdown at all), then a
-      # fresh process in its place, which starts proposing at once.
+      # One node down at a time: the next kill once the node started last
+      # has registered and a tick due after the last kill was enqueued.
+      # (A replacement that exited at start does not hold the run up.)
+      eventually("a tick after the kill at #{killed_at} with every node up", timeout: 60) do
+        jobs_by_tick.keys.max > killed_at && nodes.all? { |n| n.node_id(redis) || n.exited? }
+      end
+      # SIGKILL (no shutdown at all), then a fresh process in its place,
+      # which starts proposing at once.
       i = round % nodes.size
       nodes[i].kill!
+      killed_at = redis_now_ms
       kills += 1
       nodes[i] = worker("node-#{i}-r#{round}", env: env)
       round += 1
     end
-    sleep 1.2
+    eventually("a tick after the last kill", timeout: 30) { jobs_by_tick.keys.max > killed_at }
     nodes.each { |n| n.stop("TERM") }
     by_tick = jobs_by_tick
     assert_once_per_tick(by_tick, "#{kills} SIGKILLs")
@@ -59,7 +66,7 @@ class RecurringTest < SolidJobsTest
     3.times { |i| worker("node-#{i}", url: server.url) }
     eventually("ticks flow", timeout: 30) { jobs_by_tick(client).size >= 3 }
     server.stop
-    sleep 2.5 # every node's proposals fail; they retry with backoff
+    sleep 2.5 # the outage itself, 2.5 s of wall clock: ticks fall due while every node's proposals fail and back off
     server.start
     before = jobs_by_tick(client).size
     eventually("ticks flow again", timeout: 30) { jobs_by_tick(client).size >= before + 3 }
@@ -76,12 +83,13 @@ class RecurringTest < SolidJobsTest
   def test_nodes_with_skewed_clocks_never_enqueue_early_or_twice
     skip "libfaketime is not installed (bin/setup installs the faketime package)" unless FakeTime.available?
 
-    worker("fast", env: FakeTime.env("+30s"))
-    # Redis' clock and the newest job together (MULTI), every 100 ms: a
-    # tick taken from the fast clock would be ~30 s ahead of Redis.
+    fast = worker("fast", env: FakeTime.env("+30s"))
+    # Redis' clock and the newest job together (MULTI), at every poll until
+    # the fast node has enqueued three ticks: a tick taken from the fast
+    # clock would be ~30 s ahead of Redis.
     early = []
-    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 4
-    while Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
+    eventually("three ticks from the fast node", timeout: 60) do
+      flunk("the fast node exited:\n#{fast.log_tail}") if fast.exited?
       time, newest = redis.multi do |m|
         m.time
         m.lindex(key("channel:recurring"), 0)
@@ -90,13 +98,16 @@ class RecurringTest < SolidJobsTest
         tick = JSON.parse(newest).dig("meta", "tick_ms")
         early << tick if tick > (time[0] * 1000) + (time[1] / 1000)
       end
-      sleep 0.1
+      jobs_by_tick.size >= 3
     end
     refute_empty jobs_by_tick, "the fast node enqueued ticks (once Redis' clock reached them)"
     assert_empty early, "ticks enqueued before Redis' clock reached them"
-    worker("slow", env: FakeTime.env("-30s"))
-    worker("true")
-    sleep 4
+    slow = worker("slow", env: FakeTime.env("-30s"))
+    real = worker("true")
+    # Three ticks decided while all three nodes run.
+    [slow, real].each { |n| registered(n) }
+    all_up = redis_now_ms
+    eventually("three ticks with all three nodes up", timeout: 30) { jobs_by_tick.keys.count { |t| t > all_up } >= 3 }
     @workers.each { |w| w.stop("TERM") }
     by_tick = jobs_by_tick
     assert_once_per_tick(by_tick, "nodes at -30 s, 0 and +30 s")
@@ -106,7 +117,13 @@ class RecurringTest < SolidJobsTest
 
   def test_a_recurring_job_is_an_ordinary_job_and_no_scheduler_nodes_enqueue_nothing
     quiet = worker("quiet", args: ["--no-scheduler"])
-    sleep 2.5
+    id = registered(quiet)
+    # A heartbeat of the node from after two more ticks fell due: a
+    # scheduler would have enqueued them (and the one due at its start).
+    now = redis_now_ms
+    second_tick = now - (now % 1000) + 2000
+    eventually("a heartbeat after the second tick due", timeout: 20) { heartbeat_stamp(id).to_i > second_tick + 500 }
+    refute_match(/recurring scheduler/, File.read(quiet.log))
     assert_empty jobs_by_tick, "a node started with --no-scheduler enqueued ticks"
     quiet.stop("TERM")
     worker("runs-them", args: ["--channel", "recurring"])
@@ -115,4 +132,19 @@ class RecurringTest < SolidJobsTest
     assert_equal "enqueued", state["outcome"]
     assert_operator redis.pttl(key("recurring:probe")), :>, (SolidJobs::Native::RECURRING_RETENTION - 5) * 1000
   end
+
+  private
+
+  # Node `worker`'s id once it has registered (its first heartbeat); fails
+  # at once, with its log, if it exited instead.
+  def registered(worker)
+    eventually("#{worker.log} registered", timeout: 60) do
+      flunk("#{worker.log} exited:\n#{worker.log_tail}") if worker.exited?
+      worker.node_id(redis)
+    end
+  end
+
+  # The check stamp (node's wall clock, ms) of node `id`'s last heartbeat:
+  # its holding record, rewritten by each beat; nil before the first.
+  def heartbeat_stamp(id) = redis.get(key("holding:#{id}"))&.split("|", 3)&.fetch(1)&.to_i
 end

@@ -132,8 +132,8 @@ class SolidEngineReliabilityTest < SolidJobsTest
     SlowTask.enqueue_many(Array.new(6) { |i| [path, "c#{i}", 0.2] })
     w = worker(server, "--concurrency", "2")
     eventually("some ran") { ledger_lines.count { |l| l.start_with?("c") && !l.start_with?("start") } >= 1 }
-    server.stop("KILL")
-    sleep 0.5
+    server.stop("KILL") # returns once the server is gone: the worker's connections are broken
+    sleep 0.5 # the outage: the server stays down a while, so the worker's reconnects are refused
     server.start
     eventually("every job ran after the server came back", timeout: 60) { (0...6).all? { |i| completions("c#{i}") >= 1 } }
     SlowTask.enqueue(path, "after-restart", 0)

@@ -56,6 +56,23 @@ class SystemdNotifyTest < SolidJobsTest
 
   def count(messages, state) = messages.count { |m| m.lines(chomp: true).include?(state) }
 
+  def node_of(ready) = ready[/node ([0-9a-f-]{36})/, 1]
+
+  # Waits until the node has heartbeaten `beats` more times: its deadline in
+  # the node_deadlines zset moves at every beat.
+  def wait_for_heartbeats(node, beats)
+    seen = []
+    eventually("#{beats} heartbeats of node #{node}") do
+      score = redis.zscore(key("node_deadlines"), node)
+      seen << score if score && score != seen.last
+      seen.size > beats
+    end
+  end
+
+  # Heartbeats the proxy holds unanswered (each on its own connection: the
+  # node hangs up on one at its read timeout and reconnects).
+  def held_heartbeats(proxy, node) = proxy.links.count { |l| l.holds_request?(/#{Regexp.escape(key("control:#{node}"))}/) }
+
   def assert_notify_sequence(socket, env)
     w = worker(env: env)
     messages = read_until(socket) { |m| m.any? { |x| x.start_with?("READY=1") } }
@@ -104,8 +121,10 @@ class SystemdNotifyTest < SolidJobsTest
     path = File.join(@ledger_dir, "notify.sock")
     socket = bind(path)
     w = worker(env: {"NOTIFY_SOCKET" => path, "WATCHDOG_USEC" => WATCHDOG_USEC.to_s, "WATCHDOG_PID" => "1"})
-    read_until(socket) { |m| m.any? { |x| x.start_with?("READY=1") } }
-    sleep 1.5
+    ready = read_until(socket) { |m| m.any? { |x| x.start_with?("READY=1") } }.last
+    # The heartbeat thread pings after each round: three beats (1.5 s) give
+    # it rounds enough that a watchdog due every 0.5 s would have pinged.
+    wait_for_heartbeats(node_of(ready), 3)
     w.signal("TERM")
     messages = read_until(socket) { |m| m.any? { |x| x.start_with?("STOPPING=1") } }
     assert_equal 0, count(messages, "WATCHDOG=1"), messages.inspect
@@ -120,14 +139,15 @@ class SystemdNotifyTest < SolidJobsTest
     socket = bind(path)
     worker(env: {"NOTIFY_SOCKET" => path, "WATCHDOG_USEC" => WATCHDOG_USEC.to_s, "SOLID_JOBS_TEST_READ_TIMEOUT" => "0.3"},
            url: proxy.url)
-    read_until(socket) { |m| m.any? { |x| x.start_with?("READY=1") } }
+    node = node_of(read_until(socket) { |m| m.any? { |x| x.start_with?("READY=1") } }.last)
     proxy.blackhole = true
+    # What was sent before the silence is drained.
+    nil while socket.recv_nonblock(4096, exception: false).is_a?(String)
     # Several heartbeats meet the silent Redis (interval 0.5 s, read
-    # timeout 0.3 s); what was sent before is drained.
-    sleep 2
-    drained = 0
-    drained += 1 while socket.recv_nonblock(4096, exception: false).is_a?(String)
-    assert_operator drained, :>=, 2, "pings while Redis was silent"
+    # timeout 0.3 s), and pings keep arriving meanwhile.
+    messages = read_until(socket) { |m| count(m, "WATCHDOG=1") >= 2 && held_heartbeats(proxy, node) >= 2 }
+    assert(messages.all?("WATCHDOG=1"), messages.inspect)
+    assert_operator count(messages, "WATCHDOG=1"), :>=, 2, "pings while Redis was silent"
     started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
     messages = read_until(socket, timeout: 20) { |m| count(m, "WATCHDOG=1") >= 3 }
     assert_equal 3, count(messages, "WATCHDOG=1")

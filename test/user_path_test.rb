@@ -240,7 +240,7 @@ class UserPathTest < SolidJobsTest
     deadline = monotonic + 30
     until (status = Process.wait2(pid, Process::WNOHANG)&.last)
       flunk("#{name} did not exit within 30s after TERM:\n#{File.read(log(app, name))}") if monotonic > deadline
-      sleep 0.02
+      sleep 0.02 # poll interval of the bounded wait (its failure shows the log, as it is then)
     end
     @pids.delete(pid)
     assert_equal 0, status.exitstatus, "#{name}: #{File.read(log(app, name))}"

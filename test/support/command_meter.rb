@@ -267,7 +267,7 @@ module CommandCounts
       until yield(entries)
         return false if CommandCounts.now > deadline
 
-        sleep 0.01
+        sleep 0.01 # poll interval of the bounded wait above
       end
       true
     end
@@ -496,7 +496,7 @@ module CommandCounts
           until redis_clock_ms * 1024 > @fence_probe.get(fence).to_i
             raise Error, "Redis' clock did not pass #{fence} within #{TIMEOUT}s" if CommandCounts.now > deadline
 
-            sleep 0.0002
+            sleep 0.0002 # poll interval: Redis' clock passes the counter within about a millisecond
           end
         end
       end

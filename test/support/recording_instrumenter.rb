@@ -15,7 +15,7 @@ class RecordingInstrumenter
 
   def instrument(name, payload)
     File.open(@path, "a") { |f| f.write("#{JSON.generate([name, payload])}\n") }
-    sleep 3600 if name == @sleep_on
+    sleep 3600 if name == @sleep_on # a hung instrumenter: its process is SIGKILLed while it waits here
     raise @error, "instrumenter failing on purpose (#{name})" if @raise_on.include?(name) || @raise_on.include?("*")
   end
 

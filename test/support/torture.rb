@@ -192,11 +192,11 @@ class Torture
 
       if (threshold = thresholds.first) && progress >= threshold * @jobs
         thresholds.shift
-        sleep(@random.rand * 0.2)
+        sleep(@random.rand * 0.2) # the random pause that spreads events over the run (by design)
         events.shift == :kill ? kill_random_worker : restart_redis
       end
       replace_exited_workers
-      sleep 0.02
+      sleep 0.02 # poll interval of the driver loop, bounded by @timeout above
     end
     log("all #{@jobs} jobs completed at least once")
   end
@@ -242,7 +242,7 @@ class Torture
         rescue Redis::BaseConnectionError, Redis::CommandError # down, or LOADING after a restart
           nil
         end
-        sleep 0.01
+        sleep 0.01 # poll interval; await_recoveries bounds the wait
       end
     ensure
       watcher&.close
@@ -252,7 +252,7 @@ class Torture
   def restart_redis
     log("restarting Redis (TERM, AOF fsync always)")
     @redis_server.stop
-    sleep(@random.rand(0.2..0.6))
+    sleep(@random.rand(0.2..0.6)) # the outage: Redis stays down a random while, by design
     @redis_server.start
     @restarts += 1
     log("Redis is back")

@@ -383,6 +383,7 @@ mod tests {
                 });
             })
         };
+        // Wall time: the acker has had time to end, were it not waiting (an absence: nothing to poll).
         std::thread::sleep(Duration::from_millis(50));
         assert!(!acker.is_finished(), "the acker waits for the carrying call");
         carry.failed();

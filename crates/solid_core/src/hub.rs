@@ -668,7 +668,8 @@ mod tests {
                         .collect::<Vec<String>>()
                 })
             };
-            // Both workers are waiting when the claim delivers.
+            // Both workers are likely waiting when the claim delivers (nothing
+            // shows it); a worker that comes later must keep the order too.
             std::thread::sleep(Duration::from_millis(2));
             assert!(fetcher.deliver([job("First"), job("Second")]));
             assert_eq!(thread.join().unwrap(), ["First", "Second"], "round {round}");

@@ -124,6 +124,7 @@ mod tests {
         let t = {
             let i = i.clone();
             std::thread::spawn(move || {
+                // Likely after the wait began (nothing shows it); a trigger before it is seen too.
                 std::thread::sleep(Duration::from_millis(20));
                 i.trigger()
             })

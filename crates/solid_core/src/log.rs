@@ -553,6 +553,7 @@ mod tests {
         let t = Throttled::new(Duration::from_millis(200));
         assert!(t.log("DEBUG", "first"));
         assert!((0..50).all(|_| !t.log("DEBUG", "again")), "left out within the interval");
+        // Wall time: the 200 ms interval passes.
         std::thread::sleep(Duration::from_millis(210));
         assert!(t.log("DEBUG", "after the interval"));
         assert_eq!(t.state.lock().unwrap().1, 0, "the count of lines left out restarts");

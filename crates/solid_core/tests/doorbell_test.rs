@@ -186,6 +186,7 @@ fn a_promotion_rings_each_channel_it_filled_once() {
     store.schedule(&mut c, "c", now_ms(), &encoded("c", 1, 1)).unwrap();
     let scheduled = recorder.take();
     assert!(scheduled.iter().all(|r| *r == planned() || *r == ready("c")), "{scheduled:?}");
+    // Wall time: the jobs due now are past due on Redis' clock.
     std::thread::sleep(Duration::from_millis(5));
 
     let (moved, _) = store.promote(&mut c, 100).unwrap();

@@ -33,6 +33,7 @@ fn a_node_heartbeats_claims_settles_promotes_and_recovers_while_redis_is_out_of_
     let held = store.hold(&mut c, "default", None, now_ms() + 60_000, &[env(7).encode()]).unwrap();
     // A node that claims one job and dies (its key lives 1 ms).
     store.heartbeat(&mut c, "dead", 1, "{}", &["default"], 0).unwrap();
+    // Wall time: the dead node's 1 ms key expires on Redis' clock.
     std::thread::sleep(Duration::from_millis(5));
     store.heartbeat(&mut c, "n1", 60_000, "{}", &["default"], 0).unwrap();
     assert_eq!(store.claim(&mut c, "n1", &["default"], 1, 1).unwrap().jobs.len(), 1);
@@ -60,6 +61,7 @@ fn a_node_heartbeats_claims_settles_promotes_and_recovers_while_redis_is_out_of_
     assert!(c.pttl::<_, i64>("solid_jobs:node:n1").unwrap() > 50_000);
     assert_eq!(store.recover_node(&mut c, "dead").unwrap().map(|jobs| jobs.len()), Some(1));
     // Promotion and lifting the publication barrier still move jobs on.
+    // Wall time: the job scheduled 300 ms ahead falls due on Redis' clock.
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(store.promote(&mut c, 100).unwrap().0, 1);
     assert_eq!(store.release(&mut c, &held).unwrap(), 1);

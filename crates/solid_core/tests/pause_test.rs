@@ -74,6 +74,7 @@ fn pausing_twice_keeps_the_first_record_and_resume_says_whether_it_was_paused() 
     let redis_now: (u64, u64) = redis::cmd("TIME").query(&mut c).unwrap();
     let redis_ms = redis_now.0 * 1000 + redis_now.1 / 1000;
     assert!(first[0].paused_ms <= redis_ms && first[0].paused_ms + 5_000 > redis_ms, "{first:?}");
+    // Wall time: a second record would carry a later paused_ms.
     std::thread::sleep(Duration::from_millis(5));
     assert!(!store.pause_channel(&mut c, "a", Some("bob")).unwrap());
     assert_eq!(store.paused_channels(&mut c).unwrap(), first);
@@ -156,6 +157,7 @@ fn requeued_promoted_and_retried_jobs_wait_in_a_paused_channel() {
     // node's shutdown.
     store.retry(&mut c, "n1", &claimed.jobs[0], now_ms()).unwrap();
     store.schedule(&mut c, "a", now_ms(), &envs("a", 1)).unwrap();
+    // Wall time: the retry and the job due now are past due on Redis' clock.
     std::thread::sleep(Duration::from_millis(5));
     let (promoted, _) = store.promote(&mut c, 100).unwrap();
     assert_eq!(promoted, 2, "the retry and the scheduled job are due");

@@ -96,6 +96,7 @@ fn retry_requeue_and_schedule_keep_the_level() {
     store.retry(&mut c, "n1", &jobs[0], now_ms()).unwrap();
     let retrying: Vec<String> = c.zrange("solid_jobs:retrying", 0, -1).unwrap();
     assert!(retrying[0].starts_with("default:2|"), "{}", retrying[0]);
+    // Wall time: the retry due now is past due on Redis' clock.
     std::thread::sleep(std::time::Duration::from_millis(5));
     store.promote(&mut c, 100).unwrap();
     assert_eq!(c.llen::<_, usize>("solid_jobs:channel:default:2").unwrap(), 1);
@@ -110,6 +111,7 @@ fn retry_requeue_and_schedule_keep_the_level() {
     // A scheduled job of level 0 due now: promoted into level 0, first.
     let early = job(0, 0);
     store.schedule(&mut c, &route("default", 0), now_ms(), &[early.encode()]).unwrap();
+    // Wall time: the job due now is past due on Redis' clock.
     std::thread::sleep(std::time::Duration::from_millis(5));
     store.promote(&mut c, 100).unwrap();
     assert_eq!(numbers(&claim(&store, &mut c, 10)), vec![0, 1, 2]);

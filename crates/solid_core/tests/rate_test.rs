@@ -106,6 +106,7 @@ fn a_rate_of_three_claims_three_throttles_the_rest_and_the_wake_moves_them_back(
     // A claim meanwhile finds the channel empty.
     assert!(claim(&store, &mut c, 10).is_empty());
 
+    // Wall time: the 1.2 s window of every admission passes on Redis' clock.
     std::thread::sleep(Duration::from_millis(1_250));
     // A node without a rate limited task does not wake them.
     store.promote_waking(&mut c, 100, false).unwrap();
@@ -191,6 +192,7 @@ fn a_cancelled_throttled_job_is_dropped_when_its_key_wakes() {
     assert_eq!(claim(&store, &mut c, 10).len(), 1);
     assert!(store.cancel(&mut c, &envs[1].id).unwrap());
     assert_eq!(c.get::<_, Option<i64>>("solid_jobs:cancelling").unwrap(), None, "no claim needs to look for it");
+    // Wall time: the 1 s window of the admission passes on Redis' clock.
     std::thread::sleep(Duration::from_millis(1_050));
     store.promote_waking(&mut c, 100, true).unwrap();
     assert_eq!(throttled(&mut c, "c"), 0);
@@ -217,6 +219,7 @@ fn a_cancelled_throttled_job_passes_its_slot_on_to_the_next_blocked_job() {
     assert_eq!(throttled(&mut c, "k"), 1);
     assert_eq!(c.llen::<_, usize>(&blocked).unwrap(), 1);
     assert!(store.cancel(&mut c, &envs[1].id).unwrap());
+    // Wall time: the 1 s window of the admission passes on Redis' clock.
     std::thread::sleep(Duration::from_millis(1_050));
     store.promote_waking(&mut c, 100, true).unwrap();
     assert_eq!(throttled(&mut c, "k"), 0);
@@ -231,6 +234,7 @@ fn a_hot_key_wakes_one_window_at_a_time() {
     push(&store, &mut c, &envs);
     assert_eq!(claim(&store, &mut c, 10).len(), 2);
     assert_eq!(throttled(&mut c, "d"), 5);
+    // Wall time: the 1 s window of both admissions passes on Redis' clock.
     std::thread::sleep(Duration::from_millis(1_050));
     store.promote_waking(&mut c, 100, true).unwrap();
     assert_eq!(throttled(&mut c, "d"), 3, "room for two: two moved");
@@ -271,6 +275,7 @@ fn a_lowered_limit_holds_at_once_while_the_key_stays_busy() {
     push(&store, &mut c, &(0..5).map(|n| rated("k", 5, 1_000, n)).collect::<Vec<_>>());
     for _ in 0..5 {
         assert_eq!(claim(&store, &mut c, 1).len(), 1);
+        // Wall time: the scenario's admissions are 200 ms apart.
         std::thread::sleep(Duration::from_millis(200));
     }
     let entries = log(&mut c, "k");

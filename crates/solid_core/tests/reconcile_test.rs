@@ -90,6 +90,7 @@ fn tokens_stay_above_every_earlier_token_when_the_fence_goes_back() {
     let _: () = c.set("solid_jobs:fence", 1229).unwrap();
     let hb = store.heartbeat(&mut c, "n1", 60_000, "{}", &["default"], 0).unwrap();
     assert_eq!(hb.fence, 1229, "the heartbeat reports the counter, so a node can tell it went back");
+    // Wall time: the clock floor (now_ms * 1024) moves on a millisecond.
     std::thread::sleep(std::time::Duration::from_millis(2));
     let second = store.claim(&mut c, "n1", &["default"], 1, now_ms()).unwrap();
     assert!(second.jobs[0].token > first.jobs[1].token, "tokens never repeat");

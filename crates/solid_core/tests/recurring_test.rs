@@ -88,6 +88,36 @@ fn while_scheduling<'s, C: Clocks, R>(
     })
 }
 
+/// Waits until Redis' clock is at `until` or later, every tick from
+/// `first` to its now is enqueued, and the next tick is 300 ms or more
+/// away, for at most 20 s. A stop then falls between two ticks: stopped
+/// just as a tick fell due, the nodes might not have proposed it yet.
+fn until_between_ticks(c: &mut redis::Connection, first: u64, until: u64) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let now = redis_now(c);
+        let got = jobs_by_tick(c);
+        let missing: Vec<u64> = (first..=now).step_by(1000).filter(|t| !got.contains_key(t)).collect();
+        if now >= until && now % 1000 < 700 && missing.is_empty() {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "at {now}: ticks {missing:?} not enqueued, got {got:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits until `done` holds, for at most 10 s, then as long again as a
+/// second enqueue would take, were the node to make one.
+fn until_decided(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "{what} within 10 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Wall time: an extra enqueue is an absence to check, not a state to poll.
+    std::thread::sleep(Duration::from_millis(1_000));
+}
+
 /// Jobs on the default channel, counted by their meta tick.
 fn jobs_by_tick(c: &mut redis::Connection) -> HashMap<u64, usize> {
     let all: Vec<String> = c.lrange("solid_jobs:channel:default", 0, -1).unwrap();
@@ -213,7 +243,8 @@ fn scheduler_threads_of_several_nodes_enqueue_one_job_per_tick() {
             })
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(3_500));
+    // Past three ticks, stopped between two.
+    until_between_ticks(&mut redis.conn(), started / 1000 * 1000, started + 3_500);
     closed.store(true, std::sync::atomic::Ordering::Release);
     bell.ring();
     for n in nodes {
@@ -250,11 +281,17 @@ fn after_downtime_the_scheduler_runs_the_latest_missed_tick_once_or_skips_it() {
         let _: () = c.hset(format!("solid_jobs:recurring:{name}"), "tick_ms", latest - 10 * every * 1000).unwrap();
     }
     let schedules = vec![schedule("latest", every, Missed::Latest), schedule("skip", every, Missed::Skip)];
+    let mut watch = redis.conn();
     while_scheduling(
         &redis,
         &store,
         |store, connector| Scheduler::new(store, connector, schedules),
-        || std::thread::sleep(Duration::from_millis(1_500)),
+        || {
+            until_decided("both schedules decided", || {
+                let skip: Option<String> = watch.hget("solid_jobs:recurring:skip", "outcome").unwrap();
+                !jobs_by_tick(&mut watch).is_empty() && skip.is_some()
+            })
+        },
     );
     assert_eq!(jobs_by_tick(&mut c), HashMap::from([(latest, 1)]), "one job, the latest missed tick's");
     let env = Envelope::decode(&c.lindex::<_, String>("solid_jobs:channel:default", 0).unwrap()).unwrap();
@@ -292,12 +329,15 @@ fn a_wall_clock_stepped_back_or_forward_stops_no_tick() {
     let started = redis_now(&mut redis.conn());
     let k = clocks.clone();
     let build = |store, connector| Scheduler::with_clocks(store, connector, vec![schedule("ping", 1, Missed::Skip)], k);
+    let mut watch = redis.conn();
     while_scheduling(&redis, &store, build, || {
+        // Wall time: ticks pass before, during and after each step.
         std::thread::sleep(Duration::from_millis(1_500));
         clocks.offset_ms.store(-3_600_000, Ordering::Relaxed);
         std::thread::sleep(Duration::from_millis(2_500));
         clocks.offset_ms.store(3_600_000, Ordering::Relaxed);
         std::thread::sleep(Duration::from_millis(2_500));
+        until_between_ticks(&mut watch, started / 1000 * 1000, 0);
     });
     let stopped = redis_now(&mut redis.conn());
     let by = jobs_by_tick(&mut redis.conn());
@@ -358,7 +398,7 @@ fn a_decision_redis_forgot_is_proposed_again_not_lost() {
             while jobs_by_tick(&mut c).is_empty() && std::time::Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(100));
             }
-            // Time for a second enqueue, were the node to make one.
+            // Wall time: time for a second enqueue, were the node to make one.
             std::thread::sleep(Duration::from_millis(1_000));
         },
     );
@@ -390,7 +430,10 @@ fn a_slow_node_after_downtime_enqueues_only_the_latest_missed_tick() {
     let build = |store, connector| {
         Scheduler::with_clocks(store, connector, vec![schedule("minutely", 60, Missed::Latest)], clocks)
     };
-    while_scheduling(&redis, &store, build, || std::thread::sleep(Duration::from_millis(1_500)));
+    let mut watch = redis.conn();
+    while_scheduling(&redis, &store, build, || {
+        until_decided("the latest missed tick enqueued", || !jobs_by_tick(&mut watch).is_empty())
+    });
     assert_eq!(jobs_by_tick(&mut c), HashMap::from([(latest, 1)]), "one job, for the latest missed tick");
 }
 
@@ -422,13 +465,24 @@ fn a_paused_redis_runs_no_burst_of_missed_ticks_on_resume() {
             .with_on_time(Duration::from_millis(window))
     };
     let (paused_at, resumed_at) = while_scheduling(&redis, &store, build, || {
+        // Wall time: ticks run before the pause, and the pause outlasts the window.
         std::thread::sleep(Duration::from_millis(2_500));
         let paused_at = redis_now(&mut c);
         signal(pid, "-STOP");
         std::thread::sleep(Duration::from_secs(15));
         let resumed_at = SystemClocks.wall_ms();
         signal(pid, "-CONT");
-        std::thread::sleep(Duration::from_secs(3));
+        // Until a tick of after the resume is enqueued: what Redis had
+        // buffered during the pause ran before it.
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        loop {
+            let by = jobs_by_tick(&mut c);
+            if by.keys().any(|&t| t >= resumed_at) {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "no tick after the resume within 15 s: {by:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
         (paused_at, resumed_at)
     });
     let by = jobs_by_tick(&mut redis.conn());

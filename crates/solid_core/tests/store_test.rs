@@ -523,6 +523,7 @@ fn a_heartbeat_costs_the_same_with_200_nodes_and_still_finds_the_dead() {
     assert_eq!((exists, total), (exists_alone, total_alone), "two nodes or 201: the same commands");
     assert_eq!(exists, 0, "no node is asked after while none is overdue");
 
+    // Wall time: the short node's 100 ms key expires on Redis' clock.
     std::thread::sleep(Duration::from_millis(150));
     let (beat, _, _) = beat_cost(&mut c, &store);
     assert_eq!(beat.dead, vec!["short".to_owned()], "its key expired: reported");
@@ -564,6 +565,7 @@ fn overdue_nodes_beyond_one_beats_window_are_all_reported_in_turn() {
     for i in 0..40 {
         store.heartbeat(&mut c, &format!("gone{i}"), 20, "{}", &["default"], 0).unwrap();
     }
+    // Wall time: their 20 ms keys expire on Redis' clock.
     std::thread::sleep(Duration::from_millis(60));
     let mut seen = std::collections::BTreeSet::new();
     for _ in 0..200 {

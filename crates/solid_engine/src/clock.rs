@@ -54,6 +54,7 @@ mod tests {
         let clock = Clock::anchored_at(1_000_000);
         let first = clock.now_ms();
         assert!((1_000_000..1_000_050).contains(&first), "{first}");
+        // Wall time: the clock under test must advance.
         std::thread::sleep(std::time::Duration::from_millis(30));
         let later = clock.now_ms();
         assert!(later >= first + 30 && later < first + 1_000, "{first} -> {later}");

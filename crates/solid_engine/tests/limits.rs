@@ -36,6 +36,29 @@ impl Client {
         let line = text.lines().find(|l| l.starts_with(&format!("{key}:"))).unwrap();
         line[key.len() + 1..].parse().unwrap()
     }
+
+    /// Polls the STATS field `key` until it reads `want`, for at most
+    /// `within`; fails with the value it last read.
+    fn wait_for_stat(&mut self, key: &str, want: u64, within: Duration) {
+        let deadline = Instant::now() + within;
+        loop {
+            let seen = self.stat(key);
+            if seen == want {
+                return;
+            }
+            assert!(Instant::now() < deadline, "STATS {key} still {seen} after {within:?}, waited for {want}");
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+/// Bytes received on `stream` and not read yet.
+fn unread_bytes(stream: &impl std::os::fd::AsRawFd) -> usize {
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int through a valid pointer.
+    let rc = unsafe { libc::ioctl(stream.as_raw_fd(), libc::FIONREAD, &mut n) };
+    assert_eq!(rc, 0, "FIONREAD: {}", std::io::Error::last_os_error());
+    n as usize
 }
 
 /// The server process; SIGKILLed and reaped on drop.
@@ -131,8 +154,15 @@ fn pipelined_gets_of_a_large_payload_do_not_grow_the_server() {
     let mut writer = flood.stream.try_clone().unwrap();
     let sender = thread::spawn(move || writer.write_all(&requests).is_ok());
 
-    // While the flood client reads nothing, others are served.
-    thread::sleep(Duration::from_millis(300));
+    // While the flood client reads nothing, others are served: once its
+    // replies have begun arriving, the server is serving the flood (1.5 GiB
+    // of replies cannot all be sent to a client that does not read).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while unread_bytes(&flood.stream) == 0 {
+        assert!(server.alive(), "the server died during the flood");
+        assert!(Instant::now() < deadline, "no reply to the flood within 10 s");
+        thread::sleep(Duration::from_millis(5));
+    }
     for round in 0..20 {
         serve_a_round(&mut admin, round);
         assert!(server.alive(), "the server died during the flood");
@@ -258,14 +288,15 @@ fn reservations(frame: Frame) -> Vec<Vec<Frame>> {
 fn a_blocked_fetch_whose_client_hung_up_reserves_nothing() {
     let server = Server::start("hangup", None, &[]);
     let mut admin = server.client();
+    let wait = Duration::from_secs(10);
 
     // The dead waiter comes first, then a live one; a push goes to the live one.
     let mut dead = server.client();
     dead.send(&[b"FETCH", b"1", b"0", b"30000", b"5"]).unwrap();
+    admin.wait_for_stat("blocked_fetches", 1, wait);
     let mut live = server.client();
-    thread::sleep(Duration::from_millis(100));
     live.send(&[b"FETCH", b"1", b"0", b"5000", b"5"]).unwrap();
-    thread::sleep(Duration::from_millis(100));
+    admin.wait_for_stat("blocked_fetches", 2, wait);
     drop(dead);
     let first = JobId::random().to_string();
     assert_eq!(admin.call(&["PUSH", "5", &first, "one"]), Frame::Integer(1));
@@ -277,13 +308,15 @@ fn a_blocked_fetch_whose_client_hung_up_reserves_nothing() {
     assert!(started.elapsed() < Duration::from_secs(2), "took {:?}", started.elapsed());
 
     // A dead waiter alone: the job stays ready for the next FETCH.
+    let connected = admin.stat("connections");
     let mut dead = server.client();
     dead.send(&[b"FETCH", b"1", b"0", b"30000", b"6"]).unwrap();
-    thread::sleep(Duration::from_millis(100));
+    admin.wait_for_stat("blocked_fetches", 1, wait);
     drop(dead);
     let second = JobId::random().to_string();
     assert_eq!(admin.call(&["PUSH", "6", &second, "two"]), Frame::Integer(1));
-    thread::sleep(Duration::from_millis(100));
+    // The push woke the dead waiter, which saw the hang-up and closed.
+    admin.wait_for_stat("connections", connected, wait);
     let got = reservations(admin.call(&["FETCH", "1", "0", "1000", "6"]));
     assert_eq!(got.len(), 1, "the job was left ready");
     assert_eq!(got[0][3], Frame::Integer(1));
@@ -293,7 +326,7 @@ fn a_blocked_fetch_whose_client_hung_up_reserves_nothing() {
     let before = admin.stat("connections");
     let mut idle = server.client();
     idle.send(&[b"FETCH", b"1", b"0", b"30000", b"8"]).unwrap();
-    thread::sleep(Duration::from_millis(100));
+    admin.wait_for_stat("blocked_fetches", 1, wait);
     assert_eq!(admin.stat("connections"), before + 1);
     drop(idle);
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -310,15 +343,18 @@ fn a_blocked_fetch_over_tcp_whose_client_hung_up_reserves_nothing() {
     let server = Server::start("hangup-tcp", None, &["--listen", "tcp://127.0.0.1:0"]);
     let port = support::wait_until_up(|| support::bound_tcp_port(&server.dir.0.join("server.log")));
     let mut admin = server.client();
+    let wait = Duration::from_secs(10);
+    let connected = admin.stat("connections");
     let mut dead = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     let mut request = Vec::new();
     resp::write_command(&mut request, &["FETCH", "1", "0", "30000", "5"]);
     dead.write_all(&request).unwrap();
-    thread::sleep(Duration::from_millis(100));
+    admin.wait_for_stat("blocked_fetches", 1, wait);
     drop(dead);
     let id = JobId::random().to_string();
     assert_eq!(admin.call(&["PUSH", "5", &id, "one"]), Frame::Integer(1));
-    thread::sleep(Duration::from_millis(100));
+    // The push woke the dead waiter, which saw the hang-up and closed.
+    admin.wait_for_stat("connections", connected, wait);
     let got = reservations(admin.call(&["FETCH", "1", "0", "1000", "5"]));
     assert_eq!(got.len(), 1, "the job was left ready for a live worker");
     assert_eq!(got[0][3], Frame::Integer(1), "first attempt");
@@ -352,45 +388,60 @@ fn one_push_wakes_one_of_a_thousand_blocked_fetches() {
     // them in the handshake class too (64 by default, oldest evicted).
     let server = Server::start("herd", None, &["--max-connections", "2000", "--max-unauthenticated", "2000"]);
     let mut admin = server.client();
-    let push_round = |admin: &mut Client, channel: &str| {
+    // The server CPU of PUSHES pushes to `channel`, counted until `settled`
+    // says the work they caused is done.
+    let push_round = |admin: &mut Client, channel: &str, settled: &mut dyn FnMut()| {
         let ticks = server.cpu_ticks();
         let started = Instant::now();
         for n in 0..PUSHES {
             let id = JobId::random().to_string();
             assert_eq!(admin.call(&["PUSH", channel, &id, &format!("j{n}")]), Frame::Integer(1));
         }
-        thread::sleep(Duration::from_millis(200)); // the woken waiters reply
+        settled();
         let cpu_ms = (server.cpu_ticks() - ticks) as f64 * 1000.0 / ticks_per_second() as f64;
         (cpu_ms, started.elapsed())
     };
-    // With no waiter (channel 2), then with 1,000 waiting on channel 1.
-    let (alone_ms, _) = push_round(&mut admin, "2");
+    // With no waiter (channel 2): a PUSH's work is done when it is answered.
+    let (alone_ms, _) = push_round(&mut admin, "2", &mut || ());
+    // Then with 1,000 waiting on channel 1.
     let mut waiters: Vec<Client> = (0..WAITERS).map(|_| server.client()).collect();
     for w in &mut waiters {
         w.send(&[b"FETCH", b"1", b"0", b"60000", b"1"]).unwrap();
     }
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while admin.stat("connections") < WAITERS as u64 + 1 {
-        assert!(Instant::now() < deadline, "waiters did not connect");
-        thread::sleep(Duration::from_millis(50));
+    admin.wait_for_stat("blocked_fetches", WAITERS as u64, Duration::from_secs(30));
+    for w in &waiters {
+        w.stream.set_nonblocking(true).unwrap();
     }
-    thread::sleep(Duration::from_millis(500)); // every FETCH is blocked
-    let (herd_ms, took) = push_round(&mut admin, "1");
+    // Done when every woken waiter's reply has arrived.
+    let mut replied = vec![false; WAITERS];
+    let mut all_replied = || {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            for (w, seen) in waiters.iter_mut().zip(replied.iter_mut()) {
+                let mut byte = [0u8; 1];
+                if !*seen && w.stream.read(&mut byte).is_ok() {
+                    *seen = true;
+                }
+            }
+            let served = replied.iter().filter(|&&r| r).count();
+            if served >= PUSHES {
+                return;
+            }
+            assert!(Instant::now() < deadline, "{served} of {PUSHES} woken waiters replied within 30 s");
+            thread::sleep(Duration::from_millis(5));
+        }
+    };
+    let (herd_ms, took) = push_round(&mut admin, "1", &mut all_replied);
     let per_push = herd_ms / PUSHES as f64;
     eprintln!(
         "server CPU per PUSH: {:.3} ms with {WAITERS}..1000 blocked FETCHes ({PUSHES} pushes in {took:?}), {:.3} ms with none",
         per_push,
         alone_ms / PUSHES as f64
     );
-    // Every push went to a distinct waiter.
-    let mut served = 0;
-    for w in &mut waiters {
-        w.stream.set_nonblocking(true).unwrap();
-        let mut byte = [0u8; 1];
-        if w.stream.read(&mut byte).is_ok() {
-            served += 1;
-        }
-    }
+    // Every push went to a distinct waiter, and the others still wait.
+    let served = replied.iter().filter(|&&r| r).count();
     assert_eq!(served, PUSHES, "each push reserved for one waiter");
+    assert_eq!(admin.stat("reserved"), PUSHES as u64, "each push reserved once");
+    assert_eq!(admin.stat("blocked_fetches"), (WAITERS - PUSHES) as u64, "one waiter woken per push");
     assert!(per_push < 1.0, "{per_push:.3} ms of server CPU per PUSH with {WAITERS} blocked FETCHes");
 }

@@ -6,10 +6,10 @@ mod support;
 
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use solid_engine::engine::JobId;
 use solid_engine::resp::Frame;
@@ -54,9 +54,10 @@ fn kill_and_recover(durability: &str) {
 
     // Producers push until the server dies; they remember what was confirmed.
     let stop = Arc::new(AtomicBool::new(false));
+    let counted = Arc::new(AtomicUsize::new(0));
     let producers: Vec<_> = (0..2)
         .map(|p| {
-            let (socket, stop) = (socket.clone(), stop.clone());
+            let (socket, stop, counted) = (socket.clone(), stop.clone(), counted.clone());
             thread::spawn(move || {
                 let mut client = Client::connect(&socket).unwrap();
                 let mut confirmed = Vec::new();
@@ -71,7 +72,10 @@ fn kill_and_recover(durability: &str) {
                     }
                     let args: Vec<&str> = args.iter().map(String::as_str).collect();
                     match client.try_call(&args) {
-                        Ok(Frame::Integer(10)) => confirmed.extend(ids),
+                        Ok(Frame::Integer(10)) => {
+                            confirmed.extend(ids);
+                            counted.fetch_add(10, Ordering::Relaxed);
+                        }
                         Ok(other) => panic!("unexpected reply {other:?}"),
                         Err(_) => break, // the server was killed mid-request: not confirmed
                     }
@@ -80,11 +84,18 @@ fn kill_and_recover(durability: &str) {
             })
         })
         .collect();
-    thread::sleep(Duration::from_millis(400));
+    // Killed in the middle of the stream, once some of it was confirmed.
+    const CONFIRMED_BEFORE_KILL: usize = 200;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while counted.load(Ordering::Relaxed) < CONFIRMED_BEFORE_KILL {
+        let seen = counted.load(Ordering::Relaxed);
+        assert!(Instant::now() < deadline, "only {seen} jobs confirmed in 20 s");
+        thread::sleep(Duration::from_millis(5));
+    }
     child.kill(); // SIGKILL
     stop.store(true, Ordering::Relaxed);
     let confirmed: Vec<String> = producers.into_iter().flat_map(|p| p.join().unwrap()).collect();
-    assert!(confirmed.len() >= 20, "only {} jobs confirmed before the kill", confirmed.len());
+    assert!(confirmed.len() >= CONFIRMED_BEFORE_KILL, "only {} jobs confirmed before the kill", confirmed.len());
 
     let (mut child, mut client) = start(&args, &socket);
     for id in &confirmed {

@@ -33,6 +33,23 @@ impl Client {
             other => panic!("{other:?}"),
         }
     }
+
+    /// Polls GET until job `id` is ready (a due time or a lease ran out on
+    /// the server's clock), for at most 10 s; fails with the state last seen.
+    fn wait_ready(&mut self, id: &str) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let state = match self.call(&["GET", id]) {
+                Frame::Array(job) => job[2].clone(),
+                other => other,
+            };
+            if state == Frame::Bulk(b"ready".to_vec()) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "{id} still {state:?} after 10 s");
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
 }
 
 fn ok() -> Frame {
@@ -116,12 +133,12 @@ fn restart_keeps_fifo_order(durability: &str, crash: bool) {
     assert_eq!(c.call(&["RETRY", &a, &got[0].1, "0"]), ok()); // b, a
     assert_eq!(c.call(&["PUSH", "1", &s, "p", "IN", "150"]), Frame::Integer(1));
     assert_eq!(c.call(&["PUSH", "1", &d, "p"]), Frame::Integer(1)); // b, a, d
-    thread::sleep(Duration::from_millis(300)); // s promoted: b, a, d, s
+    c.wait_ready(&s); // s promoted: b, a, d, s
     assert_eq!(c.call(&["PUSH", "1", &e, "p"]), Frame::Integer(1)); // b, a, d, s, e
     let got = c.fetch(1, 0, "1");
     assert_eq!(got[0].0, b);
     assert_eq!(c.call(&["RETRY", &b, &got[0].1, "100"]), ok());
-    thread::sleep(Duration::from_millis(250)); // b fell due: a, d, s, e, b
+    c.wait_ready(&b); // b fell due: a, d, s, e, b
     assert_eq!(c.call(&["PUSH", "1", &x, "p"]), Frame::Integer(1)); // a, d, s, e, b, x
 
     // a leaves with a short lease that expires back to the head (long
@@ -131,7 +148,7 @@ fn restart_keeps_fifo_order(durability: &str, crash: bool) {
     assert_eq!(got[0].0, a);
     let held = c.fetch(1, 60_000, "1");
     assert_eq!(held[0].0, d);
-    thread::sleep(Duration::from_millis(1_300)); // a expired: a, s, e, b, x
+    c.wait_ready(&a); // a expired: a, s, e, b, x
     assert_eq!(c.call(&["PUSH", "1", &h, "p"]), Frame::Integer(1)); // a, s, e, b, x, h
     if crash {
         server.kill();
@@ -297,7 +314,8 @@ fn wall_clock_stepped_forward_keeps_a_held_lease() {
     let got = worker.fetch(1, 10_000, "1");
     assert_eq!(got[0].0, held);
     step(&offset, "+120s");
-    thread::sleep(Duration::from_millis(300)); // many housekeeping ticks
+    // Wall time: ~30 housekeeping ticks run on the stepped clock (an absence: nothing to poll).
+    thread::sleep(Duration::from_millis(300));
     assert!(other.fetch(1, 0, "1").is_empty(), "a held job went to a second worker after a +120 s step");
     assert_eq!(worker.call(&["ACK", &held, &got[0].1]), ok());
     server.terminate();

@@ -129,7 +129,7 @@ class ChildProcess
     until exited?
       return false if monotonic > deadline
 
-      sleep 0.02
+      sleep 0.02 # poll interval of the bounded wait above
     end
     true
   end
@@ -145,7 +145,7 @@ class ChildProcess
         kill!
         raise ProcessError, "#{name} did not become ready within #{timeout}s:\n#{log_tail}"
       end
-      sleep 0.02
+      sleep 0.02 # poll interval of the bounded wait above
     end
   end
 
@@ -157,7 +157,7 @@ class ChildProcess
     until Dir.glob("/proc/#{@pid}/task/*/stat").all? { |f| File.read(f)[/\) (\S)/, 1] == "T" }
       raise ProcessError, "process #{@pid} did not stop" if monotonic > deadline
 
-      sleep 0.005
+      sleep 0.005 # poll interval of the bounded wait above
     end
   rescue Errno::ENOENT
     retry # a thread ended while we looked

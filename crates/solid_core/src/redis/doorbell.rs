@@ -197,6 +197,7 @@ mod tests {
         assert!(!bell.wait_past(seen, Duration::from_millis(20)));
         let b2 = bell.clone();
         let t = std::thread::spawn(move || b2.wait_past(seen, Duration::from_secs(5)));
+        // Likely after the wait began (nothing shows it); a ring before it is seen too.
         std::thread::sleep(Duration::from_millis(20));
         bell.ring();
         assert!(t.join().unwrap());

@@ -508,6 +508,7 @@ mod tests {
     fn system_clocks_elapsed_is_not_the_wall_clock_and_advances() {
         let c = SystemClocks;
         let a = c.elapsed_ms();
+        // Wall time: the clock under test must advance.
         std::thread::sleep(Duration::from_millis(20));
         let b = c.elapsed_ms();
         assert!(b >= a + 19, "{a} {b}");

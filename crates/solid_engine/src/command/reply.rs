@@ -187,11 +187,12 @@ pub struct CompactionStats {
 pub fn stats_text(
     stats: &Stats,
     connections: usize,
+    blocked_fetches: usize,
     durability: &str,
     uptime_s: u64,
     compaction: CompactionStats,
 ) -> Vec<u8> {
-    let lines: [(&str, String); 18] = [
+    let lines: [(&str, String); 19] = [
         ("ready", stats.ready.to_string()),
         ("scheduled", stats.scheduled.to_string()),
         ("reserved", stats.reserved.to_string()),
@@ -206,6 +207,7 @@ pub fn stats_text(
         ("expired_leases_total", stats.expired_leases_total.to_string()),
         ("released_total", stats.released_total.to_string()),
         ("connections", connections.to_string()),
+        ("blocked_fetches", blocked_fetches.to_string()),
         ("durability", durability.to_string()),
         ("uptime_s", uptime_s.to_string()),
         ("compactions_total", compaction.total.to_string()),

@@ -182,8 +182,9 @@ fn release_and_releasemany_parsing() {
 fn stats_text_lists_released_total() {
     let stats = Stats { released_total: 7, retried_total: 2, ..Stats::default() };
     let text =
-        String::from_utf8(stats_text(&stats, 1, "memory", 0, CompactionStats { total: 3, running: true })).unwrap();
+        String::from_utf8(stats_text(&stats, 1, 4, "memory", 0, CompactionStats { total: 3, running: true })).unwrap();
     assert!(text.split("\r\n").any(|l| l == "released_total:7"), "{text}");
+    assert!(text.split("\r\n").any(|l| l == "blocked_fetches:4"), "{text}");
     assert!(text.split("\r\n").any(|l| l == "compactions_total:3"), "{text}");
     assert!(text.split("\r\n").any(|l| l == "compacting:1"), "{text}");
     assert!(text.split("\r\n").any(|l| l == "retried_total:2"), "{text}");

@@ -219,7 +219,8 @@ pub(crate) fn execute(
             let stats = with_engine(shared, session, |e, _| e.stats());
             let durability = shared.storage.as_ref().map_or("memory", |s| s.durability().name());
             let uptime = shared.started.elapsed().as_secs();
-            Reply::Bulk(stats_text(&stats, shared.tracker.count(), durability, uptime, shared.compaction_stats()))
+            let (connections, blocked) = (shared.tracker.count(), shared.notifier.waiting());
+            Reply::Bulk(stats_text(&stats, connections, blocked, durability, uptime, shared.compaction_stats()))
         }
         // Under its own lock, not the engine's: presence is not job state
         // and is never logged (crate::presence).

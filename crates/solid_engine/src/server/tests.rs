@@ -19,6 +19,9 @@ struct TestServer {
     thread: Option<JoinHandle<Result<()>>>,
     tcp: SocketAddr,
     unix: PathBuf,
+    /// The running server's state, to wait on what it is doing. Weak:
+    /// `run` waits for the other handles to go before it returns.
+    shared: std::sync::Weak<Shared>,
     _dir: TempDir,
 }
 
@@ -34,13 +37,33 @@ impl TestServer {
         let unix = dir.path().join("engine.sock");
         let listeners = vec![Listener::Tcp(tcp), Listener::bind_unix(&unix).unwrap()];
         let server = Server::open(config).unwrap();
+        let shared = Arc::downgrade(&server.shared);
         if let Some(hook) = hook {
             server.set_compaction_hook(hook);
         }
         let shutdown = ShutdownHandle::new();
         let handle = shutdown.clone();
         let thread = thread::spawn(move || server.run(listeners, handle));
-        TestServer { shutdown, thread: Some(thread), tcp: addr, unix, _dir: dir }
+        TestServer { shutdown, thread: Some(thread), tcp: addr, unix, shared, _dir: dir }
+    }
+
+    /// Polls `probe` of the server's state until it gives `want`, for at
+    /// most 10 s; fails with what it last gave.
+    fn wait_for<T: PartialEq + std::fmt::Debug>(&self, what: &str, want: T, probe: impl Fn(&Shared) -> T) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let seen = probe(&self.shared.upgrade().expect("the server is running"));
+            if seen == want {
+                return;
+            }
+            assert!(Instant::now() < deadline, "{what}: still {seen:?} after 10 s, waited for {want:?}");
+            thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// Waits until `n` FETCHes are blocked.
+    fn wait_blocked(&self, n: usize) {
+        self.wait_for("blocked FETCHes", n, |shared| shared.notifier.waiting());
     }
 
     fn memory() -> TestServer {
@@ -298,7 +321,9 @@ fn connections_serving_an_auth_delay_are_not_evicted() {
     for g in &mut guessers {
         g.send_raw(b"AUTH guess\r\n");
     }
-    thread::sleep(Duration::from_millis(200));
+    // Both guessers serve their delay, pinned in the handshake class.
+    let pinned = |shared: &Shared| shared.tracker.state.lock().pending.values().filter(|&&evictable| !evictable).count();
+    server.wait_for("pinned handshake slots", 2, pinned);
     let mut refused = server.tcp();
     assert_eq!(error_code(&refused.read().unwrap()), "MAXCONN");
     assert_eq!(worker.call(&["PING"]), simple("PONG"));
@@ -402,7 +427,7 @@ fn blocking_fetch_is_woken_by_push() {
         let got = items(waiter.call(&["FETCH", "1", "0", "10000", "9"]));
         (got, started.elapsed())
     });
-    thread::sleep(Duration::from_millis(100));
+    server.wait_blocked(1);
     let id = new_id();
     assert_eq!(server.tcp().call(&["PUSH", "9", &id, "wake"]), Frame::Integer(1));
     let (got, took) = handle.join().unwrap();
@@ -417,7 +442,9 @@ fn blocking_fetch_is_woken_by_push() {
 #[test]
 fn each_job_wakes_one_waiter_of_its_channel() {
     let server = TestServer::memory();
-    let wait = |channels: &'static [&'static str], block: &'static str| {
+    // Each waiter is blocked before the next one comes: they queue in order.
+    let mut blocked = 0;
+    let mut wait = |channels: &'static [&'static str], block: &'static str| {
         let mut c = server.unix();
         let started = Instant::now();
         let handle = thread::spawn(move || {
@@ -425,7 +452,8 @@ fn each_job_wakes_one_waiter_of_its_channel() {
             args.extend_from_slice(channels);
             (items(c.call(&args)).len(), started.elapsed())
         });
-        thread::sleep(Duration::from_millis(50));
+        blocked += 1;
+        server.wait_blocked(blocked);
         handle
     };
     let other = wait(&["2"], "1500");
@@ -476,7 +504,8 @@ fn graceful_shutdown_ends_blocked_fetches_and_removes_the_socket() {
         (reply, after, started.elapsed())
     });
     let idle = server.tcp();
-    thread::sleep(Duration::from_millis(100));
+    server.wait_blocked(1);
+    server.wait_for("connections", 2, |shared| shared.tracker.count());
     let socket = server.unix.clone();
     assert!(socket.exists());
     let started = Instant::now();
@@ -572,6 +601,7 @@ fn restarts_from_the_same_log_hand_out_different_fences() {
         int(&r[2])
     };
     let a = first_fence(data.path());
+    // Wall time: the second start's clock floor (now_ms * 1024) is a later millisecond's.
     thread::sleep(std::time::Duration::from_millis(5));
     let b = first_fence(snapshot.path());
     assert!(b > a, "the second start from the same log reused fences: {a} then {b}");
@@ -769,7 +799,7 @@ fn release_hands_reservations_back_to_the_head_and_survives_restart() {
             let got = items(waiter.call(&["FETCH", "1", "0", "10000", "2"]));
             (got, started.elapsed())
         });
-        thread::sleep(Duration::from_millis(100));
+        server.wait_blocked(1);
         assert_eq!(conn.call(&["RELEASE", &d, &fence_d]), simple("OK"));
         let (got, took) = handle.join().unwrap();
         assert_eq!(got.len(), 1);
@@ -803,6 +833,7 @@ fn nodes_announce_themselves_and_leave_and_a_job_command_never_sees_them() {
     assert_eq!(c.call(&["NODE", "node-b", "60000", r#"{"pid":2}"#]), simple("OK"));
     assert_eq!(c.call(&["NODE", "node-a", "60000", r#"{"pid":1}"#]), simple("OK"));
     assert_eq!(c.call(&["NODE", "node-c", "1", "{}"]), simple("OK"));
+    // Wall time: node-c's 1 ms TTL runs out on the server's monotonic clock.
     std::thread::sleep(Duration::from_millis(5));
     let nodes = items(c.call(&["NODES"]));
     assert_eq!(nodes.len(), 2, "node-c's 1 ms expired");

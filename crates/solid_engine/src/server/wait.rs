@@ -158,6 +158,11 @@ impl Notifier {
     pub(crate) fn is_shutdown(&self) -> bool {
         self.state.lock().shutdown
     }
+
+    /// FETCHes waiting for a job now (STATS `blocked_fetches`).
+    pub(crate) fn waiting(&self) -> usize {
+        self.state.lock().queue.len()
+    }
 }
 
 #[cfg(test)]
