@@ -67,19 +67,39 @@ module SolidJobsCommand
     Open3.capture3(env(extra_env), "bundle", "exec", "ruby", *args, unsetenv_others: true, **options)
   end
 
+  # Once per test process, but test files run in parallel processes
+  # (script/run-tests) that share the bundle: a `bundle install` rewrites
+  # the binstub, and another process running it meanwhile ran an empty file
+  # (exit 0, no output; seen as a health probe that printed nothing). So
+  # the first process installs under an exclusive lock on the directory,
+  # and the others find the bundle complete (`bundle check`, which writes
+  # nothing) and leave it alone.
   def prepare
     LOCK.synchronize do
       return if @prepared
 
       FileUtils.mkdir_p(DIR)
-      File.write(GEMFILE, GEMS) unless File.exist?(GEMFILE) && File.read(GEMFILE) == GEMS
-      out, status = Open3.capture2e(bundle_env, "bundle", "install", "--local", "--quiet", unsetenv_others: true, chdir: DIR)
-      raise "bundle install --local for the test app failed:\n#{out}" unless status.success?
-      unless File.exist?(File.join(GEM_HOME, "bin", "solid-jobs"))
-        raise "bundle install wrote no solid-jobs binstub in #{GEM_HOME}/bin"
+      File.open(File.join(DIR, ".prepare.lock"), File::RDWR | File::CREAT, 0o644) do |lock|
+        lock.flock(File::LOCK_EX)
+        install unless File.exist?(GEMFILE) && File.read(GEMFILE) == GEMS && installed?
       end
-
       @prepared = true
     end
+  end
+
+  def installed?
+    return false unless File.exist?(File.join(GEM_HOME, "bin", "solid-jobs")) && File.exist?("#{GEMFILE}.lock")
+
+    _, status = Open3.capture2e(bundle_env, "bundle", "check", unsetenv_others: true, chdir: DIR)
+    status.success?
+  end
+
+  def install
+    File.write(GEMFILE, GEMS) unless File.exist?(GEMFILE) && File.read(GEMFILE) == GEMS
+    out, status = Open3.capture2e(bundle_env, "bundle", "install", "--local", "--quiet", unsetenv_others: true, chdir: DIR)
+    raise "bundle install --local for the test app failed:\n#{out}" unless status.success?
+    return if File.exist?(File.join(GEM_HOME, "bin", "solid-jobs"))
+
+    raise "bundle install wrote no solid-jobs binstub in #{GEM_HOME}/bin"
   end
 end

@@ -322,7 +322,8 @@ fn connections_serving_an_auth_delay_are_not_evicted() {
         g.send_raw(b"AUTH guess\r\n");
     }
     // Both guessers serve their delay, pinned in the handshake class.
-    let pinned = |shared: &Shared| shared.tracker.state.lock().pending.values().filter(|&&evictable| !evictable).count();
+    let pinned =
+        |shared: &Shared| shared.tracker.state.lock().pending.values().filter(|&&evictable| !evictable).count();
     server.wait_for("pinned handshake slots", 2, pinned);
     let mut refused = server.tcp();
     assert_eq!(error_code(&refused.read().unwrap()), "MAXCONN");
