@@ -22,6 +22,7 @@ module SolidJobsCommand
   DIR = File.join(ROOT, "tmp", "test-bundle", RUBY_VERSION[/\A\d+\.\d+/])
   GEMFILE = File.join(DIR, "Gemfile")
   GEM_HOME = File.join(DIR, "gems")
+  BINSTUB = File.join(GEM_HOME, "bin", "solid-jobs")
   # An app with Active Job 6.1 on Ruby 3.4 lists the libraries 3.4 made
   # bundled gems and Active Support 6.1 requires (the checkout's Gemfile
   # reads the same list).
@@ -81,24 +82,26 @@ module SolidJobsCommand
       FileUtils.mkdir_p(DIR)
       File.open(File.join(DIR, ".prepare.lock"), File::RDWR | File::CREAT, 0o644) do |lock|
         lock.flock(File::LOCK_EX)
-        install unless File.exist?(GEMFILE) && File.read(GEMFILE) == GEMS && installed?
+        install unless gemfile_current? && installed?
       end
       @prepared = true
     end
   end
 
+  def gemfile_current? = File.exist?(GEMFILE) && File.read(GEMFILE) == GEMS
+
   def installed?
-    return false unless File.exist?(File.join(GEM_HOME, "bin", "solid-jobs")) && File.exist?("#{GEMFILE}.lock")
+    return false unless File.exist?(BINSTUB) && File.exist?("#{GEMFILE}.lock")
 
     _, status = Open3.capture2e(bundle_env, "bundle", "check", unsetenv_others: true, chdir: DIR)
     status.success?
   end
 
   def install
-    File.write(GEMFILE, GEMS) unless File.exist?(GEMFILE) && File.read(GEMFILE) == GEMS
+    File.write(GEMFILE, GEMS) unless gemfile_current?
     out, status = Open3.capture2e(bundle_env, "bundle", "install", "--local", "--quiet", unsetenv_others: true, chdir: DIR)
     raise "bundle install --local for the test app failed:\n#{out}" unless status.success?
-    return if File.exist?(File.join(GEM_HOME, "bin", "solid-jobs"))
+    return if File.exist?(BINSTUB)
 
     raise "bundle install wrote no solid-jobs binstub in #{GEM_HOME}/bin"
   end

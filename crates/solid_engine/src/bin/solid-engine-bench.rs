@@ -294,7 +294,7 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-/// How long the compaction probe waits for a compaction it started to end.
+/// How long the compaction probe runs at most before a compaction has ended.
 const COMPACTION_BOUND: Duration = Duration::from_secs(120);
 
 fn compaction_probe(o: &Options, preload: u64) -> Result<(), String> {
@@ -406,12 +406,14 @@ fn compaction_probe(o: &Options, preload: u64) -> Result<(), String> {
                     Some(at) if at.elapsed() > Duration::from_millis(300) => return Ok(()),
                     _ => {}
                 }
+                // The churn ends only on `stop` or an error, which its
+                // join below returns.
                 if churn.is_finished() {
-                    return Err("the churn client stopped (an error: see its result)".into());
+                    return Err("the churn client stopped".into());
                 }
                 // Hang guards, not timings: `--jobs` churned jobs without a
                 // compaction starting is a log threshold the churn cannot
-                // reach; a started compaction gets COMPACTION_BOUND to end.
+                // reach; the whole probe has COMPACTION_BOUND to see one end.
                 let started = running || total > compactions_before;
                 if !started && churned.load(Ordering::Relaxed) >= o.jobs {
                     return Err(format!("{} churned jobs and the server did not start compacting", o.jobs));
