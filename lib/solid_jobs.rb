@@ -116,6 +116,15 @@ module SolidJobs
       end
     end
 
+    # True while the node running the current task is shutting down (it
+    # has stopped claiming: TERM, a `shutdown` request, Conductor#stop): a
+    # long task can stop at a safe point and enqueue its remainder. False
+    # outside a SolidJobs worker thread.
+    def stopping?
+      dispatcher = Thread.current[:solid_jobs_dispatcher]
+      dispatcher ? dispatcher.stopping? : false
+    end
+
     # Replaces configuration, client and routing (tests, forking servers).
     def reset!
       @config = Configuration.new

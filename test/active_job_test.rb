@@ -143,6 +143,34 @@ class ActiveJobTest < SolidJobsTest
     assert_equal 4, jobs.map(&:provider_job_id).uniq.size
   end
 
+  def test_the_adapter_enqueue_all_is_perform_all_laters_one_round_trip
+    adapter = ActiveJob::Base.queue_adapter
+    jobs = Array.new(3) { |i| LedgerJob.new("/tmp/ledger", "all-#{i}") }
+    assert_equal 3, adapter.enqueue_all(jobs)
+    assert_equal jobs.map(&:provider_job_id).sort, envelopes.map { |e| e["id"] }.sort
+    if jobs.first.respond_to?(:successfully_enqueued?)
+      assert jobs.all?(&:successfully_enqueued?), "Rails 7.1+ reads it after perform_all_later"
+    end
+    # Rails 7.2 defers perform_later inside a transaction to its commit
+    # when the adapter says so (enqueue_after_transaction_commit :default).
+    assert_equal true, adapter.enqueue_after_transaction_commit?
+  end
+
+  def test_stopping_is_answered_and_perform_sees_the_provider_job_id
+    path = ledger_path
+    assert_equal false, ActiveJob::Base.queue_adapter.stopping?, "outside a worker"
+    worker, log = spawn_worker("--channel", "default")
+    job = StoppableJob.perform_later(path, "s")
+    eventually("the job started") { ledger_lines.any? { |l| l.start_with?("started ") } }
+    assert_equal "started s #{job.provider_job_id} false", ledger_lines.first
+    stop(worker, log)
+    assert_equal "stopping s true", ledger_lines.last, "the job saw the shutdown and returned in time"
+    assert_equal 0, claims_count
+    assert_equal 0, redis.llen(key("channel:default")), "it finished: nothing requeued"
+  ensure
+    worker&.kill!
+  end
+
   def test_testing_modes_capture_and_execute_active_job_jobs
     path = ledger_path
     captured = SolidJobs.testing!(:capture) do

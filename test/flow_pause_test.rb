@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "test_helper"
+require_relative "support/redis_monitor"
 require "json"
 
 # Pausing channels (docs/flow-control.md, "Pausing channels") with real
@@ -22,61 +23,33 @@ class FlowPauseTest < SolidJobsTest
   class ScriptWatch
     def initialize(namespace)
       ns = Regexp.escape(namespace)
-      @kinds = {"claim" => /"#{ns}:claims:([^"]+)" "#{ns}:fence"/, "heartbeat" => /"\d+" "#{ns}:node:([^"]+)" "#{ns}:nodes"/}
-      @ready = "script-watch-#{SecureRandom.hex(4)}"
-      @events = []
-      @lock = Mutex.new
-      @client = Redis.new(url: REDIS.url)
-      @thread = Thread.new do
-        @client.monitor { |line| note(line) }
-      rescue Redis::BaseConnectionError, IOError
-        nil
+      kinds = {"claim" => /"#{ns}:claims:([^"]+)" "#{ns}:fence"/, "heartbeat" => /"\d+" "#{ns}:node:([^"]+)" "#{ns}:nodes"/}
+      @monitor = RedisMonitor.new(REDIS.url) do |line|
+        next unless line.match?(/"EVAL(?:SHA)?"/i)
+
+        kinds.filter_map { |kind, pattern| (node = line[pattern, 1]) && [kind, node] }.first
       end
     end
 
-    # True once MONITOR shows what `redis` sends after it was started.
-    def watching?(redis)
-      redis.echo(@ready)
-      @lock.synchronize { @watching }
-    end
+    def start(redis) = tap { @monitor.start(redis) }
 
     # Where the calls seen so far end.
-    def mark = @lock.synchronize { @events.size }
+    def mark = @monitor.mark
 
     # {node id => calls of `kind` after `since`}.
-    def calls(kind, since = 0)
-      @lock.synchronize { @events.drop(since).filter_map { |k, node| node if k == kind }.tally }
-    end
+    def calls(kind, since = 0) = @monitor.kept(since).filter_map { |k, node| node if k == kind }.tally
 
     # {node id => its heartbeats since its last claim}, for every node that
     # claimed after `since`.
     def beats_since_last_claim(since)
-      @lock.synchronize do
-        @events.drop(since).each_with_object({}) do |(kind, node), beats|
-          if kind == "claim" then beats[node] = 0
-          elsif beats.key?(node) then beats[node] += 1
-          end
+      @monitor.kept(since).each_with_object({}) do |(kind, node), beats|
+        if kind == "claim" then beats[node] = 0
+        elsif beats.key?(node) then beats[node] += 1
         end
       end
     end
 
-    def close
-      @client.close
-      @thread.join(5)
-    end
-
-    private
-
-    def note(line)
-      return @lock.synchronize { @watching = true } if line.include?(@ready)
-      return unless line.match?(/"EVAL(?:SHA)?"/i)
-
-      @kinds.each do |kind, pattern|
-        node = line[pattern, 1] or next
-        @lock.synchronize { @events << [kind, node] }
-        break
-      end
-    end
+    def close = @monitor.close
   end
 
   def teardown
@@ -86,9 +59,7 @@ class FlowPauseTest < SolidJobsTest
   end
 
   def watch_scripts
-    @watch = ScriptWatch.new(@namespace)
-    eventually("MONITOR watching") { @watch.watching?(redis) }
-    @watch
+    @watch = ScriptWatch.new(@namespace).start(redis)
   end
 
   # Enqueues a job on `b` and waits until it ran and every node claimed

@@ -24,10 +24,6 @@ class NodeControlTest < SolidJobsTest
   def node = SolidJobs::Nodes.new.find { |n| n.description&.fetch("pid") == @worker.pid }
   def node_state = SolidJobs::Observations.new.nodes.find { |n| n["node_id"] == node.id }&.dig("node", "state")
 
-  # The check stamp of the node's last heartbeat (its holding record,
-  # rewritten by each beat with a new stamp), nil before the first.
-  def heartbeat_stamp(id) = redis.get(key("holding:#{id}"))&.split("|", 3)&.fetch(1)
-
   # Waits until node `id` has beaten `count` times from now.
   def heartbeats(id, count)
     stamps = [heartbeat_stamp(id)]

@@ -2,6 +2,7 @@
 
 require_relative "test_helper"
 require_relative "support/recurring_helpers"
+require_relative "support/redis_monitor"
 
 # Downtime with real processes: a schedule whose nodes were all down for
 # two periods. Its state says the last decided tick was two periods before
@@ -63,24 +64,10 @@ class RecurringDowntimeTest < SolidJobsTest
   # Returns, once watching, a lambda that gives the connections that made
   # one so far (a node proposes on its scheduler's own connection).
   def watch_proposals
-    ready = "watch-#{SecureRandom.hex(4)}"
     proposal = /"EVAL(?:SHA)?" .*"#{Regexp.escape(key("recurring:probe"))}"/i
-    seen = []
-    watching = false
-    lock = Mutex.new
-    watcher = Redis.new(url: REDIS.url)
-    @watchers << watcher
-    Thread.new do
-      watcher.monitor do |line|
-        if line.include?(ready) then lock.synchronize { watching = true }
-        elsif line.match?(proposal) then lock.synchronize { seen << line[/\[\d+ ([^\]]+)\]/, 1] }
-        end
-      end
-    rescue Redis::BaseConnectionError, IOError
-      nil
-    end
-    eventually("MONITOR watching") { redis.echo(ready) && lock.synchronize { watching } }
-    -> { lock.synchronize { seen.uniq } }
+    monitor = RedisMonitor.new(REDIS.url) { |line| line[/\[\d+ ([^\]]+)\]/, 1] if line.match?(proposal) }
+    @watchers << monitor.start(redis)
+    -> { monitor.kept.uniq }
   end
 
   # An `every:` period (seconds) whose latest tick is 65 s or more behind

@@ -143,8 +143,4 @@ class RecurringTest < SolidJobsTest
       worker.node_id(redis)
     end
   end
-
-  # The check stamp (node's wall clock, ms) of node `id`'s last heartbeat:
-  # its holding record, rewritten by each beat; nil before the first.
-  def heartbeat_stamp(id) = redis.get(key("holding:#{id}"))&.split("|", 3)&.fetch(1)&.to_i
 end

@@ -76,6 +76,10 @@ module SolidJobsTestHelpers
     @conductor = SolidJobs::Conductor.new.start
   end
 
+  # The check stamp (the node's wall clock, ms) of node `id`'s last heartbeat: its holding
+  # record is rewritten by each beat with a new stamp. nil before the first.
+  def heartbeat_stamp(id) = redis.get(key("holding:#{id}"))&.split("|", 3)&.fetch(1)&.to_i
+
   def claims_count
     redis.keys(key("claims:*")).sum { |k| redis.hlen(k) }
   end

@@ -111,7 +111,7 @@ class WebArchiveTest < SolidJobsTest
       get path
       refute_includes last_response.body, SENTINEL, path
       refute_includes last_response.body, "doomed ", path
-      frames = last_response.body.scan(/[\w\/.-]+\.rb:\d+/).uniq
+      frames = last_response.body.scan(%r{[\w/.-]+\.rb:\d+}).uniq
       assert_includes [[], [raised_at]], frames, "#{path}: no backtrace, at most the line that raised"
     end
   end

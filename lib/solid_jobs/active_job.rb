@@ -34,6 +34,11 @@ module SolidJobs
               "unknown Active Job class #{job_class}; is the worker running the code that enqueued it (--require)?"
       end
 
+      # The id is known only after the job was serialized: Active Job's
+      # `provider_job_id` inside perform is this job's SolidJobs id.
+      if job_data.is_a?(Hash) && job_data["provider_job_id"].nil? && (id = Executor.current_job_id)
+        job_data = job_data.merge("provider_job_id" => id)
+      end
       ::ActiveJob::Base.execute(job_data)
       nil # the job's return value is not kept
     end
@@ -55,7 +60,11 @@ module SolidJobs
           .sum do |(queue, due_ms, priority), group|
             ids = Publisher.publish(ActiveJobWrapper, group.map { |job| [job.serialize] },
                                     channel: channel_for(queue), due_ms: due_ms, priority: priority)
-            group.zip(ids).each { |job, id| job.provider_job_id = id }
+            group.zip(ids).each do |job, id|
+              job.provider_job_id = id
+              # Rails 7.1+ reads it after perform_all_later (6.1 has no such attribute).
+              job.successfully_enqueued = !id.nil? if job.respond_to?(:successfully_enqueued=)
+            end
             ids.compact.size
           end
     end
@@ -122,6 +131,28 @@ module ActiveJob
 
       def enqueue_at(job, timestamp)
         SolidJobs::ActiveJob.publish(job, (timestamp.to_f * 1000).round)
+      end
+
+      # `perform_all_later` (Rails 7.1+): one round trip per channel, due
+      # time and priority. Returns the number of jobs enqueued.
+      def enqueue_all(jobs)
+        SolidJobs::ActiveJob.enqueue_all(jobs)
+      end
+
+      # Rails 7.2 asks this when `enqueue_after_transaction_commit` is left
+      # at :default: true defers a `perform_later` inside an Active Record
+      # transaction until it commits, and drops it on rollback. A job must
+      # not run before the rows it reads are visible to its worker.
+      def enqueue_after_transaction_commit?
+        true
+      end
+
+      # Rails 8.1 job continuations ask whether the worker is shutting
+      # down, to stop at the next step and resume elsewhere. True on a node
+      # that has stopped claiming (TERM, a `shutdown` request, Conductor#stop);
+      # false outside a SolidJobs worker.
+      def stopping?
+        SolidJobs.stopping?
       end
     end
   end

@@ -25,9 +25,19 @@ module SolidJobs
 
     def execute(task_class, arguments, worker_id: nil, job: nil, envelope: nil)
       execution = Execution.new(task_class, arguments, worker_id: worker_id, job: job, envelope: envelope)
+      previous = Thread.current[:solid_jobs_job]
+      Thread.current[:solid_jobs_job] = job
       SolidJobs.config.execute_interceptors.invoke(execution) do
         task_class.new.execute_task(*execution.arguments)
       end
+    ensure
+      Thread.current[:solid_jobs_job] = previous
+    end
+
+    # The id of the job this thread is running (a worker's, not a
+    # testing mode's), or nil.
+    def current_job_id
+      Thread.current[:solid_jobs_job]&.id
     end
 
     # [task class, nil, false] for the task named in an envelope, or

@@ -35,6 +35,8 @@ module SolidJobs
 
     def run
       @dispatcher.register_worker(@worker_id, @ractor_id)
+      # What SolidJobs.stopping? asks, from the task running on this thread.
+      Thread.current[:solid_jobs_dispatcher] = @dispatcher
       while (job = @lane ? @dispatcher.next_job_in(@lane, POLL_SECONDS) : @dispatcher.next_job(POLL_SECONDS)) != false
         next unless job
 

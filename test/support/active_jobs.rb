@@ -45,6 +45,20 @@ class DiscardedJob < ActiveJob::Base
   end
 end
 
+# Records the provider_job_id it sees, then runs until the adapter says
+# the worker is stopping (as a Rails 8.1 continuation asks between steps),
+# at most 30 s.
+class StoppableJob < ActiveJob::Base
+  def perform(path, label)
+    adapter = self.class.queue_adapter
+    Ledger.append(path, "started #{label} #{provider_job_id} #{adapter.stopping?}")
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 30
+    # Polls the flag a shutdown sets; the test's TERM ends the wait.
+    sleep 0.02 until adapter.stopping? || Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+    Ledger.append(path, "stopping #{label} #{adapter.stopping?}")
+  end
+end
+
 # No retry_on: the exception escapes Active Job.
 class BrokenJob < ActiveJob::Base
   def perform(path, label)
