@@ -89,8 +89,8 @@ fn to_json_at(ruby: &Ruby, v: Value, path: &str, depth: usize) -> Result<Json, E
     Err(arg_error(format!("{path} is a {} ({}); {RULE}", v.class(), v.inspect())))
 }
 
-pub fn to_ruby(v: &Json) -> Result<Value, Error> {
-    serde_magnus::serialize(v)
+pub fn to_ruby(ruby: &Ruby, v: &Json) -> Result<Value, Error> {
+    serde_magnus::serialize(ruby, v)
 }
 
 /// A number of seconds from Ruby as a `Duration`, refusing negative and

@@ -59,6 +59,6 @@ pub fn parse_envelopes(ruby: &Ruby, envelopes: RArray) -> Result<Vec<Envelope>, 
 }
 
 /// An envelope as the Hash the Ruby side sees (String keys).
-pub fn envelope_to_ruby(env: &Envelope) -> Result<Value, Error> {
-    to_ruby(&serde_json::to_value(env).expect("envelope is JSON"))
+pub fn envelope_to_ruby(ruby: &Ruby, env: &Envelope) -> Result<Value, Error> {
+    to_ruby(ruby, &serde_json::to_value(env).expect("envelope is JSON"))
 }

@@ -2,7 +2,7 @@
 //! tests of both backends (`Client#call`, `EngineClient#call`). Never used
 //! on the job path.
 
-use magnus::{prelude::*, Error, IntoValue, RArray, RHash, RString, Ruby, Value};
+use magnus::{prelude::*, Error, IntoValue, RArray, RString, Ruby, Value};
 use solid_core::redis::connection::Pool;
 use solid_core::redis_rs as redis;
 
@@ -48,7 +48,7 @@ fn redis_to_ruby(v: &redis::Value) -> Result<Value, Error> {
             a.as_value()
         }
         redis::Value::Map(pairs) => {
-            let h = RHash::new();
+            let h = ruby.hash_new();
             for (k, v) in pairs {
                 h.aset(redis_to_ruby(k)?, redis_to_ruby(v)?)?;
             }

@@ -14,7 +14,7 @@
 
 use magnus::error::ErrorType;
 use magnus::value::ReprValue;
-use magnus::{Error, Value};
+use magnus::{Error, Ruby, Value};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use solid_core::channel_order::ChannelOrder;
@@ -31,8 +31,8 @@ use super::errors::{arg_error, to_ruby as err};
 
 /// Deserializes a settings Hash into `T`. `what` names the Hash in the
 /// error ("redis source settings: unknown field `nodeid`, expected ...").
-pub fn from_hash<T: DeserializeOwned>(hash: Value, what: &str) -> Result<T, Error> {
-    serde_magnus::deserialize(hash).map_err(|e| match e.error_type() {
+pub fn from_hash<T: DeserializeOwned>(ruby: &Ruby, hash: Value, what: &str) -> Result<T, Error> {
+    serde_magnus::deserialize(ruby, hash).map_err(|e| match e.error_type() {
         // Raised by serde (missing/unknown key, wrong type): reworded as
         // an ArgumentError with context. An exception raised by Ruby code
         // (or a throw) passes through unchanged.
@@ -262,9 +262,9 @@ impl TimeoutSettings {
 }
 
 /// A constructor's optional timeouts Hash: nil means the defaults.
-pub fn timeouts(hash: Option<Value>) -> Result<Timeouts, Error> {
+pub fn timeouts(ruby: &Ruby, hash: Option<Value>) -> Result<Timeouts, Error> {
     match hash {
-        Some(h) if !h.is_nil() => from_hash::<TimeoutSettings>(h, "timeouts")?.into_timeouts(),
+        Some(h) if !h.is_nil() => from_hash::<TimeoutSettings>(ruby, h, "timeouts")?.into_timeouts(),
         _ => Ok(Timeouts::default()),
     }
 }

@@ -16,7 +16,7 @@ use rb_sys::{ruby_value_type, st_data_t, ID, VALUE};
 /// Thread, StringIO...), `:frozen_data` (a C object whose type declares it
 /// shareable once frozen), or `:object` (frozen, then its references are
 /// visited).
-pub fn kind(obj: Value) -> Symbol {
+pub fn kind(ruby: &Ruby, obj: Value) -> Symbol {
     let raw = obj.as_raw();
     let name = unsafe {
         if rb_sys::SPECIAL_CONST_P(raw) || !rb_sys::RB_TYPE_P(raw, ruby_value_type::RUBY_T_DATA) {
@@ -33,7 +33,7 @@ pub fn kind(obj: Value) -> Symbol {
             "refused"
         }
     };
-    Symbol::new(name)
+    ruby.to_symbol(name)
 }
 
 unsafe extern "C" fn collect(id: ID, value: VALUE, arg: st_data_t) -> std::os::raw::c_int {

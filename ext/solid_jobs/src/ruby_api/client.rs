@@ -65,10 +65,10 @@ pub struct Client {
 impl Client {
     /// new(url, namespace, timeouts = nil): `timeouts` is `{connect:, read:,
     /// write:}` in seconds (`Configuration#timeouts`), nil for the defaults.
-    fn new(args: &[Value]) -> Result<Self, Error> {
+    fn new(ruby: &Ruby, args: &[Value]) -> Result<Self, Error> {
         let args = scan_args::<(String, String), (Option<Value>,), (), (), (), ()>(args)?;
         let (url, namespace) = args.required;
-        let connector = Connector::with_timeouts(&url, timeouts(args.optional.0)?).map_err(err)?;
+        let connector = Connector::with_timeouts(&url, timeouts(ruby, args.optional.0)?).map_err(err)?;
         Ok(Client {
             pool: Pool::new(connector),
             store: Store::new(Keyspace::new(&namespace)),
@@ -183,7 +183,7 @@ impl Client {
             serde_json::from_value(json).map_err(|e| arg_error(format!("the envelope has the wrong shape: {e}")))?;
         let jobs = index + 1;
         let flow = Flow::parse_for(flow, jobs)?;
-        envelope_to_ruby(&flow.apply(ruby, env, index)?)
+        envelope_to_ruby(ruby, &flow.apply(ruby, env, index)?)
     }
 
     /// push_unique(task, [arguments, ...], [key material, ...], channel,
@@ -267,7 +267,7 @@ impl Client {
         due_ms: Option<u64>,
     ) -> Result<Value, Error> {
         let env = build_routed(ruby, &task, arguments, &channel, max_failures, due_ms, "arguments")?;
-        envelope_to_ruby(&env)
+        envelope_to_ruby(ruby, &env)
     }
 
     /// push_envelopes([envelope Hash, ...], due_ms) -> [id, ...]: writes
@@ -489,10 +489,11 @@ impl Client {
 
     /// enable_telemetry({hostname:, journal:, sample_per_interval:, buffer:,
     /// journal_size:}), once, before the client is shared.
-    fn enable_telemetry(&self, settings: RHash) -> Result<(), Error> {
-        let settings: PublisherTelemetrySettings = from_hash(settings.as_value(), "publisher telemetry settings")?;
-        let telemetry = PublisherTelemetry::new(settings, &self.namespace);
-        self.telemetry.set(telemetry).map_err(|_| arg_error("telemetry is already enabled on this client".into()))
+    fn enable_telemetry(ruby: &Ruby, rb_self: &Self, settings: RHash) -> Result<(), Error> {
+        let settings: PublisherTelemetrySettings =
+            from_hash(ruby, settings.as_value(), "publisher telemetry settings")?;
+        let telemetry = PublisherTelemetry::new(settings, &rb_self.namespace);
+        rb_self.telemetry.set(telemetry).map_err(|_| arg_error("telemetry is already enabled on this client".into()))
     }
 
     /// The journal source of this process's publications, or nil.

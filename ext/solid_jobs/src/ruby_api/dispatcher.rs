@@ -48,13 +48,13 @@ impl Dispatcher {
     /// `SolidJobs::Conductor` builds the Hashes). Every Hash is checked
     /// before any source starts; sources started before one that fails to
     /// start are shut down again.
-    fn new(sources: RArray, telemetry: RHash) -> Result<Self, Error> {
-        let telemetry: NodeTelemetrySettings = from_hash(telemetry.as_value(), "node telemetry settings")?;
+    fn new(ruby: &Ruby, sources: RArray, telemetry: RHash) -> Result<Self, Error> {
+        let telemetry: NodeTelemetrySettings = from_hash(ruby, telemetry.as_value(), "node telemetry settings")?;
         let node = NodeState::new(telemetry.into_config()?);
         let settings = sources
             .into_iter()
             .enumerate()
-            .map(|(i, s)| from_hash::<SourceSettings>(s, &format!("source settings {i}")))
+            .map(|(i, s)| from_hash::<SourceSettings>(ruby, s, &format!("source settings {i}")))
             .collect::<Result<Vec<_>, Error>>()?;
         if settings.is_empty() {
             return Err(arg_error("a dispatcher needs at least one source".into()));
@@ -293,10 +293,10 @@ impl Dispatcher {
         self.core.inflight()
     }
 
-    fn stats(&self) -> Result<RHash, Error> {
+    fn stats(ruby: &Ruby, rb_self: &Self) -> Result<RHash, Error> {
         use solid_core::source::Stats;
         use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-        let h = RHash::new();
+        let h = ruby.hash_new();
         for (k, get) in [
             ("claimed", (|s| &s.claimed) as fn(&Stats) -> &AtomicU64),
             ("completed", |s| &s.completed),
@@ -307,11 +307,11 @@ impl Dispatcher {
             ("promoted", |s| &s.promoted),
             ("redis_errors", |s| &s.redis_errors),
         ] {
-            let total: u64 = self.core.sources().iter().map(|src| get(src.stats()).load(Relaxed)).sum();
+            let total: u64 = rb_self.core.sources().iter().map(|src| get(src.stats()).load(Relaxed)).sum();
             h.aset(k, total)?;
         }
-        h.aset("inflight", self.core.inflight())?;
-        h.aset("lane_depths", self.core.lane_depths())?;
+        h.aset("inflight", rb_self.core.inflight())?;
+        h.aset("lane_depths", rb_self.core.lane_depths())?;
         Ok(h)
     }
 
@@ -366,9 +366,9 @@ impl Dispatcher {
         let (requests, deliveries) = without_gvl(|interrupted| t.notices(timeout, interrupted))?;
         let events = ruby.ary_new_capa(deliveries.len());
         for d in deliveries {
-            let payload = RHash::new();
+            let payload = ruby.hash_new();
             for (k, v) in &d.payload {
-                payload.aset(ruby.to_symbol(k), to_ruby(v)?)?;
+                payload.aset(ruby.to_symbol(k), to_ruby(ruby, v)?)?;
             }
             events.push((d.name, payload))?;
         }
@@ -419,9 +419,9 @@ impl Dispatcher {
     }
 
     /// {"seq", "dropped", "pending", "undelivered", "sample_per_interval"}
-    fn telemetry_stats(&self) -> Result<RHash, Error> {
-        let h = RHash::new();
-        if let serde_json::Value::Object(m) = self.node.telemetry.stats_json() {
+    fn telemetry_stats(ruby: &Ruby, rb_self: &Self) -> Result<RHash, Error> {
+        let h = ruby.hash_new();
+        if let serde_json::Value::Object(m) = rb_self.node.telemetry.stats_json() {
             for (k, v) in m {
                 h.aset(k, v.as_u64().unwrap_or(0))?;
             }

@@ -21,10 +21,10 @@ pub struct EngineClient {
 
 impl EngineClient {
     /// new(url, password, timeouts = nil): `timeouts` as for `Client.new`.
-    fn new(args: &[Value]) -> Result<Self, Error> {
+    fn new(ruby: &Ruby, args: &[Value]) -> Result<Self, Error> {
         let args = scan_args::<(String, Option<String>), (Option<Value>,), (), (), (), ()>(args)?;
         let (url, password) = args.required;
-        let connector = wire::connector(&url, password.as_deref(), timeouts(args.optional.0)?).map_err(err)?;
+        let connector = wire::connector(&url, password.as_deref(), timeouts(ruby, args.optional.0)?).map_err(err)?;
         Ok(EngineClient { pool: Pool::new(connector), url })
     }
 

@@ -84,11 +84,11 @@ impl Job {
     fn claimed_ms(&self) -> u64 {
         self.claimed.claimed_ms
     }
-    fn arguments(&self) -> Result<Value, Error> {
-        to_ruby(&self.claimed.envelope.arguments)
+    fn arguments(ruby: &Ruby, rb_self: &Self) -> Result<Value, Error> {
+        to_ruby(ruby, &rb_self.claimed.envelope.arguments)
     }
-    fn envelope(&self) -> Result<Value, Error> {
-        envelope_to_ruby(&self.claimed.envelope)
+    fn envelope(ruby: &Ruby, rb_self: &Self) -> Result<Value, Error> {
+        envelope_to_ruby(ruby, &rb_self.claimed.envelope)
     }
     fn raw(&self) -> String {
         self.claimed.raw.clone()

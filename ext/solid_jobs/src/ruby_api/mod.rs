@@ -105,7 +105,7 @@ fn default_backoff(failures: u32) -> f64 {
 }
 
 /// Decodes and validates an envelope JSON string into a Hash.
-fn decode_envelope(raw: String) -> Result<Value, Error> {
+fn decode_envelope(ruby: &Ruby, raw: String) -> Result<Value, Error> {
     let env = solid_core::Envelope::decode(&raw).map_err(err)?;
-    envelope_to_ruby(&env)
+    envelope_to_ruby(ruby, &env)
 }
