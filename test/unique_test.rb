@@ -140,9 +140,13 @@ class UniqueTest < SolidJobsTest
     eventually("completed") { completed("over") == 1 }
     eventually("acked") { redis.hget(key("jobs"), id).nil? }
     assert_equal other, redis.get(lock), "compare-and-delete: the ack left another job's lock alone"
-    fresh = UniqueRunningTask.enqueue(path, "over")
+    # The new job runs until the test has looked at the lock: queued or
+    # running, it holds it (while: :running).
+    release = File.join(@ledger_dir, "release-over")
+    fresh = UniqueRunningTask.enqueue(path, "over", "await:#{release}")
     refute_equal other, fresh, "a lock whose holder is not live is taken over at enqueue"
     assert_equal fresh, redis.get(lock)
+    File.write(release, "")
     eventually("the new job ran") { completed("over") == 2 }
     eventually("released") { lock_keys.empty? }
   end

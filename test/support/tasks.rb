@@ -394,6 +394,11 @@ module UniqueBehaviour
     Ledger.append(path, "start #{label}")
     case behaviour
     when /\Asleep:(.+)\z/ then sleep(Float(::Regexp.last_match(1)))
+    when /\Aawait:(.+)\z/
+      file = ::Regexp.last_match(1)
+      deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 30
+      # Runs until the test creates the file (at most 30 s, a hang guard).
+      sleep 0.01 until File.exist?(file) || Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
     when "fail" then raise ArgumentError, "failing on purpose: #{label}"
     when "fail_once"
       raise ArgumentError, "failing once: #{label}" if File.readlines(path, chomp: true).count("start #{label}") == 1
