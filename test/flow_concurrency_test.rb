@@ -55,11 +55,8 @@ class FlowConcurrencyTest < SolidJobsTest
     @last_released = !hold_last
     @producer = Thread.new do
       slices.each_with_index do |slice, i|
-        if i == slices.size - 1
-          deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 300
-          # Polls the flag the test sets; the deadline is a hang guard.
-          sleep 0.05 until @last_released || Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
-        end
+        # The bound is a hang guard.
+        Poll.wait(300, every: 0.05) { @last_released } if i == slices.size - 1
         FlowLimitedTask.enqueue_many(slice)
         @enqueued += slice.size
         sleep 0.1 # pacing: jobs keep arriving while processes die or restart

@@ -52,9 +52,8 @@ class StoppableJob < ActiveJob::Base
   def perform(path, label)
     adapter = self.class.queue_adapter
     Ledger.append(path, "started #{label} #{provider_job_id} #{adapter.stopping?}")
-    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 30
-    # Polls the flag a shutdown sets; the test's TERM ends the wait.
-    sleep 0.02 until adapter.stopping? || Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+    # The test's TERM ends the wait.
+    Poll.wait(30, every: 0.02) { adapter.stopping? }
     Ledger.append(path, "stopping #{label} #{adapter.stopping?}")
   end
 end

@@ -24,13 +24,9 @@ class RedisMonitor
     rescue Redis::BaseConnectionError, IOError
       nil
     end
-    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + timeout
-    until redis.echo(@marker) && @lock.synchronize { @watching }
-      raise "MONITOR not watching after #{timeout}s" if Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+    watching = Poll.wait(timeout, every: 0.02) { redis.echo(@marker) && @lock.synchronize { @watching } }
+    raise "MONITOR not watching after #{timeout}s" unless watching
 
-      # Polls the flag the MONITOR thread sets; bounded by the deadline.
-      sleep 0.02
-    end
     self
   end
 

@@ -15,6 +15,24 @@ module Ledger
   end
 end
 
+# A bounded poll for code that cannot use the tests' `eventually` (task
+# bodies in worker processes and Ractors, the tests' helper threads): true
+# once the block is, false after `timeout` seconds.
+module Poll
+  module_function
+
+  def wait(timeout, every: 0.01)
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + timeout
+    loop do
+      return true if yield
+      return false if Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+
+      # Polls what another process or thread sets; bounded by the deadline.
+      sleep every
+    end
+  end
+end
+
 class LedgerTask
   include SolidJobs::Task
 
@@ -395,10 +413,9 @@ module UniqueBehaviour
     case behaviour
     when /\Asleep:(.+)\z/ then sleep(Float(::Regexp.last_match(1)))
     when /\Aawait:(.+)\z/
-      file = ::Regexp.last_match(1)
-      deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 30
       # Runs until the test creates the file (at most 30 s, a hang guard).
-      sleep 0.01 until File.exist?(file) || Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+      file = ::Regexp.last_match(1)
+      Poll.wait(30) { File.exist?(file) }
     when "fail" then raise ArgumentError, "failing on purpose: #{label}"
     when "fail_once"
       raise ArgumentError, "failing once: #{label}" if File.readlines(path, chomp: true).count("start #{label}") == 1
